@@ -1,0 +1,1 @@
+//! memcached codecs (being written on branch wt-mc).
