@@ -1,0 +1,257 @@
+//! fallow's storage engine. A `Store` is a fixed set of shards, each the single owner of the keys that
+//! hash to it. A command locks the shards of its keys (in ascending order, so multi-key commands are atomic
+//! and never deadlock) and works on them directly.
+//!
+//! Why locks instead of shard threads and messages (DESIGN.md "Shards and threads"): on this machine a
+//! cross-thread wake-up costs tens of microseconds while an uncontended lock costs tens of nanoseconds, and
+//! every connection thread can reach every key. A shard is still one owner at a time, and the shard API is
+//! message-shaped (key + operation), so shards can later live on other nodes.
+pub mod glob;
+pub mod memory;
+pub mod shard;
+pub mod types;
+
+pub use memory::MemoryCounters;
+pub use shard::{EvictionPolicy, ItemInfo, OwnedData, OwnedValue, Shard, ShardConfig};
+pub use types::{Collection, Kind};
+
+use parking_lot::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// The key holds a value of another type than the command works on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WrongType;
+
+/// The write cannot be done within `maxmemory`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OutOfMemory;
+
+const HASH_SEED: u64 = 0x6661_6c6c_6f77_2121;
+
+/// The hash of a key, used both to pick its shard and inside the shard's index.
+pub fn hash_key(key: &[u8]) -> u64 {
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::with_seed(HASH_SEED).hash_one(key)
+}
+
+/// Parses a decimal i64 with Redis's strictness (no spaces, no '+', no leading zeros).
+pub fn parse_i64_strict(bytes: &[u8]) -> Option<i64> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    let value: i64 = text.parse().ok()?;
+    (value.to_string() == text).then_some(value)
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+#[derive(Clone, Debug)]
+pub struct StoreConfig {
+    pub shards: usize,
+    pub databases: usize,
+    pub segment_bytes: usize,
+    /// 0 = unlimited.
+    pub maxmemory_bytes: usize,
+    pub policy: EvictionPolicy,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            shards: 16,
+            databases: 16,
+            segment_bytes: 1 << 20,
+            maxmemory_bytes: 0,
+            policy: EvictionPolicy::NoEviction,
+        }
+    }
+}
+
+pub struct Store {
+    shards: Box<[Mutex<Shard>]>,
+    pub memory: Arc<MemoryCounters>,
+    maxmemory_bytes: AtomicUsize,
+    policy: AtomicU8,
+    databases: usize,
+    pub epoch_ms: u64,
+}
+
+impl Store {
+    pub fn new(config: &StoreConfig) -> Store {
+        assert!(config.shards >= 1 && config.shards <= 64);
+        let memory = Arc::new(MemoryCounters::default());
+        let epoch_ms = now_ms();
+        let shard_config = ShardConfig {
+            databases: config.databases,
+            segment_bytes: config.segment_bytes,
+            epoch_ms,
+        };
+        let shards = (0..config.shards)
+            .map(|id| Mutex::new(Shard::new(id, shard_config.clone(), memory.clone())))
+            .collect();
+        let store = Store {
+            shards,
+            memory,
+            maxmemory_bytes: AtomicUsize::new(config.maxmemory_bytes),
+            policy: AtomicU8::new(0),
+            databases: config.databases,
+            epoch_ms,
+        };
+        store.set_policy(config.policy);
+        store
+    }
+
+    pub fn shard_count(&self) -> usize {
+        self.shards.len()
+    }
+
+    pub fn databases(&self) -> usize {
+        self.databases
+    }
+
+    /// The shard that owns `key`. Uses hash bits the index does not use for bucket choice.
+    pub fn shard_index(&self, key: &[u8]) -> usize {
+        ((hash_key(key) >> 40) as usize & 0xffff) % self.shards.len()
+    }
+
+    pub fn lock(&self, index: usize) -> MutexGuard<'_, Shard> {
+        self.shards[index].lock()
+    }
+
+    /// Locks the shards of `keys` in ascending order.
+    pub fn lock_keys<'a, K: AsRef<[u8]>>(&'a self, keys: impl IntoIterator<Item = K>) -> Guards<'a> {
+        let mut indices: Vec<usize> = keys
+            .into_iter()
+            .map(|key| self.shard_index(key.as_ref()))
+            .collect();
+        indices.sort_unstable();
+        indices.dedup();
+        self.lock_indices(&indices)
+    }
+
+    pub fn lock_all(&self) -> Guards<'_> {
+        let indices: Vec<usize> = (0..self.shards.len()).collect();
+        self.lock_indices(&indices)
+    }
+
+    fn lock_indices(&self, sorted_indices: &[usize]) -> Guards<'_> {
+        debug_assert!(sorted_indices.windows(2).all(|pair| pair[0] < pair[1]));
+        Guards {
+            store: self,
+            guards: sorted_indices
+                .iter()
+                .map(|&index| (index, self.shards[index].lock()))
+                .collect(),
+        }
+    }
+
+    pub fn used_bytes(&self) -> usize {
+        self.memory.used_bytes.load(Ordering::Relaxed)
+    }
+
+    pub fn maxmemory_bytes(&self) -> usize {
+        self.maxmemory_bytes.load(Ordering::Relaxed)
+    }
+
+    pub fn set_maxmemory_bytes(&self, bytes: usize) {
+        self.maxmemory_bytes.store(bytes, Ordering::Relaxed);
+    }
+
+    pub fn policy(&self) -> EvictionPolicy {
+        EvictionPolicy::ALL[self.policy.load(Ordering::Relaxed) as usize]
+    }
+
+    pub fn set_policy(&self, policy: EvictionPolicy) {
+        let index = EvictionPolicy::ALL
+            .iter()
+            .position(|candidate| *candidate == policy)
+            .expect("policy listed in ALL");
+        self.policy.store(index as u8, Ordering::Relaxed);
+    }
+
+    pub fn over_maxmemory(&self) -> bool {
+        let max = self.maxmemory_bytes();
+        max != 0 && self.used_bytes() > max
+    }
+
+    /// One round of background work on every shard: active expiry, then compaction if needed. Each
+    /// shard is locked for a bounded amount of work only.
+    pub fn housekeeping_tick(&self, expire_items_max: usize) {
+        for shard in self.shards.iter() {
+            let mut shard = shard.lock();
+            let now = now_ms();
+            // Keep going while a large share of what we check is expired, like Redis's active expiry.
+            while shard.expire_cycle(now, expire_items_max) * 4 > expire_items_max {}
+            if shard.needs_compaction() {
+                shard.compact_step();
+            }
+        }
+        // Bring usage back under maxmemory (e.g. after CONFIG SET maxmemory lowered it).
+        if self.over_maxmemory() {
+            let _ = self.lock_all().make_room();
+        }
+    }
+
+    /// Sums a per-shard figure.
+    pub fn sum_shards(&self, figure: impl Fn(&Shard) -> u64) -> u64 {
+        self.shards.iter().map(|shard| figure(&shard.lock())).sum()
+    }
+}
+
+/// The shards one command holds, locked in ascending order.
+pub struct Guards<'a> {
+    store: &'a Store,
+    guards: Vec<(usize, MutexGuard<'a, Shard>)>,
+}
+
+impl<'a> Guards<'a> {
+    pub fn store(&self) -> &'a Store {
+        self.store
+    }
+
+    /// The shard owning `key`; panics if the command did not lock it (a key-spec bug).
+    pub fn shard(&mut self, key: &[u8]) -> &mut Shard {
+        let index = self.store.shard_index(key);
+        let position = self
+            .guards
+            .binary_search_by_key(&index, |(held, _)| *held)
+            .unwrap_or_else(|_| panic!("shard {index} of a key was not locked"));
+        &mut self.guards[position].1
+    }
+
+    /// Every locked shard.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut Shard> + use<'_, 'a> {
+        self.guards.iter_mut().map(|(_, guard)| &mut **guard)
+    }
+
+    pub fn holds_all(&self) -> bool {
+        self.guards.len() == self.store.shard_count()
+    }
+
+    /// Evicts from the locked shards until the store is within maxmemory. Err when the policy allows
+    /// no eviction or nothing evictable is left in these shards.
+    pub fn make_room(&mut self) -> Result<(), OutOfMemory> {
+        let policy = self.store.policy();
+        let now = now_ms();
+        while self.store.over_maxmemory() {
+            let mut freed_any = false;
+            for (_, shard) in self.guards.iter_mut() {
+                if shard.evict_one(policy, now).is_some() {
+                    freed_any = true;
+                }
+                if !self.store.over_maxmemory() {
+                    return Ok(());
+                }
+            }
+            if !freed_any {
+                return Err(OutOfMemory);
+            }
+        }
+        Ok(())
+    }
+}

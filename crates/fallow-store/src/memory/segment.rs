@@ -1,0 +1,261 @@
+//! Segments: memory mapped from the OS in large pieces and filled as an append-only log of items.
+//!
+//! An item is a fixed 40-byte header followed by the key and the value, 8-byte aligned. Items never move
+//! inside a segment; an overwrite appends a new item and marks the old one dead. A segment whose live bytes
+//! fall to zero is unmapped at once, and compaction copies the few live items out of a mostly dead segment,
+//! so freed memory really goes back to the OS (RSS falls) instead of staying with an allocator.
+use std::ptr::NonNull;
+
+/// Alignment of every item inside a segment.
+pub const ITEM_ALIGN_BYTES: usize = 8;
+/// Size of `ItemHeader`, the fixed part of every item.
+pub const ITEM_HEADER_BYTES: usize = std::mem::size_of::<ItemHeader>();
+
+/// The fixed part of every stored item, as laid out in segment memory.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ItemHeader {
+    /// memcached CAS unique; changes on every modification, so WATCH uses it too.
+    pub cas: u64,
+    /// Absolute expiry in Unix milliseconds; 0 = never.
+    pub expire_at_ms: u64,
+    pub key_len: u32,
+    pub value_len: u32,
+    /// memcached client flags (0 for values written through RESP).
+    pub client_flags: u32,
+    /// Seconds since the store started at the last access (LRU), also the base of LFU decay.
+    pub access_s: u32,
+    /// Data type of the value (`Kind` as u8).
+    pub kind: u8,
+    pub db: u8,
+    /// Logarithmic access counter (Redis LFU).
+    pub lfu_counter: u8,
+    /// 1 while the item is the current version of its key.
+    pub alive: u8,
+    _reserved: u32,
+}
+
+const _: () = assert!(ITEM_HEADER_BYTES == 40);
+
+impl ItemHeader {
+    pub fn new(kind: u8, db: u8, key_len: usize, value_len: usize) -> Self {
+        assert!(key_len <= u32::MAX as usize && value_len <= u32::MAX as usize);
+        ItemHeader {
+            cas: 0,
+            expire_at_ms: 0,
+            key_len: key_len as u32,
+            value_len: value_len as u32,
+            client_flags: 0,
+            access_s: 0,
+            kind,
+            db,
+            lfu_counter: 0,
+            alive: 1,
+            _reserved: 0,
+        }
+    }
+
+    /// Bytes the whole item takes in its segment, padding included.
+    pub fn item_bytes(&self) -> usize {
+        item_bytes(self.key_len as usize, self.value_len as usize)
+    }
+}
+
+pub fn item_bytes(key_len: usize, value_len: usize) -> usize {
+    (ITEM_HEADER_BYTES + key_len + value_len).next_multiple_of(ITEM_ALIGN_BYTES)
+}
+
+/// One anonymous mapping holding a log of items.
+pub struct Segment {
+    base: NonNull<u8>,
+    capacity_bytes: usize,
+    used_bytes: usize,
+    live_bytes: usize,
+    /// Creation order; SCAN walks segments by sequence so that moved items are seen later, not lost.
+    pub sequence: u64,
+}
+
+// The mapping is owned by the segment and only reached through `&mut`/`&` of it.
+unsafe impl Send for Segment {}
+
+impl Segment {
+    /// Maps `capacity_bytes` (rounded up to pages). None when the OS refuses.
+    pub fn map(capacity_bytes: usize, sequence: u64) -> Option<Segment> {
+        let page = page_bytes();
+        let capacity_bytes = capacity_bytes.max(page).next_multiple_of(page);
+        // SAFETY: anonymous private mapping with no address hint; checked for MAP_FAILED below.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                capacity_bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return None;
+        }
+        Some(Segment {
+            base: NonNull::new(base as *mut u8)?,
+            capacity_bytes,
+            used_bytes: 0,
+            live_bytes: 0,
+            sequence,
+        })
+    }
+
+    pub fn capacity_bytes(&self) -> usize {
+        self.capacity_bytes
+    }
+
+    pub fn used_bytes(&self) -> usize {
+        self.used_bytes
+    }
+
+    pub fn live_bytes(&self) -> usize {
+        self.live_bytes
+    }
+
+    pub fn free_bytes(&self) -> usize {
+        self.capacity_bytes - self.used_bytes
+    }
+
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: the mapping is valid for capacity_bytes for the segment's whole life.
+        unsafe { std::slice::from_raw_parts(self.base.as_ptr(), self.capacity_bytes) }
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as above, and `&mut self` makes this the only reference.
+        unsafe { std::slice::from_raw_parts_mut(self.base.as_ptr(), self.capacity_bytes) }
+    }
+
+    /// Appends an item; returns its offset, or None when it does not fit.
+    pub fn append(&mut self, header: &ItemHeader, key: &[u8], value: &[u8]) -> Option<u32> {
+        debug_assert_eq!(header.key_len as usize, key.len());
+        debug_assert_eq!(header.value_len as usize, value.len());
+        let size = header.item_bytes();
+        if size > self.free_bytes() || self.used_bytes > u32::MAX as usize {
+            return None;
+        }
+        let offset = self.used_bytes;
+        let bytes = self.bytes_mut();
+        // SAFETY: offset is 8-aligned and offset+size fits in the mapping (checked above).
+        unsafe { std::ptr::write(bytes.as_mut_ptr().add(offset) as *mut ItemHeader, *header) };
+        let key_start = offset + ITEM_HEADER_BYTES;
+        bytes[key_start..key_start + key.len()].copy_from_slice(key);
+        bytes[key_start + key.len()..key_start + key.len() + value.len()].copy_from_slice(value);
+        self.used_bytes += size;
+        self.live_bytes += size;
+        Some(offset as u32)
+    }
+
+    fn check_offset(&self, offset: u32) -> usize {
+        let offset = offset as usize;
+        assert!(offset % ITEM_ALIGN_BYTES == 0 && offset + ITEM_HEADER_BYTES <= self.used_bytes);
+        offset
+    }
+
+    pub fn header(&self, offset: u32) -> &ItemHeader {
+        let offset = self.check_offset(offset);
+        // SAFETY: an item header was written at every offset handed out by `append`.
+        unsafe { &*(self.bytes().as_ptr().add(offset) as *const ItemHeader) }
+    }
+
+    pub fn header_mut(&mut self, offset: u32) -> &mut ItemHeader {
+        let offset = self.check_offset(offset);
+        // SAFETY: as in `header`, with exclusive access through `&mut self`.
+        unsafe { &mut *(self.bytes_mut().as_mut_ptr().add(offset) as *mut ItemHeader) }
+    }
+
+    pub fn key(&self, offset: u32) -> &[u8] {
+        let header = *self.header(offset);
+        let start = offset as usize + ITEM_HEADER_BYTES;
+        &self.bytes()[start..start + header.key_len as usize]
+    }
+
+    pub fn value(&self, offset: u32) -> &[u8] {
+        let header = *self.header(offset);
+        let start = offset as usize + ITEM_HEADER_BYTES + header.key_len as usize;
+        &self.bytes()[start..start + header.value_len as usize]
+    }
+
+    pub fn value_mut(&mut self, offset: u32) -> &mut [u8] {
+        let header = *self.header(offset);
+        let start = offset as usize + ITEM_HEADER_BYTES + header.key_len as usize;
+        &mut self.bytes_mut()[start..start + header.value_len as usize]
+    }
+
+    /// Marks an item dead; returns the bytes it took.
+    pub fn kill(&mut self, offset: u32) -> usize {
+        let header = self.header_mut(offset);
+        assert_eq!(header.alive, 1, "an item dies once");
+        header.alive = 0;
+        let size = header.item_bytes();
+        self.live_bytes -= size;
+        size
+    }
+
+    /// The offset of the item after the one at `offset`, if any.
+    pub fn next_offset(&self, offset: u32) -> Option<u32> {
+        let next = offset as usize + self.header(offset).item_bytes();
+        (next < self.used_bytes).then_some(next as u32)
+    }
+
+    /// The first item's offset, if the segment holds any.
+    pub fn first_offset(&self) -> Option<u32> {
+        (self.used_bytes > 0).then_some(0)
+    }
+}
+
+impl Drop for Segment {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly the mapping created in `map`.
+        let result = unsafe { libc::munmap(self.base.as_ptr() as *mut _, self.capacity_bytes) };
+        debug_assert_eq!(result, 0);
+    }
+}
+
+pub fn page_bytes() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if page > 0 {
+        page as usize
+    } else {
+        4096
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn append_read_kill() {
+        let mut segment = Segment::map(1 << 16, 1).expect("mmap");
+        let header = ItemHeader::new(1, 0, 3, 5);
+        let first = segment.append(&header, b"key", b"value").unwrap();
+        let second = segment.append(&header, b"abc", b"12345").unwrap();
+        assert_eq!(first, 0);
+        assert_eq!(second as usize, item_bytes(3, 5));
+        assert_eq!(segment.key(second), b"abc");
+        assert_eq!(segment.value(first), b"value");
+        assert_eq!(segment.next_offset(first), Some(second));
+        assert_eq!(segment.next_offset(second), None);
+        assert_eq!(segment.live_bytes(), 2 * item_bytes(3, 5));
+        segment.kill(first);
+        assert_eq!(segment.live_bytes(), item_bytes(3, 5));
+        assert_eq!(segment.header(first).alive, 0);
+    }
+
+    #[test]
+    fn full_segment_refuses() {
+        let mut segment = Segment::map(4096, 1).expect("mmap");
+        let value = vec![7u8; 4000];
+        let header = ItemHeader::new(1, 0, 1, value.len());
+        assert!(segment.append(&header, b"k", &value).is_some());
+        assert!(segment.append(&header, b"k", &value).is_none());
+    }
+}

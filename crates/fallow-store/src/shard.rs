@@ -1,0 +1,1223 @@
+//! A shard: the single owner of a slice of the keyspace. It holds one hash index per database, the
+//! segments its items live in, the table of its collection values, and the bookkeeping for expiry,
+//! eviction and compaction. Every method runs under the shard's lock, so commands on one shard are
+//! linearizable.
+use crate::memory::segment::{item_bytes, ItemHeader, Segment};
+use crate::types::{Collection, CollectionType, Kind};
+use crate::{hash_key, MemoryCounters, WrongType};
+use hashbrown::HashTable;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// Where an item lives: segment slot in the high 32 bits, byte offset in the low 32.
+type Location = u64;
+
+fn location(slot: u32, offset: u32) -> Location {
+    ((slot as u64) << 32) | offset as u64
+}
+
+fn slot_of(location: Location) -> u32 {
+    (location >> 32) as u32
+}
+
+fn offset_of(location: Location) -> u32 {
+    location as u32
+}
+
+/// How a shard is built.
+#[derive(Clone, Debug)]
+pub struct ShardConfig {
+    pub databases: usize,
+    /// Size of a regular segment; items larger than half of it get a segment of their own.
+    pub segment_bytes: usize,
+    /// Seconds-resolution clock origin for LRU/LFU (Unix ms of store start).
+    pub epoch_ms: u64,
+}
+
+/// Counters of events in one shard; INFO sums them over shards.
+#[derive(Clone, Debug, Default)]
+pub struct ShardStats {
+    pub keyspace_hits: u64,
+    pub keyspace_misses: u64,
+    pub expired_keys: u64,
+    pub evicted_keys: u64,
+    pub compacted_segments: u64,
+    pub compacted_bytes: u64,
+    pub segments_mapped: u64,
+    pub segments_unmapped: u64,
+}
+
+/// A value taken out of (or copied from) the keyspace, to be put under another key.
+#[derive(Clone, Debug)]
+pub struct OwnedValue {
+    pub data: OwnedData,
+    pub expire_at_ms: u64,
+}
+
+#[derive(Clone, Debug)]
+pub enum OwnedData {
+    String { bytes: Vec<u8>, client_flags: u32 },
+    Collection(Collection),
+}
+
+impl OwnedValue {
+    pub fn kind(&self) -> Kind {
+        match &self.data {
+            OwnedData::String { .. } => Kind::String,
+            OwnedData::Collection(collection) => collection.kind(),
+        }
+    }
+}
+
+/// What a read of one item sees, besides its value.
+#[derive(Clone, Copy, Debug)]
+pub struct ItemInfo {
+    pub kind: Kind,
+    pub expire_at_ms: u64,
+    pub cas: u64,
+    pub client_flags: u32,
+    pub access_s: u32,
+    pub lfu_counter: u8,
+}
+
+/// Eviction policies of `maxmemory-policy`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EvictionPolicy {
+    NoEviction,
+    AllKeysLru,
+    AllKeysLfu,
+    AllKeysRandom,
+    VolatileLru,
+    VolatileLfu,
+    VolatileRandom,
+    VolatileTtl,
+}
+
+impl EvictionPolicy {
+    pub const ALL: [EvictionPolicy; 8] = [
+        EvictionPolicy::NoEviction,
+        EvictionPolicy::AllKeysLru,
+        EvictionPolicy::AllKeysLfu,
+        EvictionPolicy::AllKeysRandom,
+        EvictionPolicy::VolatileLru,
+        EvictionPolicy::VolatileLfu,
+        EvictionPolicy::VolatileRandom,
+        EvictionPolicy::VolatileTtl,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            EvictionPolicy::NoEviction => "noeviction",
+            EvictionPolicy::AllKeysLru => "allkeys-lru",
+            EvictionPolicy::AllKeysLfu => "allkeys-lfu",
+            EvictionPolicy::AllKeysRandom => "allkeys-random",
+            EvictionPolicy::VolatileLru => "volatile-lru",
+            EvictionPolicy::VolatileLfu => "volatile-lfu",
+            EvictionPolicy::VolatileRandom => "volatile-random",
+            EvictionPolicy::VolatileTtl => "volatile-ttl",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<EvictionPolicy> {
+        let name = name.to_ascii_lowercase();
+        Self::ALL.into_iter().find(|policy| policy.name() == name)
+    }
+
+    fn volatile_only(self) -> bool {
+        matches!(
+            self,
+            EvictionPolicy::VolatileLru
+                | EvictionPolicy::VolatileLfu
+                | EvictionPolicy::VolatileRandom
+                | EvictionPolicy::VolatileTtl
+        )
+    }
+}
+
+struct Db {
+    index: HashTable<Location>,
+}
+
+/// Keys sampled per eviction, as Redis's maxmemory-samples.
+const EVICTION_SAMPLES: usize = 5;
+/// A sealed segment is compacted when less than this fraction of it is live.
+const COMPACT_LIVE_RATIO_MAX: f64 = 0.5;
+
+pub struct Shard {
+    pub id: usize,
+    config: ShardConfig,
+    dbs: Vec<Db>,
+    segments: Vec<Option<Segment>>,
+    free_slots: Vec<u32>,
+    /// Slot of each segment by creation sequence, for ordered walks (SCAN, expiry).
+    by_sequence: BTreeMap<u64, u32>,
+    active_slot: Option<u32>,
+    next_sequence: u64,
+    collections: Vec<Option<Collection>>,
+    free_collections: Vec<u32>,
+    cas_counter: u64,
+    /// Bytes this shard has reported into `memory.used_bytes`.
+    accounted_bytes: usize,
+    collection_bytes: usize,
+    /// Bytes of live items in segments (what `used_bytes` counts; dead space is compaction's business).
+    live_item_bytes: usize,
+    mapped_bytes: usize,
+    dead_bytes: usize,
+    memory: Arc<MemoryCounters>,
+    /// Active-expiry position: (segment sequence, offset) of the next item to check.
+    expire_cursor: (u64, u32),
+    rng: SmallRng,
+    pub stats: ShardStats,
+    /// Connections blocked (BLPOP and friends) on a key of this shard, woken when it may be ready.
+    waiters: hashbrown::HashMap<(u8, Box<[u8]>), Vec<Arc<tokio::sync::Notify>>>,
+}
+
+impl Shard {
+    pub fn new(id: usize, config: ShardConfig, memory: Arc<MemoryCounters>) -> Shard {
+        assert!(config.databases >= 1 && config.databases <= 256);
+        assert!(config.segment_bytes >= 4096 && config.segment_bytes <= 16 << 20);
+        Shard {
+            id,
+            dbs: (0..config.databases)
+                .map(|_| Db {
+                    index: HashTable::new(),
+                })
+                .collect(),
+            config,
+            segments: Vec::new(),
+            free_slots: Vec::new(),
+            by_sequence: BTreeMap::new(),
+            active_slot: None,
+            next_sequence: 1,
+            collections: Vec::new(),
+            free_collections: Vec::new(),
+            cas_counter: 0,
+            accounted_bytes: 0,
+            collection_bytes: 0,
+            live_item_bytes: 0,
+            mapped_bytes: 0,
+            dead_bytes: 0,
+            memory,
+            expire_cursor: (0, 0),
+            rng: SmallRng::seed_from_u64(id as u64 + 1),
+            stats: ShardStats::default(),
+            waiters: hashbrown::HashMap::new(),
+        }
+    }
+
+    pub fn databases(&self) -> usize {
+        self.dbs.len()
+    }
+
+    // ----- clocks and accounting -------------------------------------------------------------------
+
+    fn access_clock_s(&self, now_ms: u64) -> u32 {
+        (now_ms.saturating_sub(self.config.epoch_ms) / 1000) as u32
+    }
+
+    /// Seconds since the item was last accessed.
+    pub fn idle_s(&self, info: &ItemInfo, now_ms: u64) -> u64 {
+        self.access_clock_s(now_ms).saturating_sub(info.access_s) as u64
+    }
+
+    fn next_cas(&mut self) -> u64 {
+        self.cas_counter += 1;
+        (self.cas_counter << 8) | (self.id as u64 & 0xff)
+    }
+
+    fn index_bytes(&self) -> usize {
+        self.dbs
+            .iter()
+            .map(|db| db.index.capacity() * (std::mem::size_of::<Location>() + 1))
+            .sum()
+    }
+
+    /// Bytes this shard holds for data: live items, collection values and the indexes. Like Redis's
+    /// used_memory it excludes free and dead space; `mapped_bytes` is what the OS sees.
+    pub fn used_bytes(&self) -> usize {
+        self.live_item_bytes + self.collection_bytes + self.index_bytes()
+    }
+
+    /// Pushes the change in `used_bytes` since the last call into the store-wide counter.
+    fn sync_accounting(&mut self) {
+        let now = self.used_bytes();
+        let before = self.accounted_bytes;
+        if now > before {
+            self.memory.used_bytes.fetch_add(now - before, Ordering::Relaxed);
+        } else {
+            self.memory.used_bytes.fetch_sub(before - now, Ordering::Relaxed);
+        }
+        self.accounted_bytes = now;
+    }
+
+    pub fn mapped_bytes(&self) -> usize {
+        self.mapped_bytes
+    }
+
+    pub fn dead_bytes(&self) -> usize {
+        self.dead_bytes
+    }
+
+    pub fn segment_count(&self) -> usize {
+        self.by_sequence.len()
+    }
+
+    pub fn key_count(&self, db: usize) -> usize {
+        self.dbs[db].index.len()
+    }
+
+    // ----- segments ------------------------------------------------------------------------------
+
+    fn segment(&self, slot: u32) -> &Segment {
+        self.segments[slot as usize]
+            .as_ref()
+            .expect("a location points at a mapped segment")
+    }
+
+    fn segment_mut(&mut self, slot: u32) -> &mut Segment {
+        self.segments[slot as usize]
+            .as_mut()
+            .expect("a location points at a mapped segment")
+    }
+
+    fn map_segment(&mut self, capacity_bytes: usize) -> u32 {
+        let sequence = self.next_sequence;
+        self.next_sequence += 1;
+        let segment = Segment::map(capacity_bytes, sequence)
+            .unwrap_or_else(|| panic!("mmap of {capacity_bytes} bytes failed"));
+        self.mapped_bytes += segment.capacity_bytes();
+        self.stats.segments_mapped += 1;
+        let slot = match self.free_slots.pop() {
+            Some(slot) => {
+                self.segments[slot as usize] = Some(segment);
+                slot
+            }
+            None => {
+                self.segments.push(Some(segment));
+                (self.segments.len() - 1) as u32
+            }
+        };
+        self.by_sequence.insert(sequence, slot);
+        slot
+    }
+
+    fn unmap_segment(&mut self, slot: u32) {
+        let segment = self.segments[slot as usize]
+            .take()
+            .expect("unmapping a mapped segment");
+        assert_eq!(segment.live_bytes(), 0, "only empty segments are unmapped");
+        self.mapped_bytes -= segment.capacity_bytes();
+        self.dead_bytes -= segment.used_bytes();
+        self.by_sequence.remove(&segment.sequence);
+        self.free_slots.push(slot);
+        if self.active_slot == Some(slot) {
+            self.active_slot = None;
+        }
+        self.stats.segments_unmapped += 1;
+    }
+
+    /// Appends an item, mapping a new segment when needed.
+    fn append(&mut self, header: &ItemHeader, key: &[u8], value: &[u8]) -> Location {
+        let size = item_bytes(key.len(), value.len());
+        self.live_item_bytes += size;
+        if size > self.config.segment_bytes / 2 {
+            let slot = self.map_segment(size);
+            let offset = self.segment_mut(slot).append(header, key, value);
+            return location(slot, offset.expect("a dedicated segment fits its item"));
+        }
+        if let Some(slot) = self.active_slot {
+            if let Some(offset) = self.segment_mut(slot).append(header, key, value) {
+                return location(slot, offset);
+            }
+            self.seal(slot);
+        }
+        let slot = self.map_segment(self.config.segment_bytes);
+        self.active_slot = Some(slot);
+        let offset = self.segment_mut(slot).append(header, key, value);
+        location(slot, offset.expect("an empty segment fits a small item"))
+    }
+
+    /// Stops appending to a full segment, unmapping it if nothing in it lives.
+    fn seal(&mut self, slot: u32) {
+        self.active_slot = None;
+        if self.segment(slot).live_bytes() == 0 {
+            self.unmap_segment(slot);
+        }
+    }
+
+    /// Marks an item dead and unmaps its segment when nothing in it lives any more.
+    fn kill_item(&mut self, location: Location) {
+        let slot = slot_of(location);
+        let freed = self.segment_mut(slot).kill(offset_of(location));
+        self.dead_bytes += freed;
+        self.live_item_bytes -= freed;
+        if self.segment(slot).live_bytes() == 0 && self.active_slot != Some(slot) {
+            self.unmap_segment(slot);
+        }
+    }
+
+    fn header(&self, location: Location) -> &ItemHeader {
+        self.segment(slot_of(location)).header(offset_of(location))
+    }
+
+    fn header_mut(&mut self, location: Location) -> &mut ItemHeader {
+        self.segment_mut(slot_of(location))
+            .header_mut(offset_of(location))
+    }
+
+    fn item_key(&self, location: Location) -> &[u8] {
+        self.segment(slot_of(location)).key(offset_of(location))
+    }
+
+    fn item_value(&self, location: Location) -> &[u8] {
+        self.segment(slot_of(location)).value(offset_of(location))
+    }
+
+    // ----- index ---------------------------------------------------------------------------------
+
+    fn find(&self, db: usize, hash: u64, key: &[u8]) -> Option<Location> {
+        let segments = &self.segments;
+        self.dbs[db]
+            .index
+            .find(hash, |&candidate| {
+                let segment = segments[slot_of(candidate) as usize]
+                    .as_ref()
+                    .expect("indexed items live in mapped segments");
+                segment.key(offset_of(candidate)) == key
+            })
+            .copied()
+    }
+
+    fn replace_location(&mut self, db: usize, hash: u64, old: Location, new: Location) {
+        let entry = self.dbs[db]
+            .index
+            .find_mut(hash, |&candidate| candidate == old)
+            .expect("a live item is indexed");
+        *entry = new;
+    }
+
+    fn insert_location(&mut self, db: usize, hash: u64, new: Location) {
+        let segments = &self.segments;
+        self.dbs[db].index.insert_unique(hash, new, |&existing| {
+            let segment = segments[slot_of(existing) as usize]
+                .as_ref()
+                .expect("indexed items live in mapped segments");
+            hash_key(segment.key(offset_of(existing)))
+        });
+    }
+
+    fn remove_location(&mut self, db: usize, hash: u64, old: Location) {
+        let Ok(entry) = self.dbs[db]
+            .index
+            .find_entry(hash, |&candidate| candidate == old)
+        else {
+            panic!("removing an indexed item");
+        };
+        entry.remove();
+    }
+
+    /// Frees a collection handle stored as a collection item's value.
+    fn free_collection_of(&mut self, location: Location) {
+        let header = *self.header(location);
+        if Kind::from_u8(header.kind) == Kind::String {
+            return;
+        }
+        let handle = collection_handle(self.item_value(location));
+        let collection = self.collections[handle as usize]
+            .take()
+            .expect("a collection item owns its handle");
+        self.collection_bytes -= collection.memory_bytes();
+        self.free_collections.push(handle);
+    }
+
+    /// Removes the key at `location` entirely.
+    fn remove_item(&mut self, db: usize, hash: u64, location: Location) {
+        self.free_collection_of(location);
+        self.remove_location(db, hash, location);
+        self.kill_item(location);
+    }
+
+    /// Finds a live, unexpired key. Expired keys are deleted on the way (lazy expiry).
+    fn lookup(&mut self, db: usize, key: &[u8], now_ms: u64) -> Option<(u64, Location)> {
+        let hash = hash_key(key);
+        let location = self.find(db, hash, key)?;
+        let expire_at_ms = self.header(location).expire_at_ms;
+        if expire_at_ms != 0 && expire_at_ms <= now_ms {
+            self.remove_item(db, hash, location);
+            self.stats.expired_keys += 1;
+            self.sync_accounting();
+            return None;
+        }
+        Some((hash, location))
+    }
+
+    /// Records an access for LRU/LFU (Redis's logarithmic counter with decay by idle minutes).
+    fn touch(&mut self, location: Location, now_ms: u64) {
+        let clock = self.access_clock_s(now_ms);
+        let random: f64 = self.rng.gen();
+        let header = self.header_mut(location);
+        let idle_minutes = clock.saturating_sub(header.access_s) / 60;
+        let mut counter = header.lfu_counter.saturating_sub(idle_minutes.min(255) as u8);
+        if counter < 255 {
+            let base = counter.saturating_sub(5) as f64;
+            if random < 1.0 / (base * 10.0 + 1.0) {
+                counter += 1;
+            }
+        }
+        header.lfu_counter = counter;
+        header.access_s = clock;
+    }
+
+    fn info_of(&self, location: Location) -> ItemInfo {
+        let header = self.header(location);
+        ItemInfo {
+            kind: Kind::from_u8(header.kind),
+            expire_at_ms: header.expire_at_ms,
+            cas: header.cas,
+            client_flags: header.client_flags,
+            access_s: header.access_s,
+            lfu_counter: header.lfu_counter,
+        }
+    }
+
+    // ----- generic key operations ----------------------------------------------------------------
+
+    /// Looks a key up without counting a hit or miss or touching its access time.
+    pub fn peek(&mut self, db: usize, key: &[u8], now_ms: u64) -> Option<ItemInfo> {
+        let (_, location) = self.lookup(db, key, now_ms)?;
+        Some(self.info_of(location))
+    }
+
+    /// Looks a key up as a read: counts a hit or miss and records the access.
+    pub fn access(&mut self, db: usize, key: &[u8], now_ms: u64) -> Option<ItemInfo> {
+        match self.lookup(db, key, now_ms) {
+            Some((_, location)) => {
+                self.stats.keyspace_hits += 1;
+                self.touch(location, now_ms);
+                Some(self.info_of(location))
+            }
+            None => {
+                self.stats.keyspace_misses += 1;
+                None
+            }
+        }
+    }
+
+    pub fn exists(&mut self, db: usize, key: &[u8], now_ms: u64) -> bool {
+        self.lookup(db, key, now_ms).is_some()
+    }
+
+    /// Deletes a key; true when it existed.
+    pub fn remove(&mut self, db: usize, key: &[u8], now_ms: u64) -> bool {
+        let Some((hash, location)) = self.lookup(db, key, now_ms) else {
+            return false;
+        };
+        self.remove_item(db, hash, location);
+        self.sync_accounting();
+        true
+    }
+
+    /// Sets or clears (`None`) a key's expiry; false when the key does not exist. An expiry in the past
+    /// deletes the key, as Redis does.
+    pub fn set_expire_at(&mut self, db: usize, key: &[u8], now_ms: u64, at_ms: Option<u64>) -> bool {
+        let Some((hash, location)) = self.lookup(db, key, now_ms) else {
+            return false;
+        };
+        match at_ms {
+            Some(at_ms) if at_ms <= now_ms => {
+                self.remove_item(db, hash, location);
+                self.sync_accounting();
+            }
+            _ => {
+                let cas = self.next_cas();
+                let header = self.header_mut(location);
+                header.expire_at_ms = at_ms.unwrap_or(0);
+                header.cas = cas;
+            }
+        }
+        true
+    }
+
+    /// A new CAS for a key (memcached `touch` and WATCH see it as modified). False when absent.
+    pub fn mark_modified(&mut self, db: usize, key: &[u8], now_ms: u64) -> bool {
+        let Some((_, location)) = self.lookup(db, key, now_ms) else {
+            return false;
+        };
+        let cas = self.next_cas();
+        self.header_mut(location).cas = cas;
+        true
+    }
+
+    // ----- strings -------------------------------------------------------------------------------
+
+    /// Reads a string value (counting the hit/miss). Err when the key holds another type.
+    pub fn get_string(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        now_ms: u64,
+    ) -> Result<Option<(&[u8], ItemInfo)>, WrongType> {
+        let Some(info) = self.access(db, key, now_ms) else {
+            return Ok(None);
+        };
+        if info.kind != Kind::String {
+            return Err(WrongType);
+        }
+        let (_, location) = self.lookup(db, key, now_ms).expect("just accessed");
+        Ok(Some((self.item_value(location), info)))
+    }
+
+    /// Stores a string under `key`, replacing any value of any type. Returns the new CAS.
+    pub fn set_string(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        value: &[u8],
+        expire_at_ms: u64,
+        client_flags: u32,
+        now_ms: u64,
+    ) -> u64 {
+        let mut header = ItemHeader::new(Kind::String as u8, db as u8, key.len(), value.len());
+        header.expire_at_ms = expire_at_ms;
+        header.client_flags = client_flags;
+        self.put_item(db, key, header, value, now_ms)
+    }
+
+    /// Writes an item for `key`, replacing the old one (and freeing an old collection).
+    fn put_item(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        mut header: ItemHeader,
+        value: &[u8],
+        now_ms: u64,
+    ) -> u64 {
+        let hash = hash_key(key);
+        let cas = self.next_cas();
+        header.cas = cas;
+        header.access_s = self.access_clock_s(now_ms);
+        header.lfu_counter = 5; // Redis's LFU_INIT_VAL: new keys are not evicted first.
+        let old = self.find(db, hash, key);
+        if let Some(old) = old {
+            self.free_collection_of(old);
+        }
+        let new = self.append(&header, key, value);
+        match old {
+            Some(old) => {
+                self.replace_location(db, hash, old, new);
+                self.kill_item(old);
+            }
+            None => self.insert_location(db, hash, new),
+        }
+        self.sync_accounting();
+        cas
+    }
+
+    // ----- collections ---------------------------------------------------------------------------
+
+    fn collection_location<T: CollectionType>(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        now_ms: u64,
+    ) -> Result<Option<(u64, Location)>, WrongType> {
+        let Some((hash, location)) = self.lookup(db, key, now_ms) else {
+            return Ok(None);
+        };
+        if Kind::from_u8(self.header(location).kind) != T::KIND {
+            return Err(WrongType);
+        }
+        Ok(Some((hash, location)))
+    }
+
+    /// Reads a collection of type `T` (counting the hit/miss).
+    pub fn read<T: CollectionType>(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        now_ms: u64,
+    ) -> Result<Option<&T>, WrongType> {
+        let Some(info) = self.access(db, key, now_ms) else {
+            return Ok(None);
+        };
+        if info.kind != T::KIND {
+            return Err(WrongType);
+        }
+        let (_, location) = self.lookup(db, key, now_ms).expect("just accessed");
+        let handle = collection_handle(self.item_value(location));
+        let collection = self.collections[handle as usize]
+            .as_ref()
+            .expect("a collection item owns its handle");
+        Ok(Some(T::from_ref(collection).expect("kind matches")))
+    }
+
+    /// Runs `update` on the collection at `key`, creating an empty one first when `create` is set and
+    /// the key is absent. Deletes the key if the collection ends up empty. Ok(None): absent, not created.
+    pub fn update<T: CollectionType, R>(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        now_ms: u64,
+        create: bool,
+        update: impl FnOnce(&mut T) -> R,
+    ) -> Result<Option<R>, WrongType> {
+        let (hash, location) = match self.collection_location::<T>(db, key, now_ms)? {
+            Some(found) => found,
+            None if create => {
+                self.put_collection(db, key, T::default().wrap(), 0, now_ms);
+                self.lookup(db, key, now_ms).expect("just created")
+            }
+            None => return Ok(None),
+        };
+        let handle = collection_handle(self.item_value(location));
+        let collection = self.collections[handle as usize]
+            .as_mut()
+            .expect("a collection item owns its handle");
+        let bytes_before = collection.memory_bytes();
+        let result = update(T::from_mut(collection).expect("kind matches"));
+        let bytes_after = collection.memory_bytes();
+        let now_empty = collection.is_empty();
+        self.collection_bytes = self.collection_bytes + bytes_after - bytes_before;
+        if now_empty {
+            self.remove_item(db, hash, location);
+        } else {
+            let cas = self.next_cas();
+            self.header_mut(location).cas = cas;
+            self.touch(location, now_ms);
+        }
+        self.sync_accounting();
+        Ok(Some(result))
+    }
+
+    /// Stores a collection under `key`, replacing any old value.
+    pub fn put_collection(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        collection: Collection,
+        expire_at_ms: u64,
+        now_ms: u64,
+    ) {
+        assert!(!collection.is_empty() || collection.memory_bytes() < 4096);
+        let kind = collection.kind();
+        self.collection_bytes += collection.memory_bytes();
+        let handle = match self.free_collections.pop() {
+            Some(handle) => {
+                self.collections[handle as usize] = Some(collection);
+                handle
+            }
+            None => {
+                self.collections.push(Some(collection));
+                (self.collections.len() - 1) as u32
+            }
+        };
+        let value = handle.to_le_bytes();
+        let mut header = ItemHeader::new(kind as u8, db as u8, key.len(), value.len());
+        header.expire_at_ms = expire_at_ms;
+        self.put_item(db, key, header, &value, now_ms);
+    }
+
+    // ----- whole values --------------------------------------------------------------------------
+
+    /// A copy of the value at `key` with its expiry (COPY, and RENAME/MOVE across shards).
+    pub fn clone_value(&mut self, db: usize, key: &[u8], now_ms: u64) -> Option<OwnedValue> {
+        let (_, location) = self.lookup(db, key, now_ms)?;
+        let header = *self.header(location);
+        let data = match Kind::from_u8(header.kind) {
+            Kind::String => OwnedData::String {
+                bytes: self.item_value(location).to_vec(),
+                client_flags: header.client_flags,
+            },
+            _ => {
+                let handle = collection_handle(self.item_value(location));
+                OwnedData::Collection(
+                    self.collections[handle as usize]
+                        .clone()
+                        .expect("a collection item owns its handle"),
+                )
+            }
+        };
+        Some(OwnedValue {
+            data,
+            expire_at_ms: header.expire_at_ms,
+        })
+    }
+
+    /// Removes `key` and returns its value.
+    pub fn take_value(&mut self, db: usize, key: &[u8], now_ms: u64) -> Option<OwnedValue> {
+        let value = self.clone_value(db, key, now_ms)?;
+        self.remove(db, key, now_ms);
+        Some(value)
+    }
+
+    /// Stores a whole value under `key`, replacing any old one.
+    pub fn put_value(&mut self, db: usize, key: &[u8], value: OwnedValue, now_ms: u64) {
+        match value.data {
+            OwnedData::String {
+                bytes,
+                client_flags,
+            } => {
+                self.set_string(db, key, &bytes, value.expire_at_ms, client_flags, now_ms);
+            }
+            OwnedData::Collection(collection) => {
+                self.put_collection(db, key, collection, value.expire_at_ms, now_ms)
+            }
+        }
+    }
+
+    /// The collection's encoding name for OBJECT ENCODING.
+    pub fn encoding(&mut self, db: usize, key: &[u8], now_ms: u64) -> Option<&'static str> {
+        let (_, location) = self.lookup(db, key, now_ms)?;
+        let header = *self.header(location);
+        Some(match Kind::from_u8(header.kind) {
+            Kind::String => {
+                let value = self.item_value(location);
+                if value.len() <= 20 && crate::parse_i64_strict(value).is_some() {
+                    "int"
+                } else if value.len() <= 44 {
+                    "embstr"
+                } else {
+                    "raw"
+                }
+            }
+            _ => {
+                let handle = collection_handle(self.item_value(location));
+                self.collections[handle as usize]
+                    .as_ref()
+                    .expect("a collection item owns its handle")
+                    .encoding()
+            }
+        })
+    }
+
+    /// Bytes the key and its value take (MEMORY USAGE).
+    pub fn memory_usage(&mut self, db: usize, key: &[u8], now_ms: u64) -> Option<usize> {
+        let (_, location) = self.lookup(db, key, now_ms)?;
+        let header = *self.header(location);
+        let mut bytes = header.item_bytes() + std::mem::size_of::<Location>() + 1;
+        if Kind::from_u8(header.kind) != Kind::String {
+            let handle = collection_handle(self.item_value(location));
+            bytes += self.collections[handle as usize]
+                .as_ref()
+                .expect("a collection item owns its handle")
+                .memory_bytes();
+        }
+        Some(bytes)
+    }
+
+    // ----- whole databases -----------------------------------------------------------------------
+
+    /// Deletes every key of one database.
+    pub fn flush_db(&mut self, db: usize) {
+        let locations: Vec<Location> = self.dbs[db].index.iter().copied().collect();
+        self.dbs[db].index = HashTable::new();
+        for location in locations {
+            self.free_collection_of(location);
+            self.kill_item(location);
+        }
+        self.sync_accounting();
+    }
+
+    /// Calls `visit` with each live key of `db` from the cursor on, at most `count` keys; returns the
+    /// next cursor (0 when done). Cursor = (segment sequence << 22) | (offset / 8).
+    pub fn scan(
+        &mut self,
+        db: usize,
+        cursor: u64,
+        count: usize,
+        now_ms: u64,
+        mut visit: impl FnMut(&[u8], Kind),
+    ) -> u64 {
+        let mut sequence = cursor >> 22;
+        let mut offset = ((cursor & ((1 << 22) - 1)) * 8) as u32;
+        let mut visited = 0;
+        loop {
+            let Some((&found_sequence, &slot)) = self.by_sequence.range(sequence..).next() else {
+                return 0;
+            };
+            if found_sequence != sequence {
+                sequence = found_sequence;
+                offset = 0;
+            }
+            let segment = self.segment(slot);
+            let mut next = (offset as usize) < segment.used_bytes();
+            while next {
+                let header = segment.header(offset);
+                let expired = header.expire_at_ms != 0 && header.expire_at_ms <= now_ms;
+                if header.alive == 1 && header.db as usize == db && !expired {
+                    visit(segment.key(offset), Kind::from_u8(header.kind));
+                    visited += 1;
+                }
+                match segment.next_offset(offset) {
+                    Some(following) => offset = following,
+                    None => next = false,
+                }
+                if visited >= count && next {
+                    return (sequence << 22) | (offset as u64 / 8);
+                }
+            }
+            sequence += 1;
+            offset = 0;
+            if visited >= count {
+                return match self.by_sequence.range(sequence..).next() {
+                    Some((&following, _)) => following << 22,
+                    None => 0,
+                };
+            }
+        }
+    }
+
+    /// A random live key of `db`, if any.
+    pub fn random_key(&mut self, db: usize, now_ms: u64) -> Option<Vec<u8>> {
+        for _ in 0..16 {
+            if self.dbs[db].index.is_empty() {
+                return None;
+            }
+            let Some(location) = self.sample_locations(1, false).first().copied() else {
+                continue;
+            };
+            let header = *self.header(location);
+            if header.db as usize != db {
+                continue;
+            }
+            let key = self.item_key(location).to_vec();
+            if self.lookup(db, &key, now_ms).is_some() {
+                return Some(key);
+            }
+        }
+        // Sampling missed (other databases dominate): walk instead.
+        let mut found = None;
+        self.scan(db, 0, 1, now_ms, |key, _| found = Some(key.to_vec()));
+        found
+    }
+
+    /// Up to `count` live items from a random segment (only items with an expiry when `volatile_only`).
+    fn sample_locations(&mut self, count: usize, volatile_only: bool) -> Vec<Location> {
+        let mut sampled = Vec::with_capacity(count);
+        if self.by_sequence.is_empty() {
+            return sampled;
+        }
+        let pick = self.rng.gen_range(0..self.by_sequence.len());
+        let (_, &slot) = self.by_sequence.iter().nth(pick).expect("pick < len");
+        let segment = self.segment(slot);
+        let mut candidates = Vec::new();
+        let mut offset = segment.first_offset();
+        while let Some(at) = offset {
+            let header = segment.header(at);
+            if header.alive == 1 && (!volatile_only || header.expire_at_ms != 0) {
+                candidates.push(location(slot, at));
+            }
+            offset = segment.next_offset(at);
+        }
+        for _ in 0..count.min(candidates.len()) {
+            let index = self.rng.gen_range(0..candidates.len());
+            sampled.push(candidates.swap_remove(index));
+        }
+        sampled
+    }
+
+    // ----- housekeeping: expiry, eviction, compaction --------------------------------------------
+
+    /// Checks up to `items_max` items for expiry, resuming where the last cycle stopped; returns how many
+    /// keys it deleted.
+    pub fn expire_cycle(&mut self, now_ms: u64, items_max: usize) -> usize {
+        let mut checked = 0;
+        let mut expired = Vec::new();
+        let (mut sequence, mut offset) = self.expire_cursor;
+        while checked < items_max {
+            let Some((&found, &slot)) = self.by_sequence.range(sequence..).next() else {
+                sequence = 0;
+                offset = 0;
+                break;
+            };
+            if found != sequence {
+                sequence = found;
+                offset = 0;
+            }
+            let segment = self.segment(slot);
+            let mut current = ((offset as usize) < segment.used_bytes()).then_some(offset);
+            while let Some(at) = current {
+                let header = segment.header(at);
+                if header.alive == 1 && header.expire_at_ms != 0 && header.expire_at_ms <= now_ms {
+                    expired.push((header.db as usize, location(slot, at)));
+                }
+                checked += 1;
+                current = segment.next_offset(at);
+                if checked >= items_max {
+                    break;
+                }
+            }
+            match current {
+                Some(at) => offset = at,
+                None => {
+                    sequence += 1;
+                    offset = 0;
+                }
+            }
+        }
+        self.expire_cursor = (sequence, offset);
+        let count = expired.len();
+        for (db, location) in expired {
+            let hash = hash_key(self.item_key(location));
+            self.remove_item(db, hash, location);
+        }
+        self.stats.expired_keys += count as u64;
+        self.sync_accounting();
+        count
+    }
+
+    /// Evicts one key chosen by `policy` from a sample; returns the bytes the shard freed, or None
+    /// when it has nothing the policy may evict.
+    pub fn evict_one(&mut self, policy: EvictionPolicy, now_ms: u64) -> Option<usize> {
+        if policy == EvictionPolicy::NoEviction {
+            return None;
+        }
+        let mut best: Option<(u64, Location)> = None;
+        for _ in 0..4 {
+            let sampled = self.sample_locations(EVICTION_SAMPLES, policy.volatile_only());
+            for candidate in sampled {
+                let header = self.header(candidate);
+                let clock = self.access_clock_s(now_ms);
+                // Higher score = better victim.
+                let score = match policy {
+                    EvictionPolicy::AllKeysLru | EvictionPolicy::VolatileLru => {
+                        clock.saturating_sub(header.access_s) as u64
+                    }
+                    EvictionPolicy::AllKeysLfu | EvictionPolicy::VolatileLfu => {
+                        255 - header.lfu_counter as u64
+                    }
+                    EvictionPolicy::VolatileTtl => u64::MAX - header.expire_at_ms,
+                    _ => 0,
+                };
+                if best.is_none_or(|(best_score, _)| score > best_score) {
+                    best = Some((score, candidate));
+                }
+            }
+            if best.is_some() {
+                break;
+            }
+        }
+        let (_, victim) = best?;
+        let before = self.used_bytes();
+        let db = self.header(victim).db as usize;
+        let hash = hash_key(self.item_key(victim));
+        self.remove_item(db, hash, victim);
+        self.stats.evicted_keys += 1;
+        self.sync_accounting();
+        Some(before.saturating_sub(self.used_bytes()))
+    }
+
+    /// Copies the live items out of the sealed segment with the lowest live ratio, if that ratio is
+    /// below `COMPACT_LIVE_RATIO_MAX`, and unmaps it. Returns the bytes given back.
+    pub fn compact_step(&mut self) -> usize {
+        let candidate = self
+            .by_sequence
+            .values()
+            .copied()
+            .filter(|&slot| Some(slot) != self.active_slot)
+            .map(|slot| {
+                let segment = self.segment(slot);
+                (segment.live_bytes() as f64 / segment.capacity_bytes() as f64, slot)
+            })
+            .filter(|&(ratio, _)| ratio < COMPACT_LIVE_RATIO_MAX)
+            .min_by(|left, right| left.0.total_cmp(&right.0));
+        let Some((_, slot)) = candidate else {
+            return 0;
+        };
+        let capacity = self.segment(slot).capacity_bytes();
+        let mut offset = self.segment(slot).first_offset();
+        while let Some(at) = offset {
+            if self.segments[slot as usize].is_none() {
+                break; // the last live item moved out and the segment was unmapped
+            }
+            let old = location(slot, at);
+            let header = *self.header(old);
+            offset = self.segment(slot).next_offset(at);
+            if header.alive == 0 {
+                continue;
+            }
+            let key = self.item_key(old).to_vec();
+            let value = self.item_value(old).to_vec();
+            let new = self.append(&header, &key, &value);
+            self.replace_location(header.db as usize, hash_key(&key), old, new);
+            self.kill_item(old);
+        }
+        if self.segments[slot as usize].is_some() {
+            self.unmap_segment(slot);
+        }
+        self.stats.compacted_segments += 1;
+        self.stats.compacted_bytes += capacity as u64;
+        self.sync_accounting();
+        capacity
+    }
+
+    /// Dead bytes in sealed segments beyond which compaction is worth running.
+    pub fn needs_compaction(&self) -> bool {
+        self.dead_bytes > 2 * self.config.segment_bytes && self.dead_bytes * 4 > self.mapped_bytes
+    }
+
+    // ----- blocking operations -------------------------------------------------------------------
+
+    /// Registers a blocked client's wake-up for `key`.
+    pub fn add_waiter(&mut self, db: usize, key: &[u8], notify: Arc<tokio::sync::Notify>) {
+        self.waiters
+            .entry((db as u8, key.into()))
+            .or_default()
+            .push(notify);
+    }
+
+    /// Drops a blocked client's registration (it timed out or was served).
+    pub fn remove_waiter(&mut self, db: usize, key: &[u8], notify: &Arc<tokio::sync::Notify>) {
+        let map_key = (db as u8, Box::<[u8]>::from(key));
+        if let Some(list) = self.waiters.get_mut(&map_key) {
+            list.retain(|waiter| !Arc::ptr_eq(waiter, notify));
+            if list.is_empty() {
+                self.waiters.remove(&map_key);
+            }
+        }
+    }
+
+    /// Wakes the clients blocked on `key` (a push made it ready); they retry in arrival order.
+    pub fn wake_waiters(&mut self, db: usize, key: &[u8]) {
+        if self.waiters.is_empty() {
+            return;
+        }
+        if let Some(list) = self.waiters.get(&(db as u8, Box::<[u8]>::from(key))) {
+            for waiter in list {
+                waiter.notify_one();
+            }
+        }
+    }
+}
+
+fn collection_handle(value: &[u8]) -> u32 {
+    u32::from_le_bytes(value.try_into().expect("a collection item holds a 4-byte handle"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{HashValue, ListValue};
+
+    fn shard() -> Shard {
+        Shard::new(
+            0,
+            ShardConfig {
+                databases: 16,
+                segment_bytes: 64 << 10,
+                epoch_ms: 0,
+            },
+            Arc::new(MemoryCounters::default()),
+        )
+    }
+
+    #[test]
+    fn strings_overwrite_and_delete() {
+        let mut shard = shard();
+        shard.set_string(0, b"k", b"v1", 0, 7, 1000);
+        shard.set_string(0, b"k", b"v2", 0, 7, 1000);
+        let (value, info) = shard.get_string(0, b"k", 1000).unwrap().unwrap();
+        assert_eq!(value, b"v2");
+        assert_eq!(info.client_flags, 7);
+        assert_eq!(shard.key_count(0), 1);
+        assert!(shard.get_string(1, b"k", 1000).unwrap().is_none());
+        assert!(shard.remove(0, b"k", 1000));
+        assert!(!shard.remove(0, b"k", 1000));
+        assert_eq!(shard.mapped_bytes(), 64 << 10, "only the active segment stays");
+    }
+
+    #[test]
+    fn expiry_lazy_and_active() {
+        let mut shard = shard();
+        shard.set_string(0, b"a", b"1", 2000, 0, 1000);
+        shard.set_string(0, b"b", b"1", 2000, 0, 1000);
+        shard.set_string(0, b"c", b"1", 0, 0, 1000);
+        assert!(shard.exists(0, b"a", 1500));
+        assert!(!shard.exists(0, b"a", 2000));
+        assert_eq!(shard.expire_cycle(2500, 100), 1);
+        assert_eq!(shard.key_count(0), 1);
+        assert_eq!(shard.stats.expired_keys, 2);
+    }
+
+    #[test]
+    fn collections_update_and_wrongtype() {
+        let mut shard = shard();
+        let added = shard
+            .update::<HashValue, _>(0, b"h", 0, true, |hash| hash.insert(b"f", b"v"))
+            .unwrap();
+        assert_eq!(added, Some(true));
+        assert!(shard.get_string(0, b"h", 0).is_err());
+        assert!(shard.update::<ListValue, _>(0, b"h", 0, true, |_| ()).is_err());
+        let removed = shard
+            .update::<HashValue, _>(0, b"h", 0, false, |hash| hash.remove(b"f"))
+            .unwrap();
+        assert_eq!(removed, Some(true));
+        assert!(!shard.exists(0, b"h", 0), "an emptied collection is deleted");
+        assert_eq!(shard.collection_bytes, 0);
+    }
+
+    #[test]
+    fn compaction_moves_live_items_and_unmaps() {
+        let mut shard = shard();
+        let value = vec![1u8; 1000];
+        for index in 0..200u32 {
+            let key = format!("key{index}");
+            shard.set_string(0, key.as_bytes(), &value, 0, 2, 0);
+        }
+        for index in 0..200u32 {
+            if index % 10 != 0 {
+                shard.remove(0, format!("key{index}").as_bytes(), 0);
+            }
+        }
+        let mapped_before = shard.mapped_bytes();
+        while shard.compact_step() > 0 {}
+        assert!(shard.mapped_bytes() < mapped_before);
+        for index in (0..200u32).step_by(10) {
+            let (found, info) = shard
+                .get_string(0, format!("key{index}").as_bytes(), 0)
+                .unwrap()
+                .unwrap();
+            assert_eq!(found, &value[..]);
+            assert_eq!(info.client_flags, 2);
+        }
+        assert_eq!(shard.key_count(0), 20);
+    }
+
+    #[test]
+    fn scan_visits_every_key_once() {
+        let mut shard = shard();
+        for index in 0..500u32 {
+            shard.set_string(0, format!("k{index}").as_bytes(), &[0; 300], 0, 0, 0);
+        }
+        shard.set_string(1, b"other-db", b"x", 0, 0, 0);
+        let mut seen = Vec::new();
+        let mut cursor = 0;
+        loop {
+            cursor = shard.scan(0, cursor, 7, 0, |key, _| seen.push(key.to_vec()));
+            if cursor == 0 {
+                break;
+            }
+        }
+        seen.sort();
+        seen.dedup();
+        assert_eq!(seen.len(), 500);
+    }
+
+    #[test]
+    fn eviction_frees_memory() {
+        let mut shard = shard();
+        for index in 0..300u32 {
+            shard.set_string(0, format!("k{index}").as_bytes(), &[0; 500], 0, 0, 0);
+        }
+        let mut evicted = 0;
+        while shard.key_count(0) > 100 {
+            shard.evict_one(EvictionPolicy::AllKeysLru, 0).unwrap();
+            evicted += 1;
+        }
+        assert_eq!(evicted, 200);
+        assert_eq!(shard.evict_one(EvictionPolicy::VolatileLru, 0), None);
+    }
+}
