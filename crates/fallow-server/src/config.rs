@@ -1,0 +1,378 @@
+//! Configuration: embedded defaults, overlaid by a TOML file (`--config`), then by `FALLOW_*` environment
+//! variables, then by command-line flags (highest precedence). Names are Redis's `CONFIG GET` names where
+//! Redis has the setting. The settings that can change at run time go through `Config::set` (CONFIG SET).
+use clap::Parser;
+use serde::Deserialize;
+
+/// Parses a memory size the way Redis's memtoll does: `1024`, `10k` (1000), `10kb` (1024), `mb`, `gb`.
+pub fn parse_bytes(text: &str) -> Result<u64, String> {
+    let lower = text.trim().to_ascii_lowercase();
+    let split = lower
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(lower.len());
+    let (digits, unit) = lower.split_at(split);
+    let multiplier: u64 = match unit {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1024,
+        "m" => 1000 * 1000,
+        "mb" => 1024 * 1024,
+        "g" => 1000 * 1000 * 1000,
+        "gb" => 1024 * 1024 * 1024,
+        _ => return Err(format!("invalid memory size '{text}'")),
+    };
+    let value: u64 = digits
+        .parse()
+        .map_err(|_| format!("invalid memory size '{text}'"))?;
+    value
+        .checked_mul(multiplier)
+        .ok_or_else(|| format!("memory size '{text}' is too large"))
+}
+
+fn deserialize_bytes<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Size {
+        Number(u64),
+        Text(String),
+    }
+    match Size::deserialize(deserializer)? {
+        Size::Number(value) => Ok(value),
+        Size::Text(text) => parse_bytes(&text).map_err(serde::de::Error::custom),
+    }
+}
+
+/// Command-line flags; each can also come from its `FALLOW_*` environment variable.
+#[derive(Parser, Debug, Default)]
+#[command(
+    name = "fallow",
+    version,
+    about = "fallow: a Redis- and memcached-compatible store that lives in a host's idle memory",
+    long_about = "fallow serves the Redis protocol (RESP2/RESP3) and the memcached protocols (text, meta, binary) \
+from one sharded, memory-accounted store.\n\nPrecedence of settings: built-in defaults < TOML file (--config) < \
+FALLOW_* environment variables < command-line flags. See docs/configuration.md."
+)]
+pub struct Cli {
+    /// TOML configuration file (keys are the long option names, e.g. `maxmemory = "1gb"`).
+    #[arg(long, env = "FALLOW_CONFIG")]
+    pub config: Option<std::path::PathBuf>,
+    /// Address the TCP listeners bind to.
+    #[arg(long, env = "FALLOW_BIND")]
+    pub bind: Option<String>,
+    /// RESP (Redis protocol) TCP port; 0 disables it.
+    #[arg(long, env = "FALLOW_PORT")]
+    pub port: Option<u16>,
+    /// memcached protocol TCP port (text, meta and binary); 0 disables it.
+    #[arg(long, env = "FALLOW_MEMCACHE_PORT")]
+    pub memcache_port: Option<u16>,
+    /// Unix socket path for RESP; an empty string disables it.
+    #[arg(long, env = "FALLOW_UNIXSOCKET")]
+    pub unixsocket: Option<String>,
+    /// Worker threads serving connections; 0 = one per core.
+    #[arg(long, env = "FALLOW_THREADS")]
+    pub threads: Option<usize>,
+    /// Shards (independently locked slices of the keyspace); 0 = 4 per thread, at most 64.
+    #[arg(long, env = "FALLOW_SHARDS")]
+    pub shards: Option<usize>,
+    /// Number of databases (SELECT 0..N-1).
+    #[arg(long, env = "FALLOW_DATABASES")]
+    pub databases: Option<usize>,
+    /// Memory limit for data, e.g. 100mb or 2gb; 0 = unlimited. Changeable with CONFIG SET.
+    #[arg(long, env = "FALLOW_MAXMEMORY")]
+    pub maxmemory: Option<String>,
+    /// What happens at maxmemory: noeviction, allkeys-lru, allkeys-lfu, allkeys-random, volatile-lru,
+    /// volatile-lfu, volatile-random, volatile-ttl. Changeable with CONFIG SET.
+    #[arg(long, env = "FALLOW_MAXMEMORY_POLICY")]
+    pub maxmemory_policy: Option<String>,
+    /// Password of the default user (AUTH pass); empty = no password.
+    #[arg(long, env = "FALLOW_REQUIREPASS")]
+    pub requirepass: Option<String>,
+    /// Most simultaneous client connections (RESP and memcached together).
+    #[arg(long, env = "FALLOW_MAXCLIENTS")]
+    pub maxclients: Option<usize>,
+    /// Close RESP connections idle for this many seconds; 0 = never.
+    #[arg(long, env = "FALLOW_TIMEOUT")]
+    pub timeout: Option<u64>,
+    /// Largest bulk string a RESP request may carry, e.g. 512mb.
+    #[arg(long, env = "FALLOW_PROTO_MAX_BULK_LEN")]
+    pub proto_max_bulk_len: Option<String>,
+    /// Largest RESP query buffer of one client before it is disconnected, e.g. 1gb.
+    #[arg(long, env = "FALLOW_CLIENT_QUERY_BUFFER_LIMIT")]
+    pub client_query_buffer_limit: Option<String>,
+    /// Largest memcached value (memcached -I), e.g. 1mb.
+    #[arg(long, env = "FALLOW_MEMCACHE_ITEM_SIZE_MAX")]
+    pub memcache_item_size_max: Option<String>,
+    /// Size of the memory segments data is stored in, e.g. 1mb (4kb..16mb).
+    #[arg(long, env = "FALLOW_SEGMENT_SIZE")]
+    pub segment_size: Option<String>,
+    /// Background housekeeping (active expiry, compaction) runs per second.
+    #[arg(long, env = "FALLOW_HZ")]
+    pub hz: Option<u64>,
+    /// Pub/sub messages queued for one subscriber before it is disconnected as too slow.
+    #[arg(long, env = "FALLOW_PUBSUB_QUEUE_MESSAGES_MAX")]
+    pub pubsub_queue_messages_max: Option<usize>,
+    /// Log level: error, warn, info, debug, trace (or a tracing filter).
+    #[arg(long, env = "FALLOW_LOG_LEVEL")]
+    pub log_level: Option<String>,
+}
+
+/// Every setting of a running fallow, after defaults, file, environment and flags were merged.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Config {
+    pub bind: String,
+    pub port: u16,
+    pub memcache_port: u16,
+    pub unixsocket: String,
+    pub threads: usize,
+    pub shards: usize,
+    pub databases: usize,
+    #[serde(deserialize_with = "deserialize_bytes")]
+    pub maxmemory: u64,
+    pub maxmemory_policy: String,
+    pub requirepass: String,
+    pub maxclients: usize,
+    pub timeout: u64,
+    #[serde(deserialize_with = "deserialize_bytes")]
+    pub proto_max_bulk_len: u64,
+    #[serde(deserialize_with = "deserialize_bytes")]
+    pub client_query_buffer_limit: u64,
+    #[serde(deserialize_with = "deserialize_bytes")]
+    pub memcache_item_size_max: u64,
+    #[serde(deserialize_with = "deserialize_bytes")]
+    pub segment_size: u64,
+    pub hz: u64,
+    pub pubsub_queue_messages_max: usize,
+    pub log_level: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            bind: "127.0.0.1".into(),
+            port: 6379,
+            memcache_port: 11211,
+            unixsocket: "/tmp/fallow.sock".into(),
+            threads: 0,
+            shards: 0,
+            databases: 16,
+            maxmemory: 0,
+            maxmemory_policy: "noeviction".into(),
+            requirepass: String::new(),
+            maxclients: 10000,
+            timeout: 0,
+            proto_max_bulk_len: 512 << 20,
+            client_query_buffer_limit: 1 << 30,
+            memcache_item_size_max: 1 << 20,
+            segment_size: 1 << 20,
+            hz: 10,
+            pubsub_queue_messages_max: 100_000,
+            log_level: "info".into(),
+        }
+    }
+}
+
+impl Config {
+    /// Merges defaults, the TOML file, then environment and flags (clap has already merged those two).
+    pub fn load(cli: &Cli) -> Result<Config, String> {
+        let mut config = match &cli.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|error| format!("cannot read {}: {error}", path.display()))?;
+                toml::from_str(&text).map_err(|error| format!("{}: {error}", path.display()))?
+            }
+            None => Config::default(),
+        };
+        config.apply_cli(cli)?;
+        config.resolve_defaults();
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn apply_cli(&mut self, cli: &Cli) -> Result<(), String> {
+        macro_rules! plain {
+            ($($field:ident),*) => { $( if let Some(value) = &cli.$field { self.$field = value.clone(); } )* };
+        }
+        macro_rules! bytes {
+            ($($field:ident),*) => { $( if let Some(value) = &cli.$field { self.$field = parse_bytes(value)?; } )* };
+        }
+        plain!(
+            bind,
+            port,
+            memcache_port,
+            unixsocket,
+            threads,
+            shards,
+            databases,
+            maxmemory_policy,
+            requirepass,
+            maxclients,
+            timeout,
+            hz,
+            pubsub_queue_messages_max,
+            log_level
+        );
+        bytes!(
+            maxmemory,
+            proto_max_bulk_len,
+            client_query_buffer_limit,
+            memcache_item_size_max,
+            segment_size
+        );
+        Ok(())
+    }
+
+    fn resolve_defaults(&mut self) {
+        if self.threads == 0 {
+            self.threads = std::thread::available_parallelism()
+                .map(|cores| cores.get())
+                .unwrap_or(1);
+        }
+        if self.shards == 0 {
+            self.shards = (self.threads * 4).clamp(1, 64);
+        }
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        if !(1..=64).contains(&self.shards) {
+            return Err("shards must be 1..64".into());
+        }
+        if !(1..=256).contains(&self.databases) {
+            return Err("databases must be 1..256".into());
+        }
+        if !(4096..=16 << 20).contains(&self.segment_size) {
+            return Err("segment-size must be 4kb..16mb".into());
+        }
+        if fallow_store::EvictionPolicy::from_name(&self.maxmemory_policy).is_none() {
+            return Err(format!(
+                "unknown maxmemory-policy '{}'",
+                self.maxmemory_policy
+            ));
+        }
+        if self.hz == 0 || self.hz > 500 {
+            return Err("hz must be 1..500".into());
+        }
+        Ok(())
+    }
+
+    /// Every setting as CONFIG GET reports it, in a fixed order.
+    pub fn entries(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("bind", self.bind.clone()),
+            ("port", self.port.to_string()),
+            ("memcache-port", self.memcache_port.to_string()),
+            ("unixsocket", self.unixsocket.clone()),
+            ("threads", self.threads.to_string()),
+            ("shards", self.shards.to_string()),
+            ("databases", self.databases.to_string()),
+            ("maxmemory", self.maxmemory.to_string()),
+            ("maxmemory-policy", self.maxmemory_policy.clone()),
+            ("requirepass", self.requirepass.clone()),
+            ("maxclients", self.maxclients.to_string()),
+            ("timeout", self.timeout.to_string()),
+            ("proto-max-bulk-len", self.proto_max_bulk_len.to_string()),
+            (
+                "client-query-buffer-limit",
+                self.client_query_buffer_limit.to_string(),
+            ),
+            (
+                "memcache-item-size-max",
+                self.memcache_item_size_max.to_string(),
+            ),
+            ("segment-size", self.segment_size.to_string()),
+            ("hz", self.hz.to_string()),
+            (
+                "pubsub-queue-messages-max",
+                self.pubsub_queue_messages_max.to_string(),
+            ),
+            ("log-level", self.log_level.clone()),
+            // Settings Redis clients and tools ask for; fallow has no persistence.
+            ("save", String::new()),
+            ("appendonly", "no".into()),
+        ]
+    }
+
+    /// Changes one setting at run time. Err(message) for unknown or read-only names and bad values.
+    pub fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
+        let bad_value = |_| "argument couldn't be parsed into an integer".to_string();
+        match name.to_ascii_lowercase().as_str() {
+            "maxmemory" => self.maxmemory = parse_bytes(value)?,
+            "maxmemory-policy" => {
+                if fallow_store::EvictionPolicy::from_name(value).is_none() {
+                    return Err("argument(s) must be one of the following: volatile-lru, allkeys-lru, volatile-lfu, allkeys-lfu, volatile-random, allkeys-random, volatile-ttl, noeviction".into());
+                }
+                self.maxmemory_policy = value.to_ascii_lowercase();
+            }
+            "requirepass" => self.requirepass = value.to_string(),
+            "maxclients" => self.maxclients = value.parse().map_err(bad_value)?,
+            "timeout" => self.timeout = value.parse().map_err(bad_value)?,
+            "proto-max-bulk-len" => self.proto_max_bulk_len = parse_bytes(value)?,
+            "client-query-buffer-limit" => self.client_query_buffer_limit = parse_bytes(value)?,
+            "memcache-item-size-max" => self.memcache_item_size_max = parse_bytes(value)?,
+            "hz" => {
+                let hz: u64 = value.parse().map_err(bad_value)?;
+                if hz == 0 || hz > 500 {
+                    return Err("argument must be between 1 and 500 inclusive".into());
+                }
+                self.hz = hz;
+            }
+            "pubsub-queue-messages-max" => {
+                self.pubsub_queue_messages_max = value.parse().map_err(bad_value)?
+            }
+            "log-level" => self.log_level = value.to_string(),
+            "save" | "appendonly" => {}
+            other if self.entries().iter().any(|(known, _)| *known == other) => {
+                return Err("can't set immutable config".into())
+            }
+            _ => return Err("Unknown option or number of arguments for CONFIG SET".into()),
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_like_redis() {
+        assert_eq!(parse_bytes("100"), Ok(100));
+        assert_eq!(parse_bytes("10k"), Ok(10_000));
+        assert_eq!(parse_bytes("10kb"), Ok(10_240));
+        assert_eq!(parse_bytes("1GB"), Ok(1 << 30));
+        assert!(parse_bytes("ten").is_err());
+        assert!(parse_bytes("1tb").is_err());
+    }
+
+    #[test]
+    fn file_then_flags() {
+        let dir = std::env::temp_dir().join(format!("fallow-config-{}", std::process::id()));
+        std::fs::write(&dir, "port = 7000\nmaxmemory = \"10mb\"\nmaxmemory-policy = \"allkeys-lru\"\n").unwrap();
+        let cli = Cli {
+            config: Some(dir.clone()),
+            port: Some(7001),
+            ..Cli::default()
+        };
+        let config = Config::load(&cli).unwrap();
+        std::fs::remove_file(dir).unwrap();
+        assert_eq!(config.port, 7001, "flags beat the file");
+        assert_eq!(config.maxmemory, 10 << 20);
+        assert_eq!(config.maxmemory_policy, "allkeys-lru");
+        assert!(config.shards >= 1);
+    }
+
+    #[test]
+    fn unknown_file_keys_are_rejected() {
+        let parsed: Result<Config, _> = toml::from_str("prot = 1\n");
+        assert!(parsed.is_err());
+    }
+
+    #[test]
+    fn runtime_set() {
+        let mut config = Config::default();
+        config.set("maxmemory", "1mb").unwrap();
+        assert_eq!(config.maxmemory, 1 << 20);
+        assert!(config.set("port", "1").is_err());
+        assert!(config.set("maxmemory-policy", "bogus").is_err());
+    }
+}

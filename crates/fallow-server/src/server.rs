@@ -1,0 +1,170 @@
+//! The state every connection shares: the store, the live configuration, the client registry, pub/sub,
+//! users, and the server-wide counters INFO reports.
+use crate::acl::Acl;
+use crate::config::Config;
+use crate::pubsub::PubSub;
+use fallow_store::{EvictionPolicy, Store, StoreConfig};
+use parking_lot::{Mutex, RwLock};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Which listener a client came through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientKind {
+    Resp,
+    Memcache,
+}
+
+/// What CLIENT LIST shows of a connection; updated by the connection as it runs.
+#[derive(Clone, Debug, Default)]
+pub struct ClientSnapshot {
+    pub name: String,
+    pub db: usize,
+    pub last_command: String,
+    pub user: String,
+    pub resp: u8,
+    pub subscriptions: usize,
+    pub pattern_subscriptions: usize,
+    pub in_multi: bool,
+    pub blocked: bool,
+}
+
+/// One connected client as the rest of the server sees it.
+pub struct ClientHandle {
+    pub id: u64,
+    pub kind: ClientKind,
+    pub peer_addr: String,
+    pub local_addr: String,
+    pub created: Instant,
+    pub last_active: Mutex<Instant>,
+    pub snapshot: Mutex<ClientSnapshot>,
+    killed: AtomicBool,
+    pub kill_signal: tokio::sync::Notify,
+}
+
+impl ClientHandle {
+    /// Asks the connection to close (CLIENT KILL, a slow pub/sub subscriber).
+    pub fn kill(&self) {
+        self.killed.store(true, Ordering::Relaxed);
+        self.kill_signal.notify_one();
+    }
+
+    pub fn is_killed(&self) -> bool {
+        self.killed.load(Ordering::Relaxed)
+    }
+}
+
+/// Server-wide event counters (INFO stats).
+#[derive(Default)]
+pub struct ServerStats {
+    pub connections_received: AtomicU64,
+    pub connections_rejected: AtomicU64,
+    pub commands_processed: AtomicU64,
+    pub net_input_bytes: AtomicU64,
+    pub net_output_bytes: AtomicU64,
+    pub protocol_errors: AtomicU64,
+    pub unknown_commands: AtomicU64,
+    pub error_replies: AtomicU64,
+    pub oom_rejections: AtomicU64,
+}
+
+pub struct Server {
+    pub store: Store,
+    pub config: RwLock<Config>,
+    /// Bumped on every CONFIG SET, so connections know to refresh cached limits.
+    pub config_generation: AtomicU64,
+    pub clients: Mutex<HashMap<u64, Arc<ClientHandle>>>,
+    next_client_id: AtomicU64,
+    pub pubsub: PubSub,
+    pub acl: RwLock<Acl>,
+    pub stats: ServerStats,
+    pub started: Instant,
+    pub run_id: String,
+    /// Per-command call counts and microseconds, indexed like the command table.
+    pub command_stats: Vec<(AtomicU64, AtomicU64)>,
+    pub shutting_down: AtomicBool,
+}
+
+impl Server {
+    pub fn new(config: Config) -> Server {
+        let store = Store::new(&StoreConfig {
+            shards: config.shards,
+            databases: config.databases,
+            segment_bytes: config.segment_size as usize,
+            maxmemory_bytes: config.maxmemory as usize,
+            policy: EvictionPolicy::from_name(&config.maxmemory_policy)
+                .expect("validated policy"),
+        });
+        let run_id: String = (0..40)
+            .map(|_| format!("{:x}", rand::random::<u8>() % 16))
+            .collect();
+        Server {
+            store,
+            acl: RwLock::new(Acl::new(&config.requirepass)),
+            config: RwLock::new(config),
+            config_generation: AtomicU64::new(0),
+            clients: Mutex::new(HashMap::new()),
+            next_client_id: AtomicU64::new(1),
+            pubsub: PubSub::default(),
+            stats: ServerStats::default(),
+            started: Instant::now(),
+            run_id,
+            command_stats: crate::command::table()
+                .iter()
+                .map(|_| (AtomicU64::new(0), AtomicU64::new(0)))
+                .collect(),
+            shutting_down: AtomicBool::new(false),
+        }
+    }
+
+    /// Registers a new connection; None when maxclients is reached.
+    pub fn register_client(
+        &self,
+        kind: ClientKind,
+        peer_addr: String,
+        local_addr: String,
+    ) -> Option<Arc<ClientHandle>> {
+        self.stats.connections_received.fetch_add(1, Ordering::Relaxed);
+        let maxclients = self.config.read().maxclients;
+        let mut clients = self.clients.lock();
+        if clients.len() >= maxclients {
+            self.stats.connections_rejected.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        let handle = Arc::new(ClientHandle {
+            id: self.next_client_id.fetch_add(1, Ordering::Relaxed),
+            kind,
+            peer_addr,
+            local_addr,
+            created: Instant::now(),
+            last_active: Mutex::new(Instant::now()),
+            snapshot: Mutex::new(ClientSnapshot {
+                user: "default".into(),
+                resp: 2,
+                ..ClientSnapshot::default()
+            }),
+            killed: AtomicBool::new(false),
+            kill_signal: tokio::sync::Notify::new(),
+        });
+        clients.insert(handle.id, handle.clone());
+        Some(handle)
+    }
+
+    pub fn unregister_client(&self, id: u64) {
+        self.clients.lock().remove(&id);
+        self.pubsub.unsubscribe_all(id);
+    }
+
+    /// Applies a CONFIG SET to the parts that cache settings (store limits, users).
+    pub fn config_changed(&self) {
+        let config = self.config.read().clone();
+        self.store.set_maxmemory_bytes(config.maxmemory as usize);
+        self.store.set_policy(
+            EvictionPolicy::from_name(&config.maxmemory_policy).expect("validated policy"),
+        );
+        self.acl.write().set_default_password(&config.requirepass);
+        self.config_generation.fetch_add(1, Ordering::Relaxed);
+    }
+}
