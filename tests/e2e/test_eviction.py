@@ -1,0 +1,69 @@
+import pytest
+
+from helpers import Err, RawConn
+
+pytestmark = pytest.mark.resp
+
+OOM = "OOM command not allowed when used memory > 'maxmemory'."
+
+
+def _fill(c, prefix, n, size=1000, batch=200):
+    """Pipelined SETs; returns the list of replies."""
+    out = []
+    val = b"x" * size
+    for start in range(0, n, batch):
+        cmds = b"".join(b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n" % (
+            len(k), k, len(val), val) for k in (f"{prefix}{i}".encode() for i in range(start, min(n, start + batch))))
+        c.send(cmds)
+        out.extend(c.read_reply(timeout=10) for _ in range(min(n, start + batch) - start))
+    return out
+
+
+def test_noeviction_oom(server_factory):
+    s = server_factory(maxmemory="10mb", maxmemory_policy="noeviction")
+    with RawConn(port=s.port, timeout=10) as c:
+        replies = _fill(c, "k", 20000)
+        oks = [x for x in replies if x == "OK"]
+        errs = [x for x in replies if isinstance(x, Err)]
+        assert 1000 < len(oks) < 20000
+        assert errs and all(e == Err(OOM) for e in errs)
+        assert len(oks) + len(errs) == 20000
+        # pipelined query buffers are freed afterwards, so a few more writes may fit;
+        # single writes must hit the limit again quickly and stay there
+        more = _fill(c, "m", 2000, batch=1)
+        assert Err(OOM) in more and more[-1] == Err(OOM)
+        oks += [x for x in more if x == "OK"]
+        # reads and deletes still work at the limit
+        assert c.cmd("GET", "k0") == b"x" * 1000
+        assert c.cmd("DEL", "k0", "k1", "k2") == 3
+        assert c.cmd("DBSIZE") == len(oks) - 3
+
+
+def test_allkeys_lru_keeps_writing(server_factory):
+    s = server_factory(maxmemory="10mb", maxmemory_policy="allkeys-lru")
+    with RawConn(port=s.port, timeout=10) as c:
+        replies = _fill(c, "k", 30000)
+        assert replies == ["OK"] * 30000
+        n = c.cmd("DBSIZE")
+        assert 1000 < n < 30000  # bounded: old keys were evicted
+        assert c.cmd("GET", "k29999") == b"x" * 1000  # most recent write survives
+        info = c.cmd("INFO", "stats").decode()
+        evicted = int(info.split("evicted_keys:")[1].split("\r\n")[0])
+        assert evicted >= 30000 - n
+        mem = c.cmd("INFO", "memory").decode()
+        used = int(mem.split("used_memory:")[1].split("\r\n")[0])
+        assert used <= 11 * 1024 * 1024
+
+
+def test_config_set_maxmemory_runtime(server_factory):
+    s = server_factory()
+    with RawConn(port=s.port, timeout=10) as c:
+        assert _fill(c, "a", 3000) == ["OK"] * 3000
+        assert c.cmd("CONFIG", "SET", "maxmemory-policy", "noeviction") == "OK"
+        assert c.cmd("CONFIG", "SET", "maxmemory", "1mb") == "OK"
+        assert c.cmd("SET", "b", "v") == Err(OOM)
+        assert c.cmd("CONFIG", "SET", "maxmemory-policy", "allkeys-lru") == "OK"
+        assert c.cmd("SET", "b", "v") == "OK"
+        assert c.cmd("DBSIZE") < 3000  # lowering the limit evicted keys
+        assert c.cmd("CONFIG", "SET", "maxmemory", "0") == "OK"
+        assert _fill(c, "c", 2000) == ["OK"] * 2000
