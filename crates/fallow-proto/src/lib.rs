@@ -1,0 +1,2 @@
+//! Wire protocol codecs for fallow (no I/O, no storage logic).
+pub mod memcache;
