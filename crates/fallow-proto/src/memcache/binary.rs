@@ -415,3 +415,186 @@ pub fn encode_binary_status(
 pub fn encode_binary_stat(out: &mut Vec<u8>, req: &BinaryRequest, name: &[u8], value: &[u8]) {
     encode_binary_response(out, req.opcode, 0, req.opaque, 0, &[], name, value);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::parse;
+    use super::*;
+
+    fn breq(opcode: u8, extras: &[u8], key: &[u8], value: &[u8]) -> BinaryRequest {
+        BinaryRequest {
+            opcode,
+            datatype: 0,
+            vbucket: 0,
+            opaque: 0xdeadbeef,
+            cas: 42,
+            extras: Bytes::copy_from_slice(extras),
+            key: Bytes::copy_from_slice(key),
+            value: Bytes::copy_from_slice(value),
+        }
+    }
+
+    fn round_trip(r: BinaryRequest) {
+        let mut buf = Vec::new();
+        r.encode(&mut buf);
+        let l = McLimits::default();
+        for i in 0..buf.len() {
+            assert_eq!(parse(&buf[..i], &l), Parsed::Incomplete);
+        }
+        assert_eq!(
+            parse(&buf, &l),
+            Parsed::Request {
+                request: McRequest::Binary(r),
+                consumed: buf.len()
+            }
+        );
+    }
+
+    #[test]
+    fn all_opcodes_parse() {
+        let store_ext = [0, 0, 0, 5, 0, 0, 0, 10];
+        let arith_ext = [0u8; 20];
+        for op in 0u8..=0x30 {
+            let Some(o) = BinaryOpcode::from_u8(op) else {
+                continue;
+            };
+            use BinaryOpcode::*;
+            let r = match o.base() {
+                Get | GetK | Delete => breq(op, &[], b"k", &[]),
+                Set | Add | Replace => breq(op, &store_ext, b"k", b"val"),
+                Append | Prepend => breq(op, &[], b"k", b"val"),
+                Increment | Decrement => breq(op, &arith_ext, b"k", &[]),
+                Quit | Noop | Version => breq(op, &[], &[], &[]),
+                Flush => breq(op, &[0, 0, 0, 9], &[], &[]),
+                Stat => breq(op, &[], b"items", &[]),
+                Verbosity => breq(op, &[0, 0, 0, 1], &[], &[]),
+                Touch | Gat | GatK => breq(op, &[0, 0, 0, 9], b"k", &[]),
+                _ => unreachable!(),
+            };
+            assert_eq!(r.op(), o);
+            round_trip(r);
+        }
+        let r = breq(0x01, &store_ext, b"k", b"v");
+        assert_eq!(r.store_extras(), Some((5, 10)));
+        let mut ext = Vec::new();
+        ext.extend_from_slice(&3u64.to_be_bytes());
+        ext.extend_from_slice(&7u64.to_be_bytes());
+        ext.extend_from_slice(&u32::MAX.to_be_bytes());
+        assert_eq!(
+            breq(0x05, &ext, b"k", &[]).arith_extras(),
+            Some((3, 7, u32::MAX))
+        );
+        assert_eq!(breq(0x1c, &[0, 0, 1, 0], b"k", &[]).u32_extra(), 256);
+        assert_eq!(breq(0x08, &[], &[], &[]).u32_extra(), 0);
+        round_trip(breq(0x08, &[], &[], &[]));
+        round_trip(breq(0x10, &[], &[], &[]));
+    }
+
+    #[test]
+    fn errors() {
+        let l = McLimits::default();
+        let mut buf = Vec::new();
+        breq(0x50, &[], b"k", &[]).encode(&mut buf);
+        assert_eq!(
+            parse(&buf, &l),
+            Parsed::Error {
+                error: McError::Binary {
+                    status: BinaryStatus::UnknownCommand,
+                    opcode: 0x50,
+                    opaque: 0xdeadbeef
+                },
+                consumed: Some(buf.len())
+            }
+        );
+        // get without key / set without extras: invalid arguments
+        for r in [breq(0x00, &[], &[], &[]), breq(0x01, &[], b"k", b"v")] {
+            buf.clear();
+            r.encode(&mut buf);
+            assert!(matches!(
+                parse(&buf, &l),
+                Parsed::Error {
+                    error: McError::Binary {
+                        status: BinaryStatus::InvalidArguments,
+                        ..
+                    },
+                    consumed: Some(c)
+                } if c == buf.len()
+            ));
+        }
+        // key + extras longer than body: unrecoverable
+        buf.clear();
+        breq(0x00, &[], b"k", &[]).encode(&mut buf);
+        buf[11] = 0;
+        assert!(matches!(
+            parse(&buf, &l),
+            Parsed::Error { consumed: None, .. }
+        ));
+        // oversized value: swallowed
+        buf.clear();
+        breq(0x01, &[0; 8], b"k", &[]).encode(&mut buf);
+        let body = (9 + l.value_len_max + 1) as u32;
+        buf[8..12].copy_from_slice(&body.to_be_bytes());
+        assert_eq!(
+            parse(&buf, &l),
+            Parsed::Error {
+                error: McError::Binary {
+                    status: BinaryStatus::ValueTooLarge,
+                    opcode: 1,
+                    opaque: 0xdeadbeef
+                },
+                consumed: Some(24 + body as usize)
+            }
+        );
+    }
+
+    #[test]
+    fn quiet_rule() {
+        for op in [
+            0x09, 0x0d, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1a, 0x1e, 0x24,
+        ] {
+            assert!(binary_is_quiet(op), "{op:#x}");
+        }
+        for op in [0x00, 0x01, 0x0a, 0x0b, 0x0c, 0x10, 0x1b, 0x1c, 0x1d, 0x23] {
+            assert!(!binary_is_quiet(op), "{op:#x}");
+        }
+        assert!(!binary_should_send(0x09, BinaryStatus::KeyNotFound));
+        assert!(binary_should_send(0x09, BinaryStatus::NoError));
+        assert!(!binary_should_send(0x11, BinaryStatus::NoError));
+        assert!(binary_should_send(0x11, BinaryStatus::KeyExists));
+        assert!(binary_should_send(0x00, BinaryStatus::KeyNotFound));
+    }
+
+    #[test]
+    fn responses() {
+        let r = breq(0x0c, &[], b"k", &[]);
+        let mut o = Vec::new();
+        encode_binary_get_hit(&mut o, &r, 5, 9, b"v");
+        assert_eq!(o[0], 0x81);
+        assert_eq!(o[1], 0x0c);
+        assert_eq!(&o[2..4], &[0, 1]); // key len
+        assert_eq!(o[4], 4); // extras len
+        assert_eq!(&o[6..8], &[0, 0]); // status
+        assert_eq!(&o[8..12], &6u32.to_be_bytes());
+        assert_eq!(&o[12..16], &0xdeadbeefu32.to_be_bytes());
+        assert_eq!(&o[16..24], &9u64.to_be_bytes());
+        assert_eq!(&o[24..], b"\0\0\0\x05kv");
+        o.clear();
+        encode_binary_status(&mut o, &r, BinaryStatus::KeyNotFound, 0);
+        assert_eq!(&o[6..8], &[0, 1]);
+        assert_eq!(&o[24..], b"Not found");
+        o.clear();
+        encode_binary_arith(&mut o, &breq(0x05, &[0; 20], b"k", &[]), 1, 10);
+        assert_eq!(&o[24..], &10u64.to_be_bytes());
+        o.clear();
+        encode_binary_stat(&mut o, &breq(0x10, &[], &[], &[]), b"pid", b"1");
+        assert_eq!(&o[24..], b"pid1");
+        o.clear();
+        McError::Binary {
+            status: BinaryStatus::UnknownCommand,
+            opcode: 0x50,
+            opaque: 1,
+        }
+        .encode(&mut o);
+        assert_eq!(&o[6..8], &[0, 0x81]);
+    }
+}

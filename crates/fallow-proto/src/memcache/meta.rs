@@ -463,3 +463,304 @@ pub fn encode_meta_debug(out: &mut Vec<u8>, key: &[u8], base64: bool, fields: &[
     }
     out.extend_from_slice(b"\r\n");
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::parse;
+    use super::*;
+
+    fn p(s: &[u8]) -> Parsed {
+        parse(s, &McLimits::default())
+    }
+
+    fn req(s: &[u8]) -> McRequest {
+        match p(s) {
+            Parsed::Request { request, consumed } => {
+                assert_eq!(consumed, s.len());
+                request
+            }
+            o => panic!("{:?}: {o:?}", String::from_utf8_lossy(s)),
+        }
+    }
+
+    fn client_err(s: &[u8], msg: &str, consumed: usize) {
+        assert_eq!(
+            p(s),
+            Parsed::Error {
+                error: McError::client(msg),
+                consumed: Some(consumed)
+            },
+            "{:?}",
+            String::from_utf8_lossy(s)
+        );
+    }
+
+    #[test]
+    fn mg_flags() {
+        let McRequest::MetaGet { key, flags } =
+            req(b"mg foo v k O123 t f c s h l q u N30 R5 T60\r\n")
+        else {
+            panic!()
+        };
+        assert_eq!(key, "foo");
+        assert!(flags.return_value && flags.return_key && flags.return_ttl);
+        assert!(flags.return_flags && flags.return_cas && flags.return_size);
+        assert!(flags.return_hit && flags.return_last_access && flags.quiet && flags.no_lru_bump);
+        assert_eq!(flags.opaque.as_deref(), Some(&b"123"[..]));
+        assert_eq!(
+            (flags.vivify_ttl, flags.recache_ttl, flags.ttl),
+            (Some(30), Some(5), Some(60))
+        );
+        assert_eq!(flags.raw.len(), 14);
+        assert_eq!(flags.raw[2].letter, b'O');
+        let McRequest::MetaGet { flags, .. } = req(b"mg k\r\n") else {
+            panic!()
+        };
+        assert_eq!(flags, MetaFlags::default());
+        // P and L are proxy hints: ignored, may repeat
+        assert!(matches!(
+            req(b"mg k Pfoo Lbar Lbaz v\r\n"),
+            McRequest::MetaGet { .. }
+        ));
+    }
+
+    #[test]
+    fn base64_keys() {
+        let McRequest::MetaGet { key, flags } = req(b"mg Zm9v b v k\r\n") else {
+            panic!()
+        };
+        assert_eq!(key, "foo");
+        assert!(flags.base64);
+        client_err(b"mg !!! b v\r\n", "error decoding key", 12);
+        assert_eq!(
+            req(b"me Zm9v b\r\n"),
+            McRequest::MetaDebug {
+                key: Bytes::from_static(b"foo"),
+                base64: true
+            }
+        );
+        client_err(b"me k b\r\n", "bad command line format", 8);
+        // echo: key re-encoded, followed by b
+        let mut o = Vec::new();
+        encode_meta_response(
+            &mut o,
+            MetaStatus::En,
+            &key,
+            &flags,
+            &MetaItemInfo::default(),
+            None,
+        );
+        assert_eq!(o, b"EN kZm9v b\r\n");
+    }
+
+    #[test]
+    fn flag_errors() {
+        client_err(b"mg k zz\r\n", "invalid flag", 9);
+        client_err(b"mg k v v\r\n", "duplicate flag", 10);
+        client_err(b"mg k Tabc v\r\n", "bad token in command line format", 13);
+        let long = format!("mg k O{}\r\n", "x".repeat(33));
+        client_err(long.as_bytes(), "opaque token too long", long.len());
+        client_err(b"ma n Dabc\r\n", "invalid or duplicate flag", 11);
+        client_err(b"ma n Mx\r\n", "invalid mode for ma M token", 9);
+        client_err(b"mg k C\r\n", "bad token in command line format", 8);
+        let key = format!("mg {} v\r\n", "a".repeat(251));
+        client_err(key.as_bytes(), "bad command line format", key.len());
+        assert_eq!(
+            p(b"mg\r\n"),
+            Parsed::Error {
+                error: McError::Error,
+                consumed: Some(4)
+            }
+        );
+        assert_eq!(
+            p(b"mx k\r\n"),
+            Parsed::Error {
+                error: McError::Error,
+                consumed: Some(6)
+            }
+        );
+        client_err(b"me\r\n", "bad command line format", 4);
+    }
+
+    #[test]
+    fn ms_forms() {
+        let McRequest::MetaSet { key, value, flags } = req(b"ms k 2 T0 F5 c k O9 q I\r\nhi\r\n")
+        else {
+            panic!()
+        };
+        assert_eq!((&key[..], &value[..]), (&b"k"[..], &b"hi"[..]));
+        assert_eq!((flags.ttl, flags.client_flags), (Some(0), Some(5)));
+        assert!(flags.quiet && flags.invalidate && flags.return_cas && flags.return_key);
+        for (m, mode) in [
+            ("E", StoreMode::Add),
+            ("A", StoreMode::Append),
+            ("P", StoreMode::Prepend),
+            ("R", StoreMode::Replace),
+            ("S", StoreMode::Set),
+        ] {
+            let s = format!("ms k 1 M{m} C77\r\nx\r\n");
+            let McRequest::MetaSet { flags, .. } = req(s.as_bytes()) else {
+                panic!()
+            };
+            assert_eq!((flags.set_mode, flags.compare_cas), (Some(mode), Some(77)));
+        }
+        // errors before the length is known: no swallow
+        client_err(b"ms k\r\n", "bad command line format", 6);
+        client_err(b"ms k abc\r\n", "bad command line format", 10);
+        client_err(b"ms k S2\r\n", "bad command line format", 9);
+        // flag errors after the length is known swallow the data block
+        client_err(b"ms k 1 Ma\r\ny\r\n", "invalid mode for ms M token", 14);
+        client_err(
+            b"ms k 2 Tabc\r\nhi\r\n",
+            "bad token in command line format",
+            17,
+        );
+        client_err(
+            b"ms k 2 F-1\r\nhi\r\n",
+            "bad token in command line format",
+            16,
+        );
+        client_err(b"ms k 2 b\r\nhi\r\n", "error decoding key", 14);
+        assert_eq!(p(b"ms k 2 Ma\r\nh"), Parsed::Incomplete);
+        client_err(b"ms k 2 T0\r\nhiX\r\n", "bad data chunk", 15);
+        let l = McLimits::default();
+        let s = format!("ms k {} T0\r\n", l.value_len_max + 1);
+        assert_eq!(
+            p(s.as_bytes()),
+            Parsed::Error {
+                error: McError::ServerError("object too large for cache".into()),
+                consumed: Some(s.len() + l.value_len_max + 3)
+            }
+        );
+    }
+
+    #[test]
+    fn md_ma_mn() {
+        let McRequest::MetaDelete { key, flags } = req(b"md k q I T30 C5 O1 k\r\n") else {
+            panic!()
+        };
+        assert_eq!(key, "k");
+        assert!(flags.quiet && flags.invalidate);
+        assert_eq!((flags.ttl, flags.compare_cas), (Some(30), Some(5)));
+        let McRequest::MetaArith { flags, .. } = req(b"ma n N0 J5 D3 v MD t c\r\n") else {
+            panic!()
+        };
+        assert_eq!(
+            (
+                flags.vivify_ttl,
+                flags.initial,
+                flags.delta,
+                flags.arith_mode
+            ),
+            (Some(0), Some(5), Some(3), Some(MetaArithMode::Decr))
+        );
+        for (m, mode) in [
+            ("I", MetaArithMode::Incr),
+            ("+", MetaArithMode::Incr),
+            ("-", MetaArithMode::Decr),
+        ] {
+            let s = format!("ma n M{m}\r\n");
+            let McRequest::MetaArith { flags, .. } = req(s.as_bytes()) else {
+                panic!()
+            };
+            assert_eq!(flags.arith_mode, Some(mode));
+        }
+        assert_eq!(req(b"mn\r\n"), McRequest::MetaNoop);
+        assert_eq!(req(b"mn foo\r\n"), McRequest::MetaNoop);
+        assert_eq!(
+            req(b"me k\r\n"),
+            McRequest::MetaDebug {
+                key: Bytes::from_static(b"k"),
+                base64: false
+            }
+        );
+    }
+
+    #[test]
+    fn responses() {
+        let McRequest::MetaGet { key, flags } = req(b"mg k v k O123 t f c s h l\r\n") else {
+            panic!()
+        };
+        let info = MetaItemInfo {
+            cas: Some(7),
+            client_flags: Some(0),
+            ttl: Some(-1),
+            size: Some(1),
+            hit: Some(false),
+            last_access: Some(3),
+        };
+        let mut o = Vec::new();
+        encode_meta_response(&mut o, MetaStatus::Va, &key, &flags, &info, Some(b"x"));
+        assert_eq!(o, b"VA 1 kk O123 t-1 f0 c7 s1 h0 l3\r\nx\r\n");
+        o.clear();
+        encode_meta_response(&mut o, MetaStatus::En, &key, &flags, &info, None);
+        assert_eq!(o, b"EN kk O123\r\n");
+        o.clear();
+        encode_meta_response(
+            &mut o,
+            MetaStatus::Hd,
+            &key,
+            &MetaFlags::default(),
+            &info,
+            None,
+        );
+        encode_meta_response(
+            &mut o,
+            MetaStatus::Nf,
+            &key,
+            &MetaFlags::default(),
+            &info,
+            None,
+        );
+        encode_meta_response(
+            &mut o,
+            MetaStatus::Ns,
+            &key,
+            &MetaFlags::default(),
+            &info,
+            None,
+        );
+        encode_meta_response(
+            &mut o,
+            MetaStatus::Ex,
+            &key,
+            &MetaFlags::default(),
+            &info,
+            None,
+        );
+        encode_meta_response(
+            &mut o,
+            MetaStatus::Mn,
+            b"",
+            &MetaFlags::default(),
+            &info,
+            None,
+        );
+        assert_eq!(o, b"HD\r\nNF\r\nNS\r\nEX\r\nMN\r\n");
+        o.clear();
+        encode_meta_debug(&mut o, b"k", false, &[("exp", b"-1"), ("la", b"1")]);
+        assert_eq!(o, b"ME k exp=-1 la=1\r\n");
+    }
+
+    #[test]
+    fn quiet_rule() {
+        let q = MetaFlags {
+            quiet: true,
+            ..MetaFlags::default()
+        };
+        assert!(meta_quiet_suppresses(&q, MetaStatus::Hd));
+        assert!(meta_quiet_suppresses(&q, MetaStatus::En));
+        for s in [
+            MetaStatus::Va,
+            MetaStatus::Nf,
+            MetaStatus::Ns,
+            MetaStatus::Ex,
+        ] {
+            assert!(!meta_quiet_suppresses(&q, s));
+        }
+        assert!(!meta_quiet_suppresses(
+            &MetaFlags::default(),
+            MetaStatus::Hd
+        ));
+    }
+}

@@ -265,7 +265,7 @@ pub fn parse_text(buf: &[u8], limits: &McLimits) -> Parsed {
             if n > 3 {
                 return unknown(consumed);
             }
-            let delay_s = if n == (if noreply { 3 } else { 2 }) {
+            let delay_s = if n > (if noreply { 2 } else { 1 }) {
                 match parse_i32(toks[1]) {
                     Some(d) => d,
                     None => return err("invalid exptime argument", consumed),
@@ -524,5 +524,401 @@ pub fn encode_request(req: &McRequest, out: &mut Vec<u8>) {
             out.extend_from_slice(b"\r\n");
         }
         McRequest::Binary(b) => b.encode(out),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::parse;
+    use super::*;
+
+    fn p(s: &[u8]) -> Parsed {
+        parse(s, &McLimits::default())
+    }
+
+    fn req(s: &[u8]) -> McRequest {
+        match p(s) {
+            Parsed::Request { request, consumed } => {
+                assert_eq!(consumed, s.len(), "{:?}", String::from_utf8_lossy(s));
+                request
+            }
+            other => panic!("{:?}: {other:?}", String::from_utf8_lossy(s)),
+        }
+    }
+
+    fn client_err(s: &[u8], msg: &str, consumed: usize) {
+        assert_eq!(
+            p(s),
+            Parsed::Error {
+                error: McError::client(msg),
+                consumed: Some(consumed)
+            },
+            "{:?}",
+            String::from_utf8_lossy(s)
+        );
+    }
+
+    fn unknown_cmd(s: &[u8]) {
+        assert_eq!(
+            p(s),
+            Parsed::Error {
+                error: McError::Error,
+                consumed: Some(s.len())
+            },
+            "{:?}",
+            String::from_utf8_lossy(s)
+        );
+    }
+
+    fn b(s: &str) -> Bytes {
+        Bytes::copy_from_slice(s.as_bytes())
+    }
+
+    #[test]
+    fn get_forms() {
+        assert_eq!(
+            req(b"get a bb\r\n"),
+            McRequest::Get {
+                keys: vec![b("a"), b("bb")],
+                return_cas: false,
+                touch_exptime: None
+            }
+        );
+        assert_eq!(
+            req(b"gets  a   b \n"),
+            McRequest::Get {
+                keys: vec![b("a"), b("b")],
+                return_cas: true,
+                touch_exptime: None
+            }
+        );
+        assert_eq!(
+            req(b"gat 10 k\r\n"),
+            McRequest::Get {
+                keys: vec![b("k")],
+                return_cas: false,
+                touch_exptime: Some(10)
+            }
+        );
+        assert_eq!(
+            req(b"gats -1 k j\r\n"),
+            McRequest::Get {
+                keys: vec![b("k"), b("j")],
+                return_cas: true,
+                touch_exptime: Some(-1)
+            }
+        );
+        // memcached answers END to a gat without keys
+        assert_eq!(
+            req(b"gat 10\r\n"),
+            McRequest::Get {
+                keys: vec![],
+                return_cas: false,
+                touch_exptime: Some(10)
+            }
+        );
+        client_err(b"gat k\r\n", "invalid exptime argument", 7);
+        unknown_cmd(b"get\r\n");
+        unknown_cmd(b"get \r\n");
+        unknown_cmd(b"gets\r\n");
+        let long = format!("get {}\r\n", "a".repeat(251));
+        client_err(long.as_bytes(), "bad command line format", long.len());
+        let ok250 = format!("get {}\r\n", "a".repeat(250));
+        req(ok250.as_bytes());
+    }
+
+    #[test]
+    fn too_many_keys() {
+        let l = McLimits {
+            keys_per_request_max: 2,
+            ..McLimits::default()
+        };
+        assert!(matches!(parse(b"get a b\r\n", &l), Parsed::Request { .. }));
+        assert_eq!(
+            parse(b"get a b c\r\n", &l),
+            Parsed::Error {
+                error: McError::client("bad command line format"),
+                consumed: Some(11)
+            }
+        );
+    }
+
+    #[test]
+    fn storage_forms() {
+        for (cmd, mode) in [
+            ("set", StoreMode::Set),
+            ("add", StoreMode::Add),
+            ("replace", StoreMode::Replace),
+            ("append", StoreMode::Append),
+            ("prepend", StoreMode::Prepend),
+        ] {
+            let s = format!("{cmd} k 5 -1 3\r\nabc\r\n");
+            assert_eq!(
+                req(s.as_bytes()),
+                McRequest::Store {
+                    mode,
+                    key: b("k"),
+                    flags: 5,
+                    exptime: -1,
+                    value: b("abc"),
+                    cas_unique: 0,
+                    noreply: false
+                }
+            );
+            let s = format!("{cmd} k 0 0 0 noreply\r\n\r\n");
+            assert!(matches!(
+                req(s.as_bytes()),
+                McRequest::Store { noreply: true, .. }
+            ));
+        }
+        assert_eq!(
+            req(b"cas k 1 2 2 99\r\nhi\r\n"),
+            McRequest::Store {
+                mode: StoreMode::Cas,
+                key: b("k"),
+                flags: 1,
+                exptime: 2,
+                value: b("hi"),
+                cas_unique: 99,
+                noreply: false
+            }
+        );
+        assert!(matches!(
+            req(b"cas k 1 2 2 99 noreply\r\nhi\r\n"),
+            McRequest::Store {
+                noreply: true,
+                cas_unique: 99,
+                ..
+            }
+        ));
+        // a last token other than "noreply" is ignored, like memcached
+        assert!(matches!(
+            req(b"set k 0 0 1 garbage\r\nx\r\n"),
+            McRequest::Store { noreply: false, .. }
+        ));
+        // value may contain CR/LF
+        assert!(matches!(
+            req(b"set k 0 0 4\r\n\r\n\r\n\r\n"),
+            McRequest::Store { value, .. } if value == "\r\n\r\n"
+        ));
+    }
+
+    #[test]
+    fn storage_errors() {
+        unknown_cmd(b"set k 0 0\r\n");
+        unknown_cmd(b"set k 0 0 1 noreply extra\r\n");
+        unknown_cmd(b"cas k 0 0 1\r\n");
+        client_err(b"set k 0 0 -1\r\n", "bad command line format", 14);
+        client_err(b"set k -1 0 1\r\n", "bad command line format", 14);
+        client_err(b"set k x 0 1\r\n", "bad command line format", 13);
+        client_err(b"set k 0 x 1\r\n", "bad command line format", 13);
+        client_err(b"set k 4294967296 0 1\r\n", "bad command line format", 22);
+        client_err(b"cas k 0 0 1 abc\r\n", "bad command line format", 17);
+        let long = format!("set {} 0 0 1\r\n", "a".repeat(251));
+        client_err(long.as_bytes(), "bad command line format", long.len());
+        // bad data chunk: swallow line + len + 2 like memcached
+        client_err(b"set k 0 0 1\r\nxyz\r\n", "bad data chunk", 16);
+        client_err(b"set j 0 0 1\nx\nget j\n", "bad data chunk", 15);
+        // data not yet there
+        assert_eq!(p(b"set k 0 0 3\r\nab"), Parsed::Incomplete);
+        assert_eq!(p(b"set k 0 0 3\r\nabc\r"), Parsed::Incomplete);
+        // too large: SERVER_ERROR and swallow the announced value
+        let l = McLimits::default();
+        let s = format!("set k 0 0 {}\r\n", l.value_len_max + 1);
+        assert_eq!(
+            p(s.as_bytes()),
+            Parsed::Error {
+                error: McError::ServerError("object too large for cache".into()),
+                consumed: Some(s.len() + l.value_len_max + 3)
+            }
+        );
+    }
+
+    #[test]
+    fn delete_forms() {
+        let d = |noreply| McRequest::Delete {
+            key: b("k"),
+            noreply,
+        };
+        assert_eq!(req(b"delete k\r\n"), d(false));
+        assert_eq!(req(b"delete k 0\r\n"), d(false));
+        assert_eq!(req(b"delete k noreply\r\n"), d(true));
+        assert_eq!(req(b"delete k 0 noreply\r\n"), d(true));
+        assert_eq!(
+            req(b"delete noreply\r\n"),
+            McRequest::Delete {
+                key: b("noreply"),
+                noreply: false
+            }
+        );
+        let usage = "bad command line format.  Usage: delete <key> [noreply]";
+        client_err(b"delete k 1\r\n", usage, 12);
+        client_err(b"delete k 0 0\r\n", usage, 14);
+        unknown_cmd(b"delete\r\n");
+        unknown_cmd(b"delete k 0 noreply x\r\n");
+    }
+
+    #[test]
+    fn arith_touch_forms() {
+        assert_eq!(
+            req(b"incr k 5\r\n"),
+            McRequest::Arith {
+                key: b("k"),
+                delta: 5,
+                incr: true,
+                noreply: false
+            }
+        );
+        assert_eq!(
+            req(b"decr k 18446744073709551615 noreply\r\n"),
+            McRequest::Arith {
+                key: b("k"),
+                delta: u64::MAX,
+                incr: false,
+                noreply: true
+            }
+        );
+        client_err(b"incr k abc\r\n", "invalid numeric delta argument", 12);
+        client_err(b"incr k -1\r\n", "invalid numeric delta argument", 11);
+        client_err(
+            b"incr k 18446744073709551616\r\n",
+            "invalid numeric delta argument",
+            29,
+        );
+        unknown_cmd(b"incr\r\n");
+        unknown_cmd(b"incr k\r\n");
+        assert_eq!(
+            req(b"touch k 10\r\n"),
+            McRequest::Touch {
+                key: b("k"),
+                exptime: 10,
+                noreply: false
+            }
+        );
+        assert!(matches!(
+            req(b"touch k 10 noreply\r\n"),
+            McRequest::Touch { noreply: true, .. }
+        ));
+        client_err(b"touch k abc\r\n", "invalid exptime argument", 13);
+        unknown_cmd(b"touch k\r\n");
+    }
+
+    #[test]
+    fn misc_commands() {
+        let f = |delay_s, noreply| McRequest::FlushAll { delay_s, noreply };
+        assert_eq!(req(b"flush_all\r\n"), f(0, false));
+        assert_eq!(req(b"flush_all 10\r\n"), f(10, false));
+        assert_eq!(req(b"flush_all noreply\r\n"), f(0, true));
+        assert_eq!(req(b"flush_all 10 noreply\r\n"), f(10, true));
+        assert_eq!(req(b"flush_all 1 2\r\n"), f(1, false));
+        client_err(b"flush_all abc\r\n", "invalid exptime argument", 15);
+        assert_eq!(
+            req(b"verbosity 1\r\n"),
+            McRequest::Verbosity {
+                level: 1,
+                noreply: false
+            }
+        );
+        assert_eq!(
+            req(b"verbosity 1 noreply\r\n"),
+            McRequest::Verbosity {
+                level: 1,
+                noreply: true
+            }
+        );
+        unknown_cmd(b"verbosity\r\n");
+        unknown_cmd(b"verbosity 1 2 3\r\n");
+        client_err(b"verbosity foo\r\n", "bad command line format", 15);
+        assert_eq!(req(b"version\r\n"), McRequest::Version);
+        assert_eq!(req(b"version foo\r\n"), McRequest::Version);
+        assert_eq!(req(b"quit\r\n"), McRequest::Quit);
+        assert_eq!(
+            req(b"stats\r\n"),
+            McRequest::Stats {
+                group: None,
+                args: vec![]
+            }
+        );
+        assert_eq!(
+            req(b"stats detail on\r\n"),
+            McRequest::Stats {
+                group: Some("detail".into()),
+                args: vec!["on".into()]
+            }
+        );
+        unknown_cmd(b"foo\r\n");
+        unknown_cmd(b"\r\n");
+        unknown_cmd(b"GET k\r\n");
+    }
+
+    #[test]
+    fn line_too_long() {
+        let l = McLimits::default();
+        let s = vec![b'x'; l.line_len_max + 1];
+        assert_eq!(
+            p(&s),
+            Parsed::Error {
+                error: McError::client("line too long"),
+                consumed: None
+            }
+        );
+        assert_eq!(p(&s[..l.line_len_max]), Parsed::Incomplete);
+        // multi-get lines may be longer
+        let mut g = b"get".to_vec();
+        for _ in 0..1000 {
+            g.extend_from_slice(b" abc");
+        }
+        assert_eq!(p(&g), Parsed::Incomplete);
+        g.extend_from_slice(b"\r\n");
+        assert!(matches!(p(&g), Parsed::Request { .. }));
+    }
+
+    #[test]
+    fn pipelined() {
+        let buf = b"get a\r\nset k 0 0 1\r\nx\r\ndelete k\r\n";
+        let mut off = 0;
+        let mut n = 0;
+        while off < buf.len() {
+            match p(&buf[off..]) {
+                Parsed::Request { consumed, .. } => off += consumed,
+                o => panic!("{o:?}"),
+            }
+            n += 1;
+        }
+        assert_eq!(n, 3);
+    }
+
+    #[test]
+    fn encoders() {
+        let mut o = Vec::new();
+        encode_value(&mut o, b"k", 5, b"hi", None);
+        encode_value(&mut o, b"k", 0, b"", Some(7));
+        encode_end(&mut o);
+        assert_eq!(o, b"VALUE k 5 2\r\nhi\r\nVALUE k 0 0 7\r\n\r\nEND\r\n");
+        o.clear();
+        for r in [
+            TextReply::Stored,
+            TextReply::NotStored,
+            TextReply::Exists,
+            TextReply::NotFound,
+            TextReply::Deleted,
+            TextReply::Touched,
+            TextReply::Ok,
+        ] {
+            r.encode(&mut o);
+        }
+        assert_eq!(
+            o,
+            b"STORED\r\nNOT_STORED\r\nEXISTS\r\nNOT_FOUND\r\nDELETED\r\nTOUCHED\r\nOK\r\n"
+        );
+        o.clear();
+        encode_number(&mut o, 42);
+        encode_stat(&mut o, "pid", b"1");
+        encode_stat_u64(&mut o, "uptime", 9);
+        encode_version(&mut o, "1.6.18");
+        assert_eq!(
+            o,
+            b"42\r\nSTAT pid 1\r\nSTAT uptime 9\r\nVERSION 1.6.18\r\n"
+        );
     }
 }
