@@ -329,4 +329,257 @@ mod tests {
             b"CLIENT_ERROR bad data chunk\r\nERROR\r\nSERVER_ERROR object too large for cache\r\n"
         );
     }
+
+    mod props {
+        use super::super::*;
+        use proptest::prelude::*;
+        use proptest::sample::subsequence;
+
+        fn key() -> impl Strategy<Value = Bytes> {
+            "[a-zA-Z0-9_:.-]{1,40}".prop_map(|s| Bytes::from(s.into_bytes()))
+        }
+
+        fn value() -> impl Strategy<Value = Bytes> {
+            proptest::collection::vec(any::<u8>(), 0..64).prop_map(Bytes::from)
+        }
+
+        fn exptime() -> impl Strategy<Value = i64> {
+            prop_oneof![Just(0i64), -100i64..100, Just(i64::from(i32::MAX))]
+        }
+
+        fn classic() -> impl Strategy<Value = McRequest> {
+            let mode = prop_oneof![
+                Just(StoreMode::Set),
+                Just(StoreMode::Add),
+                Just(StoreMode::Replace),
+                Just(StoreMode::Append),
+                Just(StoreMode::Prepend),
+                Just(StoreMode::Cas),
+            ];
+            prop_oneof![
+                (
+                    proptest::collection::vec(key(), 1..5),
+                    any::<bool>(),
+                    proptest::option::of(exptime())
+                )
+                    .prop_map(|(keys, return_cas, touch_exptime)| McRequest::Get {
+                        keys,
+                        return_cas,
+                        touch_exptime
+                    }),
+                (
+                    mode,
+                    key(),
+                    any::<u32>(),
+                    exptime(),
+                    value(),
+                    any::<u64>(),
+                    any::<bool>()
+                )
+                    .prop_map(
+                        |(mode, key, flags, exptime, value, cas, noreply)| {
+                            McRequest::Store {
+                                mode,
+                                key,
+                                flags,
+                                exptime,
+                                value,
+                                cas_unique: if mode == StoreMode::Cas { cas } else { 0 },
+                                noreply,
+                            }
+                        }
+                    ),
+                (key(), any::<bool>())
+                    .prop_map(|(key, noreply)| McRequest::Delete { key, noreply }),
+                (key(), any::<u64>(), any::<bool>(), any::<bool>()).prop_map(
+                    |(key, delta, incr, noreply)| McRequest::Arith {
+                        key,
+                        delta,
+                        incr,
+                        noreply
+                    }
+                ),
+                (key(), exptime(), any::<bool>()).prop_map(|(key, exptime, noreply)| {
+                    McRequest::Touch {
+                        key,
+                        exptime,
+                        noreply,
+                    }
+                }),
+                (exptime(), any::<bool>())
+                    .prop_map(|(delay_s, noreply)| McRequest::FlushAll { delay_s, noreply }),
+                (
+                    proptest::option::of("[a-z]{1,8}"),
+                    proptest::collection::vec("[a-z0-9]{1,5}", 0..3)
+                )
+                    .prop_map(|(group, args)| McRequest::Stats {
+                        args: if group.is_some() { args } else { vec![] },
+                        group,
+                    }),
+                Just(McRequest::Version),
+                Just(McRequest::Quit),
+                Just(McRequest::MetaNoop),
+                (any::<u32>(), any::<bool>())
+                    .prop_map(|(level, noreply)| McRequest::Verbosity { level, noreply }),
+            ]
+        }
+
+        const COMMON: &[&str] = &[
+            "b", "c", "f", "h", "k", "l", "q", "s", "t", "u", "v", "I", "O12ab", "N30", "R5",
+            "T-1", "C99", "E7", "F5", "J3", "D2", "Pproxy",
+        ];
+
+        fn meta() -> impl Strategy<Value = McRequest> {
+            let cmd = prop_oneof![Just("mg"), Just("ms"), Just("md"), Just("ma"), Just("me")];
+            (
+                cmd,
+                subsequence(COMMON, 0..COMMON.len()),
+                any::<bool>(),
+                proptest::collection::vec(any::<u8>(), 1..40),
+                key(),
+                value(),
+            )
+                .prop_map(|(cmd, mut toks, with_mode, bin_key, txt_key, value)| {
+                    if with_mode && cmd == "ms" {
+                        toks.push("MA");
+                    }
+                    if with_mode && cmd == "ma" {
+                        toks.push("M-");
+                    }
+                    let raw: Vec<&[u8]> = toks.iter().map(|t| t.as_bytes()).collect();
+                    let flags = MetaFlags::parse(cmd.as_bytes(), &raw).unwrap();
+                    let key = if flags.base64 {
+                        Bytes::from(bin_key)
+                    } else {
+                        txt_key
+                    };
+                    match cmd {
+                        "mg" => McRequest::MetaGet { key, flags },
+                        "ms" => McRequest::MetaSet { key, value, flags },
+                        "md" => McRequest::MetaDelete { key, flags },
+                        "ma" => McRequest::MetaArith { key, flags },
+                        _ => McRequest::MetaDebug {
+                            key,
+                            base64: flags.base64,
+                        },
+                    }
+                })
+        }
+
+        fn binary() -> impl Strategy<Value = McRequest> {
+            let ops: Vec<u8> = (0u8..=0x30)
+                .filter(|&o| BinaryOpcode::from_u8(o).is_some())
+                .collect();
+            (
+                proptest::sample::select(ops),
+                key(),
+                value(),
+                any::<u32>(),
+                any::<u64>(),
+                proptest::collection::vec(any::<u8>(), 20),
+            )
+                .prop_map(|(opcode, key, value, opaque, cas, ext)| {
+                    use BinaryOpcode::*;
+                    let none = Bytes::new();
+                    let ext = Bytes::from(ext);
+                    let (extras, key, value) = match BinaryOpcode::from_u8(opcode).unwrap().base() {
+                        Get | GetK | Delete => (none.clone(), key, none),
+                        Set | Add | Replace => (ext.slice(..8), key, value),
+                        Append | Prepend => (none.clone(), key, value),
+                        Increment | Decrement => (ext, key, none),
+                        Quit | Noop | Version => (none.clone(), none.clone(), none),
+                        Flush | Verbosity => (ext.slice(..4), none.clone(), none),
+                        Stat => (none.clone(), key, none),
+                        _ => (ext.slice(..4), key, none),
+                    };
+                    McRequest::Binary(BinaryRequest {
+                        opcode,
+                        datatype: 0,
+                        vbucket: 0,
+                        opaque,
+                        cas,
+                        extras,
+                        key,
+                        value,
+                    })
+                })
+        }
+
+        fn request() -> impl Strategy<Value = McRequest> {
+            prop_oneof![classic(), meta(), binary()]
+        }
+
+        /// Drive `parse` over a whole buffer; checks progress invariants.
+        fn drain(buf: &[u8]) {
+            let l = McLimits::default();
+            let mut off = 0;
+            while off < buf.len() {
+                match parse(&buf[off..], &l) {
+                    Parsed::Incomplete => break,
+                    Parsed::Request { consumed, .. } => {
+                        assert!(consumed > 0 && consumed <= buf.len() - off);
+                        off += consumed;
+                    }
+                    Parsed::Error {
+                        consumed: Some(c), ..
+                    } => {
+                        assert!(c > 0);
+                        off += c;
+                    }
+                    Parsed::Error { consumed: None, .. } => break,
+                }
+            }
+        }
+
+        proptest! {
+            #[test]
+            fn round_trip_and_split(req in request()) {
+                let l = McLimits::default();
+                let mut buf = Vec::new();
+                encode_request(&req, &mut buf);
+                for i in 0..buf.len() {
+                    prop_assert_eq!(parse(&buf[..i], &l), Parsed::Incomplete, "prefix {}", i);
+                }
+                prop_assert_eq!(
+                    parse(&buf, &l),
+                    Parsed::Request { request: req, consumed: buf.len() }
+                );
+            }
+
+            #[test]
+            fn pipelined_pair(a in request(), b in request()) {
+                let l = McLimits::default();
+                let mut buf = Vec::new();
+                encode_request(&a, &mut buf);
+                let n = buf.len();
+                encode_request(&b, &mut buf);
+                prop_assert_eq!(parse(&buf, &l), Parsed::Request { request: a, consumed: n });
+                prop_assert_eq!(
+                    parse(&buf[n..], &l),
+                    Parsed::Request { request: b, consumed: buf.len() - n }
+                );
+            }
+
+            #[test]
+            fn garbage_never_panics(buf in proptest::collection::vec(any::<u8>(), 0..512)) {
+                drain(&buf);
+            }
+
+            #[test]
+            fn mutated_frames_never_panic(
+                req in request(),
+                muts in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..4),
+                cut in any::<usize>(),
+            ) {
+                let mut buf = Vec::new();
+                encode_request(&req, &mut buf);
+                for (i, b) in muts {
+                    let i = i % buf.len();
+                    buf[i] = b;
+                }
+                buf.truncate(cut % (buf.len() + 1));
+                drain(&buf);
+            }
+        }
+    }
 }
