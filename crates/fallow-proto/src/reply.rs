@@ -146,10 +146,13 @@ impl ReplyWriter {
 }
 
 fn push_sanitized(buf: &mut Vec<u8>, text: &str) {
-    buf.extend(
-        text.bytes()
-            .map(|byte| if byte == b'\r' || byte == b'\n' { b' ' } else { byte }),
-    );
+    buf.extend(text.bytes().map(|byte| {
+        if byte == b'\r' || byte == b'\n' {
+            b' '
+        } else {
+            byte
+        }
+    }));
 }
 
 /// Formats like C's `%.17g`, which Redis 7.0 uses for double replies.

@@ -127,7 +127,9 @@ fn parse_multibulk(buf: &[u8], limits: &RespLimits, args: &mut Vec<Range<usize>>
                 bytes_needed_min: 0,
             }
         }
-        Header::TooLong => return Parsed::Error("Protocol error: too big mbulk count string".into()),
+        Header::TooLong => {
+            return Parsed::Error("Protocol error: too big mbulk count string".into())
+        }
         Header::Invalid => return Parsed::Error("Protocol error: invalid multibulk length".into()),
         Header::Value { value, next } => (value, next),
     };
@@ -257,7 +259,10 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
                 }
                 if byte == b'"' {
                     // A closing quote must be followed by a space or the end.
-                    if line.get(pos + 1).is_some_and(|next| !next.is_ascii_whitespace()) {
+                    if line
+                        .get(pos + 1)
+                        .is_some_and(|next| !next.is_ascii_whitespace())
+                    {
                         return None;
                     }
                     pos += 1;
@@ -271,7 +276,10 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
                     continue;
                 }
                 if byte == b'\'' {
-                    if line.get(pos + 1).is_some_and(|next| !next.is_ascii_whitespace()) {
+                    if line
+                        .get(pos + 1)
+                        .is_some_and(|next| !next.is_ascii_whitespace())
+                    {
                         return None;
                     }
                     pos += 1;
@@ -314,7 +322,10 @@ mod tests {
     fn parse_all(buf: &[u8]) -> (Parsed, Vec<Vec<u8>>) {
         let mut ranges = Vec::new();
         let parsed = parse_request(buf, &RespLimits::default(), &mut ranges);
-        let args = ranges.iter().map(|range| buf[range.clone()].to_vec()).collect();
+        let args = ranges
+            .iter()
+            .map(|range| buf[range.clone()].to_vec())
+            .collect();
         (parsed, args)
     }
 
@@ -350,7 +361,12 @@ mod tests {
             parse_all(b"SET a \"b c\\x41\\n\" 'it\\'s'\r\n").0,
             Parsed::Inline {
                 consumed: 27,
-                args: vec![b"SET".to_vec(), b"a".to_vec(), b"b cA\n".to_vec(), b"it's".to_vec()]
+                args: vec![
+                    b"SET".to_vec(),
+                    b"a".to_vec(),
+                    b"b cA\n".to_vec(),
+                    b"it's".to_vec()
+                ]
             }
         );
         assert_eq!(parse_all(b"\r\n").0, Parsed::Empty { consumed: 2 });
@@ -358,7 +374,12 @@ mod tests {
             parse_all(b"SET \"a\r\n").0,
             Parsed::Error("Protocol error: unbalanced quotes in request".into())
         );
-        assert_eq!(parse_all(b"PING").0, Parsed::Incomplete { bytes_needed_min: 0 });
+        assert_eq!(
+            parse_all(b"PING").0,
+            Parsed::Incomplete {
+                bytes_needed_min: 0
+            }
+        );
         let long = vec![b'a'; 70_000];
         assert_eq!(
             parse_all(&long).0,
@@ -371,7 +392,16 @@ mod tests {
         assert_eq!(parse_i64(b"-12"), Some(-12));
         assert_eq!(parse_i64(b"9223372036854775807"), Some(i64::MAX));
         assert_eq!(parse_i64(b"-9223372036854775808"), Some(i64::MIN));
-        for bad in [&b"9223372036854775808"[..], b"01", b"+1", b" 1", b"", b"-", b"-0", b"1a"] {
+        for bad in [
+            &b"9223372036854775808"[..],
+            b"01",
+            b"+1",
+            b" 1",
+            b"",
+            b"-",
+            b"-0",
+            b"1a",
+        ] {
             assert_eq!(parse_i64(bad), None, "{bad:?}");
         }
     }

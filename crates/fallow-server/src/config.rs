@@ -347,7 +347,11 @@ mod tests {
     #[test]
     fn file_then_flags() {
         let dir = std::env::temp_dir().join(format!("fallow-config-{}", std::process::id()));
-        std::fs::write(&dir, "port = 7000\nmaxmemory = \"10mb\"\nmaxmemory-policy = \"allkeys-lru\"\n").unwrap();
+        std::fs::write(
+            &dir,
+            "port = 7000\nmaxmemory = \"10mb\"\nmaxmemory-policy = \"allkeys-lru\"\n",
+        )
+        .unwrap();
         let cli = Cli {
             config: Some(dir.clone()),
             port: Some(7001),

@@ -94,8 +94,7 @@ impl Server {
             databases: config.databases,
             segment_bytes: config.segment_size as usize,
             maxmemory_bytes: config.maxmemory as usize,
-            policy: EvictionPolicy::from_name(&config.maxmemory_policy)
-                .expect("validated policy"),
+            policy: EvictionPolicy::from_name(&config.maxmemory_policy).expect("validated policy"),
         });
         let run_id: String = (0..40)
             .map(|_| format!("{:x}", rand::random::<u8>() % 16))
@@ -126,11 +125,15 @@ impl Server {
         peer_addr: String,
         local_addr: String,
     ) -> Option<Arc<ClientHandle>> {
-        self.stats.connections_received.fetch_add(1, Ordering::Relaxed);
+        self.stats
+            .connections_received
+            .fetch_add(1, Ordering::Relaxed);
         let maxclients = self.config.read().maxclients;
         let mut clients = self.clients.lock();
         if clients.len() >= maxclients {
-            self.stats.connections_rejected.fetch_add(1, Ordering::Relaxed);
+            self.stats
+                .connections_rejected
+                .fetch_add(1, Ordering::Relaxed);
             return None;
         }
         let handle = Arc::new(ClientHandle {

@@ -23,7 +23,8 @@ fn match_from(pattern: &[u8], text: &[u8], depth: usize) -> bool {
                 if p + 1 == pattern.len() {
                     return true;
                 }
-                return (t..=text.len()).any(|start| match_from(&pattern[p + 1..], &text[start..], depth + 1));
+                return (t..=text.len())
+                    .any(|start| match_from(&pattern[p + 1..], &text[start..], depth + 1));
             }
             b'?' => {
                 if t >= text.len() {
@@ -74,7 +75,10 @@ fn match_class(pattern: &[u8], mut p: usize, byte: u8) -> (bool, usize) {
             p += 1;
             matched |= pattern[p] == byte;
         } else if p + 2 < pattern.len() && pattern[p + 1] == b'-' && pattern[p + 2] != b']' {
-            let (low, high) = (pattern[p].min(pattern[p + 2]), pattern[p].max(pattern[p + 2]));
+            let (low, high) = (
+                pattern[p].min(pattern[p + 2]),
+                pattern[p].max(pattern[p + 2]),
+            );
             matched |= low <= byte && byte <= high;
             p += 2;
         } else {

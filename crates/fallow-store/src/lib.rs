@@ -124,7 +124,10 @@ impl Store {
     }
 
     /// Locks the shards of `keys` in ascending order.
-    pub fn lock_keys<'a, K: AsRef<[u8]>>(&'a self, keys: impl IntoIterator<Item = K>) -> Guards<'a> {
+    pub fn lock_keys<'a, K: AsRef<[u8]>>(
+        &'a self,
+        keys: impl IntoIterator<Item = K>,
+    ) -> Guards<'a> {
         let mut indices: Vec<usize> = keys
             .into_iter()
             .map(|key| self.shard_index(key.as_ref()))

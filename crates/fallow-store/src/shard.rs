@@ -246,9 +246,13 @@ impl Shard {
         let now = self.used_bytes();
         let before = self.accounted_bytes;
         if now > before {
-            self.memory.used_bytes.fetch_add(now - before, Ordering::Relaxed);
+            self.memory
+                .used_bytes
+                .fetch_add(now - before, Ordering::Relaxed);
         } else {
-            self.memory.used_bytes.fetch_sub(before - now, Ordering::Relaxed);
+            self.memory
+                .used_bytes
+                .fetch_sub(before - now, Ordering::Relaxed);
         }
         self.accounted_bytes = now;
     }
@@ -460,7 +464,9 @@ impl Shard {
         let random: f64 = self.rng.gen();
         let header = self.header_mut(location);
         let idle_minutes = clock.saturating_sub(header.access_s) / 60;
-        let mut counter = header.lfu_counter.saturating_sub(idle_minutes.min(255) as u8);
+        let mut counter = header
+            .lfu_counter
+            .saturating_sub(idle_minutes.min(255) as u8);
         if counter < 255 {
             let base = counter.saturating_sub(5) as f64;
             if random < 1.0 / (base * 10.0 + 1.0) {
@@ -522,7 +528,13 @@ impl Shard {
 
     /// Sets or clears (`None`) a key's expiry; false when the key does not exist. An expiry in the past
     /// deletes the key, as Redis does.
-    pub fn set_expire_at(&mut self, db: usize, key: &[u8], now_ms: u64, at_ms: Option<u64>) -> bool {
+    pub fn set_expire_at(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        now_ms: u64,
+        at_ms: Option<u64>,
+    ) -> bool {
         let Some((hash, location)) = self.lookup(db, key, now_ms) else {
             return false;
         };
@@ -1020,7 +1032,10 @@ impl Shard {
             .filter(|&slot| Some(slot) != self.active_slot)
             .map(|slot| {
                 let segment = self.segment(slot);
-                (segment.live_bytes() as f64 / segment.capacity_bytes() as f64, slot)
+                (
+                    segment.live_bytes() as f64 / segment.capacity_bytes() as f64,
+                    slot,
+                )
             })
             .filter(|&(ratio, _)| ratio < COMPACT_LIVE_RATIO_MAX)
             .min_by(|left, right| left.0.total_cmp(&right.0));
@@ -1094,7 +1109,11 @@ impl Shard {
 }
 
 fn collection_handle(value: &[u8]) -> u32 {
-    u32::from_le_bytes(value.try_into().expect("a collection item holds a 4-byte handle"))
+    u32::from_le_bytes(
+        value
+            .try_into()
+            .expect("a collection item holds a 4-byte handle"),
+    )
 }
 
 #[cfg(test)]
@@ -1126,7 +1145,11 @@ mod tests {
         assert!(shard.get_string(1, b"k", 1000).unwrap().is_none());
         assert!(shard.remove(0, b"k", 1000));
         assert!(!shard.remove(0, b"k", 1000));
-        assert_eq!(shard.mapped_bytes(), 64 << 10, "only the active segment stays");
+        assert_eq!(
+            shard.mapped_bytes(),
+            64 << 10,
+            "only the active segment stays"
+        );
     }
 
     #[test]
@@ -1150,12 +1173,17 @@ mod tests {
             .unwrap();
         assert_eq!(added, Some(true));
         assert!(shard.get_string(0, b"h", 0).is_err());
-        assert!(shard.update::<ListValue, _>(0, b"h", 0, true, |_| ()).is_err());
+        assert!(shard
+            .update::<ListValue, _>(0, b"h", 0, true, |_| ())
+            .is_err());
         let removed = shard
             .update::<HashValue, _>(0, b"h", 0, false, |hash| hash.remove(b"f"))
             .unwrap();
         assert_eq!(removed, Some(true));
-        assert!(!shard.exists(0, b"h", 0), "an emptied collection is deleted");
+        assert!(
+            !shard.exists(0, b"h", 0),
+            "an emptied collection is deleted"
+        );
         assert_eq!(shard.collection_bytes, 0);
     }
 

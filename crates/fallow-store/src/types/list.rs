@@ -72,7 +72,11 @@ impl ListValue {
         assert!(start <= end && end <= self.items.len());
         self.items.truncate(end);
         self.items.drain(..start);
-        self.bytes = self.items.iter().map(|item| element_bytes(item.len())).sum();
+        self.bytes = self
+            .items
+            .iter()
+            .map(|item| element_bytes(item.len()))
+            .sum();
     }
 
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = &[u8]> + ExactSizeIterator {

@@ -88,7 +88,9 @@ impl ZSetValue {
 
     /// Members in ascending (score, member) order.
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&[u8], f64)> {
-        self.ordered.iter().map(|(score, member)| (&**member, score.0))
+        self.ordered
+            .iter()
+            .map(|(score, member)| (&**member, score.0))
     }
 
     /// Members with score in the given bounds, ascending.

@@ -1,0 +1,280 @@
+//! Users and their permissions (Redis ACL): passwords (kept as SHA-256), enabled/disabled, allowed
+//! commands and categories, allowed key patterns. `requirepass` is the default user's password.
+use crate::command::{key_positions, CommandSpec};
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, BTreeSet};
+
+#[derive(Clone, Debug)]
+pub struct User {
+    pub name: String,
+    pub enabled: bool,
+    pub nopass: bool,
+    /// SHA-256 of each password, hex.
+    pub passwords: BTreeSet<String>,
+    /// Command rules in the order given, e.g. "+@all", "-flushall"; evaluated last-match-wins.
+    pub command_rules: Vec<String>,
+    /// Key patterns; "*" with `all_keys`.
+    pub key_patterns: Vec<Vec<u8>>,
+    pub channel_patterns: Vec<Vec<u8>>,
+}
+
+impl User {
+    fn new(name: &str) -> User {
+        User {
+            name: name.into(),
+            enabled: false,
+            nopass: false,
+            passwords: BTreeSet::new(),
+            command_rules: Vec::new(),
+            key_patterns: Vec::new(),
+            channel_patterns: Vec::new(),
+        }
+    }
+
+    fn default_user() -> User {
+        User {
+            enabled: true,
+            nopass: true,
+            command_rules: vec!["+@all".into()],
+            key_patterns: vec![b"*".to_vec()],
+            channel_patterns: vec![b"*".to_vec()],
+            ..User::new("default")
+        }
+    }
+
+    /// Applies one ACL SETUSER rule.
+    pub fn apply_rule(&mut self, rule: &str) -> Result<(), String> {
+        let lower = rule.to_ascii_lowercase();
+        match lower.as_str() {
+            "on" => self.enabled = true,
+            "off" => self.enabled = false,
+            "nopass" => {
+                self.nopass = true;
+                self.passwords.clear();
+            }
+            "resetpass" => {
+                self.nopass = false;
+                self.passwords.clear();
+            }
+            "allkeys" => self.key_patterns = vec![b"*".to_vec()],
+            "resetkeys" => self.key_patterns.clear(),
+            "allchannels" => self.channel_patterns = vec![b"*".to_vec()],
+            "resetchannels" => self.channel_patterns.clear(),
+            "allcommands" => self.command_rules = vec!["+@all".into()],
+            "nocommands" => self.command_rules = vec!["-@all".into()],
+            "reset" => *self = User::new(&self.name),
+            _ => return self.apply_pattern_rule(rule),
+        }
+        Ok(())
+    }
+
+    fn apply_pattern_rule(&mut self, rule: &str) -> Result<(), String> {
+        let invalid = || format!("Error in ACL SETUSER modifier '{rule}': Syntax error");
+        let (prefix, rest) = rule.split_at(1);
+        match prefix {
+            ">" => {
+                self.passwords.insert(sha256_hex(rest.as_bytes()));
+                self.nopass = false;
+            }
+            "<" => {
+                self.passwords.remove(&sha256_hex(rest.as_bytes()));
+            }
+            "#" if rest.len() == 64 && rest.bytes().all(|byte| byte.is_ascii_hexdigit()) => {
+                self.passwords.insert(rest.to_ascii_lowercase());
+                self.nopass = false;
+            }
+            "!" => {
+                self.passwords.remove(&rest.to_ascii_lowercase());
+            }
+            "~" => self.key_patterns.push(rest.as_bytes().to_vec()),
+            "%" => {
+                // %R~pattern / %W~pattern: fallow grants both directions on the pattern.
+                let pattern = rest.split_once('~').ok_or_else(invalid)?.1;
+                self.key_patterns.push(pattern.as_bytes().to_vec());
+            }
+            "&" => self.channel_patterns.push(rest.as_bytes().to_vec()),
+            "+" | "-" => {
+                let known = match rest.strip_prefix('@') {
+                    Some(category) => category == "all" || known_category(category),
+                    None => {
+                        crate::command::lookup(rest.split('|').next().unwrap_or(rest).as_bytes())
+                            .is_some()
+                    }
+                };
+                if !known {
+                    return Err(invalid());
+                }
+                self.command_rules.push(rule.to_ascii_lowercase());
+            }
+            _ => return Err(invalid()),
+        }
+        Ok(())
+    }
+
+    pub fn can_run(&self, spec: &CommandSpec) -> bool {
+        let categories = spec.categories();
+        let mut allowed = false;
+        for rule in &self.command_rules {
+            let (grant, target) = rule.split_at(1);
+            let matches = match target.strip_prefix('@') {
+                Some("all") => true,
+                Some(category) => categories.contains(&category),
+                None => target.split('|').next() == Some(spec.name),
+            };
+            if matches {
+                allowed = grant == "+";
+            }
+        }
+        allowed
+    }
+
+    pub fn can_access_key(&self, key: &[u8]) -> bool {
+        self.key_patterns
+            .iter()
+            .any(|pattern| fallow_store::glob::matches(pattern, key))
+    }
+
+    /// The user as ACL LIST prints it.
+    pub fn describe(&self) -> String {
+        let mut text = format!(
+            "user {} {}",
+            self.name,
+            if self.enabled { "on" } else { "off" }
+        );
+        if self.nopass {
+            text.push_str(" nopass");
+        }
+        for password in &self.passwords {
+            text.push_str(&format!(" #{password}"));
+        }
+        if self.key_patterns.is_empty() {
+            text.push_str(" resetkeys");
+        }
+        for pattern in &self.key_patterns {
+            text.push_str(&format!(" ~{}", String::from_utf8_lossy(pattern)));
+        }
+        if self.channel_patterns.is_empty() {
+            text.push_str(" resetchannels");
+        }
+        for pattern in &self.channel_patterns {
+            text.push_str(&format!(" &{}", String::from_utf8_lossy(pattern)));
+        }
+        if self.command_rules.is_empty() {
+            text.push_str(" -@all");
+        }
+        for rule in &self.command_rules {
+            text.push(' ');
+            text.push_str(rule);
+        }
+        text
+    }
+}
+
+fn known_category(category: &str) -> bool {
+    const CATEGORIES: [&str; 21] = [
+        "keyspace",
+        "read",
+        "write",
+        "set",
+        "sortedset",
+        "list",
+        "hash",
+        "string",
+        "bitmap",
+        "hyperloglog",
+        "geo",
+        "stream",
+        "pubsub",
+        "admin",
+        "fast",
+        "slow",
+        "blocking",
+        "dangerous",
+        "connection",
+        "transaction",
+        "scripting",
+    ];
+    CATEGORIES.contains(&category) || category == "server"
+}
+
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+pub struct Acl {
+    pub users: BTreeMap<String, User>,
+}
+
+impl Acl {
+    pub fn new(requirepass: &str) -> Acl {
+        let mut acl = Acl {
+            users: BTreeMap::new(),
+        };
+        acl.users.insert("default".into(), User::default_user());
+        acl.set_default_password(requirepass);
+        acl
+    }
+
+    /// `requirepass`: empty makes the default user passwordless.
+    pub fn set_default_password(&mut self, password: &str) {
+        let user = self
+            .users
+            .entry("default".into())
+            .or_insert_with(User::default_user);
+        user.passwords.clear();
+        user.nopass = password.is_empty();
+        if !password.is_empty() {
+            user.passwords.insert(sha256_hex(password.as_bytes()));
+        }
+    }
+
+    /// New connections start authenticated as `default` unless it needs a password or is disabled.
+    pub fn default_user_requires_auth(&self) -> bool {
+        self.users
+            .get("default")
+            .is_none_or(|user| !user.enabled || !user.nopass)
+    }
+
+    /// Checks a username and password; Err is the WRONGPASS reply.
+    pub fn authenticate(&self, user: &str, password: &[u8]) -> Result<(), String> {
+        let wrongpass = "WRONGPASS invalid username-password pair or user is disabled.".to_string();
+        let Some(found) = self.users.get(user) else {
+            return Err(wrongpass);
+        };
+        let ok = found.enabled && (found.nopass || found.passwords.contains(&sha256_hex(password)));
+        if ok {
+            Ok(())
+        } else {
+            Err(wrongpass)
+        }
+    }
+
+    /// May `user` run this command on these keys? Err is the NOPERM reply.
+    pub fn check(&self, user: &str, spec: &CommandSpec, args: &[&[u8]]) -> Result<(), String> {
+        if user == "default" {
+            if let Some(default) = self.users.get("default") {
+                if default.command_rules == ["+@all"] && default.key_patterns == [b"*".to_vec()] {
+                    return Ok(()); // the common case, kept cheap
+                }
+            }
+        }
+        let Some(found) = self.users.get(user) else {
+            return Err("NOPERM User has been deleted".into());
+        };
+        if spec.flags & crate::command::flags::NO_AUTH == 0 && !found.can_run(spec) {
+            return Err(format!(
+                "NOPERM this user has no permissions to run the '{}' command",
+                spec.name
+            ));
+        }
+        for position in key_positions(spec, args) {
+            if !found.can_access_key(args[position]) {
+                return Err(
+                    "NOPERM this user has no permissions to access one of the keys used as arguments"
+                        .into(),
+                );
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,489 @@
+//! The command table and dispatch. Each command family lives in its own file and contributes a slice of
+//! `CommandSpec`s: name, arity, flags and key positions as data (as in Redis's command table), plus the
+//! handler. Dispatch checks authentication, arity, MULTI queueing, pub/sub context, ACL permissions and
+//! maxmemory, locks the shards of the command's keys, and runs the handler, which writes its reply.
+pub mod acl;
+pub mod connection;
+pub mod hash;
+pub mod keys;
+pub mod list;
+pub mod pubsub;
+pub mod server;
+pub mod set;
+pub mod string;
+pub mod transaction;
+pub mod zset;
+
+use crate::connection::ConnState;
+use crate::server::Server;
+use fallow_proto::ReplyWriter;
+use fallow_store::Guards;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::LazyLock;
+
+/// A command handler: parses its arguments (args[0] is the command name) and writes exactly one reply.
+pub type Handler = fn(&mut Ctx, &[&[u8]]);
+
+/// Command flags (Redis's command flags, as COMMAND INFO lists them).
+pub mod flags {
+    pub const WRITE: u32 = 1 << 0;
+    pub const READONLY: u32 = 1 << 1;
+    pub const DENYOOM: u32 = 1 << 2;
+    pub const ADMIN: u32 = 1 << 3;
+    pub const PUBSUB: u32 = 1 << 4;
+    pub const NOSCRIPT: u32 = 1 << 5;
+    pub const BLOCKING: u32 = 1 << 6;
+    pub const LOADING: u32 = 1 << 7;
+    pub const STALE: u32 = 1 << 8;
+    pub const FAST: u32 = 1 << 9;
+    pub const NO_AUTH: u32 = 1 << 10;
+    /// Not queued inside MULTI: runs at once (EXEC, DISCARD, MULTI, WATCH, ...).
+    pub const NO_MULTI: u32 = 1 << 11;
+    /// Allowed while a RESP2 connection is subscribed.
+    pub const SUBSCRIBE_CONTEXT: u32 = 1 << 12;
+    pub const NAMES: [(u32, &str); 12] = [
+        (WRITE, "write"),
+        (READONLY, "readonly"),
+        (DENYOOM, "denyoom"),
+        (ADMIN, "admin"),
+        (PUBSUB, "pubsub"),
+        (NOSCRIPT, "noscript"),
+        (BLOCKING, "blocking"),
+        (LOADING, "loading"),
+        (STALE, "stale"),
+        (FAST, "fast"),
+        (NO_AUTH, "no_auth"),
+        (NO_MULTI, "no_multi"),
+    ];
+}
+
+/// Where a command's keys are in its arguments; decides which shards it locks.
+#[derive(Clone, Copy)]
+pub enum Keys {
+    /// No keys (connection and server commands).
+    None,
+    /// Every shard (KEYS, SCAN, FLUSHALL, DBSIZE, ...).
+    All,
+    /// Keys at first..=last stepping by step; a negative last counts from the end (-1 = last argument).
+    Range { first: i32, last: i32, step: i32 },
+    /// Positions computed from the arguments (commands with a numkeys argument).
+    Custom(fn(&[&[u8]]) -> Vec<usize>),
+}
+
+/// Command families, which give the ACL categories.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Group {
+    String,
+    Keyspace,
+    Hash,
+    Set,
+    SortedSet,
+    List,
+    PubSub,
+    Transaction,
+    Connection,
+    Server,
+}
+
+impl Group {
+    pub fn category(self) -> &'static str {
+        match self {
+            Group::String => "string",
+            Group::Keyspace => "keyspace",
+            Group::Hash => "hash",
+            Group::Set => "set",
+            Group::SortedSet => "sortedset",
+            Group::List => "list",
+            Group::PubSub => "pubsub",
+            Group::Transaction => "transaction",
+            Group::Connection => "connection",
+            Group::Server => "server",
+        }
+    }
+
+    /// Group name COMMAND DOCS reports.
+    pub fn docs_group(self) -> &'static str {
+        match self {
+            Group::String => "string",
+            Group::Keyspace => "generic",
+            Group::Hash => "hash",
+            Group::Set => "set",
+            Group::SortedSet => "sorted-set",
+            Group::List => "list",
+            Group::PubSub => "pubsub",
+            Group::Transaction => "transactions",
+            Group::Connection => "connection",
+            Group::Server => "server",
+        }
+    }
+}
+
+pub struct CommandSpec {
+    /// Lower-case name.
+    pub name: &'static str,
+    /// Argument count including the name; negative = at least -arity.
+    pub arity: i32,
+    pub flags: u32,
+    pub keys: Keys,
+    pub group: Group,
+    pub summary: &'static str,
+    pub handler: Handler,
+}
+
+/// Shorthand for table rows: `spec("get", 2, READONLY | FAST, Keys::Range{..}, Group::String, "...", get)`.
+pub const fn spec(
+    name: &'static str,
+    arity: i32,
+    flags: u32,
+    keys: Keys,
+    group: Group,
+    summary: &'static str,
+    handler: Handler,
+) -> CommandSpec {
+    CommandSpec {
+        name,
+        arity,
+        flags,
+        keys,
+        group,
+        summary,
+        handler,
+    }
+}
+
+/// Key spec for a command with one key at position 1.
+pub const ONE_KEY: Keys = Keys::Range {
+    first: 1,
+    last: 1,
+    step: 1,
+};
+
+static TABLE: LazyLock<Vec<&'static CommandSpec>> = LazyLock::new(|| {
+    let families: [&'static [CommandSpec]; 11] = [
+        string::COMMANDS,
+        keys::COMMANDS,
+        hash::COMMANDS,
+        set::COMMANDS,
+        zset::COMMANDS,
+        list::COMMANDS,
+        pubsub::COMMANDS,
+        transaction::COMMANDS,
+        connection::COMMANDS,
+        server::COMMANDS,
+        acl::COMMANDS,
+    ];
+    let table: Vec<&'static CommandSpec> =
+        families.iter().flat_map(|family| family.iter()).collect();
+    for spec in &table {
+        assert_eq!(
+            spec.name,
+            spec.name.to_ascii_lowercase(),
+            "names are lower-case"
+        );
+        assert!(spec.arity != 0, "{} has an arity", spec.name);
+    }
+    table
+});
+
+static BY_NAME: LazyLock<HashMap<&'static str, usize>> = LazyLock::new(|| {
+    let mut by_name = HashMap::new();
+    for (index, spec) in TABLE.iter().enumerate() {
+        let previous = by_name.insert(spec.name, index);
+        assert!(previous.is_none(), "command {} defined twice", spec.name);
+    }
+    by_name
+});
+
+/// Every command, in a fixed order (indexes `Server::command_stats`).
+pub fn table() -> &'static [&'static CommandSpec] {
+    &TABLE
+}
+
+/// Finds a command by name, in any case.
+pub fn lookup(name: &[u8]) -> Option<(usize, &'static CommandSpec)> {
+    if name.len() > 32 {
+        return None;
+    }
+    let mut lower = [0u8; 32];
+    let lower = &mut lower[..name.len()];
+    lower.copy_from_slice(name);
+    lower.make_ascii_lowercase();
+    let name = std::str::from_utf8(lower).ok()?;
+    BY_NAME.get(name).map(|&index| (index, TABLE[index]))
+}
+
+/// Everything a handler may use while it runs.
+pub struct Ctx<'a> {
+    pub server: &'a Server,
+    pub conn: &'a mut ConnState,
+    pub out: &'a mut ReplyWriter,
+    /// The shards of the command's keys, locked for the whole command.
+    pub guards: Guards<'a>,
+    pub now_ms: u64,
+    /// Inside EXEC: blocking commands must not block.
+    pub in_exec: bool,
+}
+
+impl Ctx<'_> {
+    pub fn db(&self) -> usize {
+        self.conn.db
+    }
+}
+
+// ----- shared error texts and argument parsing ------------------------------------------------------
+
+pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+pub const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
+pub const NOT_FLOAT: &str = "ERR value is not a valid float";
+pub const SYNTAX: &str = "ERR syntax error";
+pub const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
+pub const NO_SUCH_KEY: &str = "ERR no such key";
+
+pub fn parse_int(arg: &[u8]) -> Option<i64> {
+    fallow_proto::resp::parse_i64(arg)
+}
+
+/// Parses a float the way Redis's strtold-based parsing does (`inf`, `-inf`, `+inf` allowed, NaN not).
+pub fn parse_float(arg: &[u8]) -> Option<f64> {
+    let text = std::str::from_utf8(arg).ok()?;
+    if text.is_empty()
+        || text.starts_with(char::is_whitespace)
+        || text.ends_with(char::is_whitespace)
+    {
+        return None;
+    }
+    let value: f64 = match text.to_ascii_lowercase().as_str() {
+        "inf" | "+inf" | "infinity" | "+infinity" => f64::INFINITY,
+        "-inf" | "-infinity" => f64::NEG_INFINITY,
+        _ => text.parse().ok()?,
+    };
+    (!value.is_nan()).then_some(value)
+}
+
+/// Case-insensitive comparison of an argument with an option name.
+pub fn is(arg: &[u8], option: &str) -> bool {
+    arg.eq_ignore_ascii_case(option.as_bytes())
+}
+
+/// Error for a wrong argument count, as Redis words it.
+pub fn arity_error(name: &str) -> String {
+    format!("ERR wrong number of arguments for '{name}' command")
+}
+
+/// Error for an unknown subcommand.
+pub fn subcommand_error(ctx: &mut Ctx, args: &[&[u8]]) {
+    let sub = String::from_utf8_lossy(args.get(1).copied().unwrap_or_default());
+    let command = String::from_utf8_lossy(args[0]).to_ascii_uppercase();
+    ctx.out.error(&format!(
+        "ERR unknown subcommand '{sub}'. Try {command} HELP."
+    ));
+}
+
+fn unknown_command_error(args: &[&[u8]]) -> String {
+    let mut text = format!(
+        "ERR unknown command '{}', with args beginning with: ",
+        String::from_utf8_lossy(&args[0][..args[0].len().min(128)])
+    );
+    for arg in args.iter().skip(1).take(16) {
+        text.push_str(&format!(
+            "'{}' ",
+            String::from_utf8_lossy(&arg[..arg.len().min(128)])
+        ));
+    }
+    text
+}
+
+/// The argument positions of a command's keys.
+pub fn key_positions(spec: &CommandSpec, args: &[&[u8]]) -> Vec<usize> {
+    match spec.keys {
+        Keys::None | Keys::All => Vec::new(),
+        Keys::Range { first, last, step } => {
+            let last = if last < 0 {
+                args.len() as i32 + last
+            } else {
+                last.min(args.len() as i32 - 1)
+            };
+            (first..=last)
+                .step_by(step as usize)
+                .map(|position| position as usize)
+                .filter(|&position| position < args.len())
+                .collect()
+        }
+        Keys::Custom(positions) => positions(args)
+            .into_iter()
+            .filter(|&position| position < args.len())
+            .collect(),
+    }
+}
+
+fn arity_ok(spec: &CommandSpec, argc: usize) -> bool {
+    if spec.arity > 0 {
+        argc == spec.arity as usize
+    } else {
+        argc >= (-spec.arity) as usize
+    }
+}
+
+/// Runs one request. The reply (if any) is appended to `out`.
+pub fn execute(server: &Server, conn: &mut ConnState, out: &mut ReplyWriter, args: &[&[u8]]) {
+    debug_assert!(!args.is_empty());
+    server
+        .stats
+        .commands_processed
+        .fetch_add(1, Ordering::Relaxed);
+    let reply_start = out.buf.len();
+    let Some((index, spec)) = lookup(args[0]) else {
+        server
+            .stats
+            .unknown_commands
+            .fetch_add(1, Ordering::Relaxed);
+        conn.flag_multi_error();
+        out.error(&unknown_command_error(args));
+        return conn.apply_reply_mode(out, reply_start);
+    };
+    if !conn.authenticated && spec.flags & flags::NO_AUTH == 0 {
+        conn.flag_multi_error();
+        out.error("NOAUTH Authentication required.");
+        return conn.apply_reply_mode(out, reply_start);
+    }
+    if !arity_ok(spec, args.len()) {
+        conn.flag_multi_error();
+        out.error(&arity_error(spec.name));
+        return conn.apply_reply_mode(out, reply_start);
+    }
+    if conn.in_multi() && spec.flags & flags::NO_MULTI == 0 {
+        return transaction::queue(conn, out, spec, args);
+    }
+    if conn.in_subscribe_context() && spec.flags & flags::SUBSCRIBE_CONTEXT == 0 {
+        out.error(&format!(
+            "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+            spec.name
+        ));
+        return;
+    }
+    if let Err(denied) = server.acl.read().check(&conn.user, spec, args) {
+        conn.flag_multi_error();
+        out.error(&denied);
+        return conn.apply_reply_mode(out, reply_start);
+    }
+    let started = std::time::Instant::now();
+    run(server, conn, out, index, spec, args, false);
+    let (calls, micros) = &server.command_stats[index];
+    calls.fetch_add(1, Ordering::Relaxed);
+    micros.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+    conn.last_command = spec.name;
+    conn.apply_reply_mode(out, reply_start);
+}
+
+/// Locks the command's shards, enforces maxmemory for commands that may grow memory, and runs it.
+pub fn run(
+    server: &Server,
+    conn: &mut ConnState,
+    out: &mut ReplyWriter,
+    _index: usize,
+    spec: &CommandSpec,
+    args: &[&[u8]],
+    in_exec: bool,
+) {
+    let guards = match spec.keys {
+        Keys::All => server.store.lock_all(),
+        _ => server.store.lock_keys(
+            key_positions(spec, args)
+                .into_iter()
+                .map(|position| args[position]),
+        ),
+    };
+    run_with_guards(server, conn, out, spec, args, guards, in_exec);
+}
+
+/// Runs a command on shards already locked (EXEC holds every shard for all its commands).
+pub fn run_with_guards<'a>(
+    server: &'a Server,
+    conn: &'a mut ConnState,
+    out: &'a mut ReplyWriter,
+    spec: &CommandSpec,
+    args: &[&[u8]],
+    mut guards: Guards<'a>,
+    in_exec: bool,
+) -> Guards<'a> {
+    if spec.flags & flags::DENYOOM != 0 && server.store.over_maxmemory() {
+        if guards.make_room().is_err() {
+            server.stats.oom_rejections.fetch_add(1, Ordering::Relaxed);
+            out.error(OOM);
+            return guards;
+        }
+    }
+    let errors_before = out.buf.len();
+    let mut ctx = Ctx {
+        server,
+        conn,
+        out,
+        guards,
+        now_ms: fallow_store::now_ms(),
+        in_exec,
+    };
+    (spec.handler)(&mut ctx, args);
+    if ctx.out.buf.get(errors_before) == Some(&b'-') {
+        server.stats.error_replies.fetch_add(1, Ordering::Relaxed);
+    }
+    ctx.guards
+}
+
+impl CommandSpec {
+    /// ACL categories of the command, for COMMAND INFO and ACL rules.
+    pub fn categories(&self) -> Vec<&'static str> {
+        let mut categories = vec![self.group.category()];
+        let pairs = [
+            (flags::WRITE, "write"),
+            (flags::READONLY, "read"),
+            (flags::ADMIN, "admin"),
+            (flags::ADMIN, "dangerous"),
+            (flags::FAST, "fast"),
+            (flags::BLOCKING, "blocking"),
+        ];
+        for (flag, category) in pairs {
+            if self.flags & flag != 0 {
+                categories.push(category);
+            }
+        }
+        if self.flags & flags::FAST == 0 {
+            categories.push("slow");
+        }
+        if matches!(self.keys, Keys::All) && self.flags & flags::WRITE != 0 {
+            categories.push("dangerous");
+        }
+        categories.dedup();
+        categories
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_is_consistent() {
+        assert!(table().len() > 150, "{} commands", table().len());
+        assert_eq!(lookup(b"GeT").map(|(_, spec)| spec.name), Some("get"));
+        assert!(lookup(b"nosuchcommand").is_none());
+    }
+
+    #[test]
+    fn key_positions_follow_specs() {
+        let (_, mset) = lookup(b"mset").unwrap();
+        let args: Vec<&[u8]> = vec![b"mset", b"a", b"1", b"b", b"2"];
+        assert_eq!(key_positions(mset, &args), vec![1, 3]);
+        let (_, get) = lookup(b"get").unwrap();
+        assert_eq!(key_positions(get, &[b"get", b"k"]), vec![1]);
+    }
+
+    #[test]
+    fn floats_parse_like_redis() {
+        assert_eq!(parse_float(b"1.5"), Some(1.5));
+        assert_eq!(parse_float(b"-inf"), Some(f64::NEG_INFINITY));
+        assert_eq!(parse_float(b"nan"), None);
+        assert_eq!(parse_float(b" 1"), None);
+        assert_eq!(parse_float(b""), None);
+    }
+}

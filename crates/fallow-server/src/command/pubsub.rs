@@ -1,0 +1,4 @@
+//! (being written)
+use super::CommandSpec;
+
+pub const COMMANDS: &[CommandSpec] = &[];

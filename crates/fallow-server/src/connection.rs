@@ -1,0 +1,147 @@
+//! Per-connection state of a RESP client: selected database, protocol version, authentication, MULTI
+//! queue, watched keys, subscriptions, reply mode and a pending blocking request.
+use crate::pubsub::PubSubMessage;
+use crate::server::ClientHandle;
+use fallow_proto::ReplyWriter;
+use std::collections::HashSet;
+use std::sync::Arc;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplyMode {
+    On,
+    Off,
+    /// CLIENT REPLY SKIP was just run: the next command's reply is dropped.
+    SkipNext,
+    Skip,
+}
+
+/// What a blocked command's client gets when its timeout passes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimeoutReply {
+    NullArray,
+    NullBulk,
+}
+
+/// A command that found nothing to pop and asks the connection to wait for its keys.
+#[derive(Clone, Debug)]
+pub struct BlockRequest {
+    pub keys: Vec<Vec<u8>>,
+    /// 0 = wait forever.
+    pub timeout_ms: u64,
+    pub timeout_reply: TimeoutReply,
+}
+
+/// A key WATCHed by a connection and the CAS it had then (None = absent).
+#[derive(Clone, Debug)]
+pub struct Watch {
+    pub db: usize,
+    pub key: Vec<u8>,
+    pub cas: Option<u64>,
+}
+
+pub struct ConnState {
+    pub handle: Arc<ClientHandle>,
+    pub db: usize,
+    pub authenticated: bool,
+    pub user: String,
+    pub name: String,
+    /// Negotiated with HELLO; the reply writer carries the same flag.
+    pub resp3: bool,
+    /// Commands queued since MULTI (owned copies of their arguments).
+    pub multi: Option<Vec<Vec<Vec<u8>>>>,
+    /// A command queued in MULTI was rejected: EXEC must fail with EXECABORT.
+    pub multi_error: bool,
+    pub watched: Vec<Watch>,
+    pub subscriptions: HashSet<Vec<u8>>,
+    pub patterns: HashSet<Vec<u8>>,
+    /// Sender other connections publish into; the connection loop owns the receiver.
+    pub pubsub_sender: tokio::sync::mpsc::Sender<PubSubMessage>,
+    pub reply_mode: ReplyMode,
+    pub block: Option<BlockRequest>,
+    /// The arguments of the blocked command, re-run when its keys may be ready.
+    pub blocked_args: Vec<Vec<u8>>,
+    pub close_after_reply: bool,
+    pub last_command: &'static str,
+}
+
+impl ConnState {
+    pub fn new(
+        handle: Arc<ClientHandle>,
+        authenticated: bool,
+        pubsub_sender: tokio::sync::mpsc::Sender<PubSubMessage>,
+    ) -> ConnState {
+        ConnState {
+            handle,
+            db: 0,
+            authenticated,
+            user: "default".into(),
+            name: String::new(),
+            resp3: false,
+            multi: None,
+            multi_error: false,
+            watched: Vec::new(),
+            subscriptions: HashSet::new(),
+            patterns: HashSet::new(),
+            pubsub_sender,
+            reply_mode: ReplyMode::On,
+            block: None,
+            blocked_args: Vec::new(),
+            close_after_reply: false,
+            last_command: "",
+        }
+    }
+
+    pub fn id(&self) -> u64 {
+        self.handle.id
+    }
+
+    pub fn in_multi(&self) -> bool {
+        self.multi.is_some()
+    }
+
+    /// Marks the open MULTI (if any) as failed.
+    pub fn flag_multi_error(&mut self) {
+        if self.in_multi() {
+            self.multi_error = true;
+        }
+    }
+
+    pub fn subscription_count(&self) -> usize {
+        self.subscriptions.len() + self.patterns.len()
+    }
+
+    /// RESP2 clients with subscriptions may only run pub/sub commands.
+    pub fn in_subscribe_context(&self) -> bool {
+        self.subscription_count() > 0 && !self.is_resp3()
+    }
+
+    pub fn is_resp3(&self) -> bool {
+        self.resp3
+    }
+
+    /// Drops the reply just written when CLIENT REPLY says so.
+    pub fn apply_reply_mode(&mut self, out: &mut ReplyWriter, reply_start: usize) {
+        match self.reply_mode {
+            ReplyMode::On => {}
+            ReplyMode::Off => out.buf.truncate(reply_start),
+            ReplyMode::SkipNext => self.reply_mode = ReplyMode::Skip,
+            ReplyMode::Skip => {
+                out.buf.truncate(reply_start);
+                self.reply_mode = ReplyMode::On;
+            }
+        }
+    }
+
+    /// Publishes this connection's visible state for CLIENT LIST/INFO.
+    pub fn update_snapshot(&self) {
+        let mut snapshot = self.handle.snapshot.lock();
+        snapshot.db = self.db;
+        snapshot.name.clone_from(&self.name);
+        snapshot.user.clone_from(&self.user);
+        snapshot.last_command = self.last_command.to_string();
+        snapshot.subscriptions = self.subscriptions.len();
+        snapshot.pattern_subscriptions = self.patterns.len();
+        snapshot.in_multi = self.in_multi();
+        snapshot.resp = if self.resp3 { 3 } else { 2 };
+    }
+}

@@ -1,0 +1,9 @@
+//! The fallow server: configuration, networking, connections and the command table on top of
+//! `fallow-store` (data) and `fallow-proto` (codecs).
+pub mod acl;
+pub mod command;
+pub mod config;
+pub mod connection;
+pub mod net;
+pub mod pubsub;
+pub mod server;
