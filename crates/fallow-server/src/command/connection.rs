@@ -1,6 +1,12 @@
-//! Connection commands: PING ECHO SELECT QUIT RESET HELLO AUTH CLIENT.
+//! Connection commands: PING ECHO SELECT QUIT RESET HELLO AUTH CLIENT. They change only the calling
+//! connection (or, for CLIENT KILL, ask another connection to close).
 use super::flags::*;
-use super::{spec, CommandSpec, Ctx, Group, Keys};
+use super::{
+    is, parse_int, spec, subcommand_error, CommandSpec, Ctx, Group, Keys, NOT_INTEGER, SYNTAX,
+};
+use crate::connection::ReplyMode;
+use crate::server::{ClientHandle, ClientKind};
+use std::sync::Arc;
 
 pub const COMMANDS: &[CommandSpec] = &[
     spec(
@@ -21,16 +27,486 @@ pub const COMMANDS: &[CommandSpec] = &[
         "Echo the argument",
         echo,
     ),
+    spec(
+        "select",
+        2,
+        FAST | LOADING | STALE,
+        Keys::None,
+        Group::Connection,
+        "Select the logical database",
+        select,
+    ),
+    spec(
+        "quit",
+        -1,
+        NO_AUTH | FAST | LOADING | STALE | NO_MULTI | SUBSCRIBE_CONTEXT,
+        Keys::None,
+        Group::Connection,
+        "Close the connection",
+        quit,
+    ),
+    spec(
+        "reset",
+        1,
+        NO_AUTH | FAST | LOADING | STALE | NO_MULTI | SUBSCRIBE_CONTEXT,
+        Keys::None,
+        Group::Connection,
+        "Reset the connection",
+        reset,
+    ),
+    spec(
+        "auth",
+        -2,
+        NO_AUTH | FAST | LOADING | STALE | NOSCRIPT,
+        Keys::None,
+        Group::Connection,
+        "Authenticate",
+        auth,
+    ),
+    spec(
+        "hello",
+        -1,
+        NO_AUTH | FAST | LOADING | STALE | NOSCRIPT,
+        Keys::None,
+        Group::Connection,
+        "Handshake: protocol version, authentication, name",
+        hello,
+    ),
+    spec(
+        "client",
+        -2,
+        ADMIN | LOADING | STALE | NOSCRIPT,
+        Keys::None,
+        Group::Connection,
+        "Inspect and control client connections",
+        client,
+    ),
 ];
 
+/// The Redis version fallow reports to clients (its command set and replies follow Redis 7.0).
+pub const REDIS_COMPATIBLE_VERSION: &str = "7.0.15";
+
 fn ping(ctx: &mut Ctx, args: &[&[u8]]) {
-    match args.len() {
-        1 => ctx.out.simple("PONG"),
-        2 => ctx.out.bulk(args[1]),
-        _ => ctx.out.error(&super::arity_error("ping")),
+    if args.len() > 2 {
+        return ctx.out.error(&super::arity_error("ping"));
+    }
+    if ctx.conn.in_subscribe_context() {
+        ctx.out.array_len(2);
+        ctx.out.bulk(b"pong");
+        return ctx.out.bulk(args.get(1).copied().unwrap_or_default());
+    }
+    match args.get(1) {
+        None => ctx.out.simple("PONG"),
+        Some(message) => ctx.out.bulk(message),
     }
 }
 
 fn echo(ctx: &mut Ctx, args: &[&[u8]]) {
     ctx.out.bulk(args[1]);
+}
+
+fn select(ctx: &mut Ctx, args: &[&[u8]]) {
+    let Some(index) = parse_int(args[1]) else {
+        return ctx.out.error(NOT_INTEGER);
+    };
+    if index < 0 || index as usize >= ctx.server.store.databases() {
+        return ctx.out.error("ERR DB index is out of range");
+    }
+    ctx.conn.db = index as usize;
+    ctx.out.ok();
+}
+
+fn quit(ctx: &mut Ctx, _args: &[&[u8]]) {
+    ctx.conn.close_after_reply = true;
+    ctx.out.ok();
+}
+
+fn reset(ctx: &mut Ctx, _args: &[&[u8]]) {
+    let conn = &mut *ctx.conn;
+    conn.multi = None;
+    conn.multi_error = false;
+    conn.watched.clear();
+    for channel in conn.subscriptions.drain() {
+        ctx.server
+            .pubsub
+            .unsubscribe(&channel, false, conn.handle.id);
+    }
+    for pattern in conn.patterns.drain() {
+        ctx.server
+            .pubsub
+            .unsubscribe(&pattern, true, conn.handle.id);
+    }
+    conn.db = 0;
+    conn.resp3 = false;
+    ctx.out.resp3 = false;
+    conn.reply_mode = ReplyMode::On;
+    conn.name.clear();
+    conn.user = "default".into();
+    conn.authenticated = !ctx.server.acl.read().default_user_requires_auth();
+    ctx.out.simple("RESET");
+}
+
+/// Authenticates the connection as `user`; Err is the reply to send.
+fn authenticate(ctx: &mut Ctx, user: &[u8], password: &[u8]) -> Result<(), String> {
+    let user = String::from_utf8_lossy(user).into_owned();
+    ctx.server.acl.read().authenticate(&user, password)?;
+    ctx.conn.user = user;
+    ctx.conn.authenticated = true;
+    Ok(())
+}
+
+fn auth(ctx: &mut Ctx, args: &[&[u8]]) {
+    let (user, password): (&[u8], &[u8]) = match args.len() {
+        2 => {
+            if !ctx.server.acl.read().default_user_requires_auth() {
+                return ctx.out.error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?");
+            }
+            (b"default", args[1])
+        }
+        3 => (args[1], args[2]),
+        _ => return ctx.out.error(SYNTAX),
+    };
+    match authenticate(ctx, user, password) {
+        Ok(()) => ctx.out.ok(),
+        Err(reply) => ctx.out.error(&reply),
+    }
+}
+
+/// Client names may not contain spaces, newlines or other special characters (Redis rule).
+fn valid_client_name(name: &[u8]) -> bool {
+    name.iter().all(|&byte| (b'!'..=b'~').contains(&byte))
+}
+
+fn hello(ctx: &mut Ctx, args: &[&[u8]]) {
+    let mut version = if ctx.conn.resp3 { 3 } else { 2 };
+    let mut index = 1;
+    if let Some(requested) = args.get(1) {
+        match parse_int(requested) {
+            Some(requested @ 2..=3) => version = requested,
+            Some(_) => return ctx.out.error("NOPROTO unsupported protocol version"),
+            None => {
+                return ctx
+                    .out
+                    .error("ERR Protocol version is not an integer or out of range")
+            }
+        }
+        index = 2;
+    }
+    let mut credentials = None;
+    let mut name = None;
+    while index < args.len() {
+        let remaining = args.len() - index - 1;
+        if is(args[index], "auth") && remaining >= 2 {
+            credentials = Some((args[index + 1], args[index + 2]));
+            index += 3;
+        } else if is(args[index], "setname") && remaining >= 1 {
+            name = Some(args[index + 1]);
+            index += 2;
+        } else {
+            return ctx.out.error(&format!(
+                "ERR Syntax error in HELLO option '{}'",
+                String::from_utf8_lossy(args[index])
+            ));
+        }
+    }
+    if let Some((user, password)) = credentials {
+        if let Err(reply) = authenticate(ctx, user, password) {
+            return ctx.out.error(&reply);
+        }
+    }
+    if !ctx.conn.authenticated {
+        return ctx.out.error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
+    }
+    if let Some(name) = name {
+        if !valid_client_name(name) {
+            return ctx
+                .out
+                .error("ERR Client names cannot contain spaces, newlines or special characters.");
+        }
+        ctx.conn.name = String::from_utf8_lossy(name).into_owned();
+    }
+    ctx.conn.resp3 = version == 3;
+    ctx.out.resp3 = version == 3;
+    let out = &mut *ctx.out;
+    out.map_len(7);
+    out.bulk(b"server");
+    out.bulk(b"redis");
+    out.bulk(b"version");
+    out.bulk(REDIS_COMPATIBLE_VERSION.as_bytes());
+    out.bulk(b"proto");
+    out.int(version);
+    out.bulk(b"id");
+    out.int(ctx.conn.handle.id as i64);
+    out.bulk(b"mode");
+    out.bulk(b"standalone");
+    out.bulk(b"role");
+    out.bulk(b"master");
+    out.bulk(b"modules");
+    out.array_len(0);
+}
+
+// ----- CLIENT ---------------------------------------------------------------------------------------
+
+fn client(ctx: &mut Ctx, args: &[&[u8]]) {
+    let sub = args[1];
+    let argc = args.len();
+    if is(sub, "id") && argc == 2 {
+        ctx.out.int(ctx.conn.handle.id as i64);
+    } else if is(sub, "setname") && argc == 3 {
+        if !valid_client_name(args[2]) {
+            return ctx
+                .out
+                .error("ERR Client names cannot contain spaces, newlines or special characters.");
+        }
+        ctx.conn.name = String::from_utf8_lossy(args[2]).into_owned();
+        ctx.conn.update_snapshot();
+        ctx.out.ok();
+    } else if is(sub, "getname") && argc == 2 {
+        if ctx.conn.name.is_empty() {
+            ctx.out.nil();
+        } else {
+            ctx.out.bulk(ctx.conn.name.as_bytes());
+        }
+    } else if is(sub, "list") {
+        client_list(ctx, args);
+    } else if is(sub, "info") && argc == 2 {
+        ctx.conn.update_snapshot();
+        let line = describe_client(&ctx.conn.handle);
+        ctx.out.verbatim("txt", format!("{line}\n").as_bytes());
+    } else if is(sub, "kill") && argc >= 3 {
+        client_kill(ctx, args);
+    } else if is(sub, "reply") && argc == 3 {
+        client_reply(ctx, args[2]);
+    } else if is(sub, "no-evict") && argc == 3 && (is(args[2], "on") || is(args[2], "off")) {
+        // fallow never evicts connections for memory, so there is nothing to exempt.
+        ctx.out.ok();
+    } else if is(sub, "help") {
+        let lines = [
+            "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "ID", "GETNAME", "SETNAME <name>", "INFO", "LIST [TYPE normal|pubsub] [ID <id> ...]",
+            "KILL <ip:port> | KILL [ID <id>] [ADDR <ip:port>] [LADDR <ip:port>] [USER <user>] [TYPE normal|pubsub] [SKIPME yes|no]",
+            "REPLY ON|OFF|SKIP", "NO-EVICT ON|OFF", "HELP",
+        ];
+        ctx.out.array_len(lines.len());
+        for line in lines {
+            ctx.out.simple(line);
+        }
+    } else {
+        subcommand_error(ctx, args);
+    }
+}
+
+fn client_reply(ctx: &mut Ctx, mode: &[u8]) {
+    if is(mode, "on") {
+        ctx.conn.reply_mode = ReplyMode::On;
+        ctx.out.ok();
+    } else if is(mode, "off") {
+        ctx.conn.reply_mode = ReplyMode::Off;
+    } else if is(mode, "skip") {
+        ctx.conn.reply_mode = ReplyMode::SkipNext;
+    } else {
+        ctx.out.error(SYNTAX);
+    }
+}
+
+/// One CLIENT LIST line in Redis's format.
+pub fn describe_client(handle: &ClientHandle) -> String {
+    let snapshot = handle.snapshot.lock().clone();
+    let idle_s = handle.last_active.lock().elapsed().as_secs();
+    let mut flags = String::new();
+    if snapshot.subscriptions + snapshot.pattern_subscriptions > 0 {
+        flags.push('P');
+    }
+    if snapshot.in_multi {
+        flags.push('x');
+    }
+    if snapshot.blocked {
+        flags.push('b');
+    }
+    if flags.is_empty() {
+        flags.push('N');
+    }
+    let command = if snapshot.last_command.is_empty() {
+        "NULL".to_string()
+    } else {
+        snapshot.last_command.clone()
+    };
+    format!(
+        "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db={} sub={} psub={} ssub=0 multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user={} redir=-1 resp={} lib={}",
+        handle.id,
+        handle.peer_addr,
+        handle.local_addr,
+        snapshot.name,
+        handle.created.elapsed().as_secs(),
+        idle_s,
+        flags,
+        snapshot.db,
+        snapshot.subscriptions,
+        snapshot.pattern_subscriptions,
+        if snapshot.in_multi { 0 } else { -1 },
+        command,
+        snapshot.user,
+        snapshot.resp,
+        match handle.kind {
+            ClientKind::Resp => "resp",
+            ClientKind::Memcache => "memcache",
+        }
+    )
+}
+
+fn all_clients(ctx: &Ctx) -> Vec<Arc<ClientHandle>> {
+    let mut clients: Vec<_> = ctx.server.clients.lock().values().cloned().collect();
+    clients.sort_by_key(|client| client.id);
+    clients
+}
+
+fn client_type_matches(handle: &ClientHandle, wanted: &[u8]) -> Option<bool> {
+    let subscribed = {
+        let snapshot = handle.snapshot.lock();
+        snapshot.subscriptions + snapshot.pattern_subscriptions > 0
+    };
+    if is(wanted, "normal") {
+        Some(!subscribed)
+    } else if is(wanted, "pubsub") {
+        Some(subscribed)
+    } else if is(wanted, "master") || is(wanted, "replica") || is(wanted, "slave") {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+fn client_list(ctx: &mut Ctx, args: &[&[u8]]) {
+    ctx.conn.update_snapshot();
+    let mut clients = all_clients(ctx);
+    let mut index = 2;
+    while index < args.len() {
+        if is(args[index], "type") && index + 1 < args.len() {
+            let wanted = args[index + 1];
+            if client_type_matches(&ctx.conn.handle, wanted).is_none() {
+                return ctx.out.error(&format!(
+                    "ERR Unknown client type '{}'",
+                    String::from_utf8_lossy(wanted)
+                ));
+            }
+            clients.retain(|client| client_type_matches(client, wanted) == Some(true));
+            index += 2;
+        } else if is(args[index], "id") && index + 1 < args.len() {
+            let mut ids = Vec::new();
+            for arg in &args[index + 1..] {
+                match parse_int(arg) {
+                    Some(id) if id > 0 => ids.push(id as u64),
+                    _ => return ctx.out.error("ERR Invalid client ID"),
+                }
+            }
+            clients.retain(|client| ids.contains(&client.id));
+            index = args.len();
+        } else {
+            return ctx.out.error(SYNTAX);
+        }
+    }
+    let text: String = clients
+        .iter()
+        .map(|client| describe_client(client) + "\n")
+        .collect();
+    ctx.out.verbatim("txt", text.as_bytes());
+}
+
+/// A CLIENT KILL filter.
+struct KillFilter {
+    id: Option<u64>,
+    addr: Option<String>,
+    laddr: Option<String>,
+    user: Option<String>,
+    client_type: Option<Vec<u8>>,
+    skip_me: bool,
+}
+
+fn client_kill(ctx: &mut Ctx, args: &[&[u8]]) {
+    if args.len() == 3 {
+        // Old form: CLIENT KILL addr:port, replies OK or an error.
+        let addr = String::from_utf8_lossy(args[2]);
+        let target = all_clients(ctx)
+            .into_iter()
+            .find(|client| client.peer_addr == addr);
+        return match target {
+            Some(client) => {
+                client.kill();
+                ctx.out.ok();
+            }
+            None => ctx.out.error("ERR No such client"),
+        };
+    }
+    let mut filter = KillFilter {
+        id: None,
+        addr: None,
+        laddr: None,
+        user: None,
+        client_type: None,
+        skip_me: true,
+    };
+    let pairs = &args[2..];
+    if pairs.len() % 2 != 0 {
+        return ctx.out.error(SYNTAX);
+    }
+    for pair in pairs.chunks(2) {
+        let (name, value) = (pair[0], pair[1]);
+        let text = String::from_utf8_lossy(value).into_owned();
+        if is(name, "id") {
+            match parse_int(value) {
+                Some(id) if id > 0 => filter.id = Some(id as u64),
+                _ => return ctx.out.error("ERR client-id should be greater than 0"),
+            }
+        } else if is(name, "addr") {
+            filter.addr = Some(text);
+        } else if is(name, "laddr") {
+            filter.laddr = Some(text);
+        } else if is(name, "user") {
+            filter.user = Some(text);
+        } else if is(name, "type") {
+            if client_type_matches(&ctx.conn.handle, value).is_none() {
+                return ctx.out.error(&format!("ERR Unknown client type '{text}'"));
+            }
+            filter.client_type = Some(value.to_vec());
+        } else if is(name, "skipme") {
+            if is(value, "yes") {
+                filter.skip_me = true;
+            } else if is(value, "no") {
+                filter.skip_me = false;
+            } else {
+                return ctx.out.error(SYNTAX);
+            }
+        } else {
+            return ctx.out.error(SYNTAX);
+        }
+    }
+    let my_id = ctx.conn.handle.id;
+    let mut killed = 0;
+    for client in all_clients(ctx) {
+        let user = client.snapshot.lock().user.clone();
+        let matches = filter.id.is_none_or(|id| id == client.id)
+            && filter
+                .addr
+                .as_ref()
+                .is_none_or(|addr| *addr == client.peer_addr)
+            && filter
+                .laddr
+                .as_ref()
+                .is_none_or(|addr| *addr == client.local_addr)
+            && filter.user.as_ref().is_none_or(|wanted| *wanted == user)
+            && filter
+                .client_type
+                .as_ref()
+                .is_none_or(|wanted| client_type_matches(&client, wanted) == Some(true))
+            && !(filter.skip_me && client.id == my_id);
+        if matches {
+            if client.id == my_id {
+                ctx.conn.close_after_reply = true;
+            } else {
+                client.kill();
+            }
+            killed += 1;
+        }
+    }
+    ctx.out.int(killed);
 }
