@@ -120,6 +120,8 @@ def peers(args):
         for s in servers.values():
             s.cleanup()
 
+    if args.plot:
+        plot_peers(results, args.plot)
     lines = []
     hdr = f"| suite | test | server | ops/s | p50 ms | p99 ms | server CPU µs/op | fallow/peer ops/s | fallow/peer CPU/op |"
     lines += [hdr, "|" + "---|" * 9]
@@ -142,6 +144,45 @@ def peers(args):
             f"(-P 1 and -P 16); {MEMASLAP or 'memaslap n/a'} -T 2 -c 50 -X 32 (9:1 get:set, no latency "
             f"percentiles); servers not CPU-pinned, clients on the same host")
     return lines, note
+
+
+def plot_peers(results, path):
+    """Bar chart of median ops/s per (suite, test) and server, with the fallow/peer ratio on top."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cells = sorted({(s, t) for (s, t, _) in results})
+    kinds = ["redis", "memcached", "fallow"]
+    colors = {"redis": "#d62728", "memcached": "#2ca02c", "fallow": "#1f77b4"}
+    fig, ax = plt.subplots(figsize=(max(6, 2.2 * len(cells)), 4.5))
+    width = 0.27
+    for i, kind in enumerate(kinds):
+        xs, ys = [], []
+        for j, cell in enumerate(cells):
+            runs = results.get((cell[0], cell[1], kind))
+            if runs:
+                xs.append(j + (i - 1) * width)
+                ys.append(med([r["rps"] for r in runs]))
+        if xs:
+            ax.bar(xs, ys, width, label=kind, color=colors[kind])
+    for j, cell in enumerate(cells):
+        fallow = results.get((cell[0], cell[1], "fallow"))
+        peer = next((results.get((cell[0], cell[1], k)) for k in ("redis", "memcached")
+                     if results.get((cell[0], cell[1], k))), None)
+        if fallow and peer:
+            ratio = med([r["rps"] for r in fallow]) / med([r["rps"] for r in peer])
+            top = max(med([r["rps"] for r in fallow]), med([r["rps"] for r in peer]))
+            ax.text(j, top * 1.02, f"{ratio:.2f}x", ha="center", fontsize=9)
+    ax.set_xticks(range(len(cells)))
+    ax.set_xticklabels([f"{s}\n{t}" for s, t in cells], fontsize=8)
+    ax.set_ylabel("median ops/s")
+    ax.set_title("fallow vs peers (same host, same run); label = fallow/peer")
+    ax.legend()
+    fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    log(f"# plot written to {path}")
 
 
 def memory(args):
@@ -191,6 +232,7 @@ def main():
     ap.add_argument("-n", type=int, default=None, help="requests per run (peers) / keys (memory)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--record", action="store_true", help="append a dated block to docs/benchmarks.md")
+    ap.add_argument("--plot", default=None, help="write a PNG bar chart (peers mode; needs matplotlib)")
     args = ap.parse_args()
     if args.n is None:
         args.n = 1_000_000

@@ -132,16 +132,21 @@ impl ConnState {
         }
     }
 
-    /// Publishes this connection's visible state for CLIENT LIST/INFO.
+    /// Publishes this connection's visible state for CLIENT LIST/INFO. Runs after every batch, so it
+    /// copies only what changed and allocates nothing in the common case.
     pub fn update_snapshot(&self) {
         let mut snapshot = self.handle.snapshot.lock();
         snapshot.db = self.db;
-        snapshot.name.clone_from(&self.name);
-        snapshot.user.clone_from(&self.user);
-        snapshot.last_command = self.last_command.to_string();
+        snapshot.last_command = self.last_command;
         snapshot.subscriptions = self.subscriptions.len();
         snapshot.pattern_subscriptions = self.patterns.len();
         snapshot.in_multi = self.in_multi();
         snapshot.resp = if self.resp3 { 3 } else { 2 };
+        if snapshot.name != self.name {
+            snapshot.name.clone_from(&self.name);
+        }
+        if snapshot.user != self.user {
+            snapshot.user.clone_from(&self.user);
+        }
     }
 }

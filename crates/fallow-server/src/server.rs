@@ -22,7 +22,7 @@ pub enum ClientKind {
 pub struct ClientSnapshot {
     pub name: String,
     pub db: usize,
-    pub last_command: String,
+    pub last_command: &'static str,
     pub user: String,
     pub resp: u8,
     pub subscriptions: usize,

@@ -16,6 +16,7 @@ pub use shard::{EvictionPolicy, ItemInfo, OwnedData, OwnedValue, Shard, ShardCon
 pub use types::{Collection, Kind};
 
 use parking_lot::{Mutex, MutexGuard};
+use smallvec::SmallVec;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -128,7 +129,7 @@ impl Store {
         &'a self,
         keys: impl IntoIterator<Item = K>,
     ) -> Guards<'a> {
-        let mut indices: Vec<usize> = keys
+        let mut indices: SmallVec<[usize; 8]> = keys
             .into_iter()
             .map(|key| self.shard_index(key.as_ref()))
             .collect();
@@ -209,7 +210,8 @@ impl Store {
 /// The shards one command holds, locked in ascending order.
 pub struct Guards<'a> {
     store: &'a Store,
-    guards: Vec<(usize, MutexGuard<'a, Shard>)>,
+    /// Inline for the common one- and two-shard commands: no allocation per command.
+    guards: SmallVec<[(usize, MutexGuard<'a, Shard>); 2]>,
 }
 
 impl<'a> Guards<'a> {

@@ -329,7 +329,7 @@ pub fn describe_client(handle: &ClientHandle) -> String {
     let command = if snapshot.last_command.is_empty() {
         "NULL".to_string()
     } else {
-        snapshot.last_command.clone()
+        snapshot.last_command.to_string()
     };
     format!(
         "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db={} sub={} psub={} ssub=0 multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user={} redir=-1 resp={} lib={}",
