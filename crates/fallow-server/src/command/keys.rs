@@ -224,7 +224,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         1,
         READONLY | FAST,
         Keys::All,
-        Group::Server,
+        Group::Keyspace,
         "Number of keys in the selected database",
         dbsize,
     ),
@@ -233,7 +233,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         -1,
         WRITE,
         Keys::All,
-        Group::Server,
+        Group::Keyspace,
         "Delete every key of the selected database",
         flushdb,
     ),
@@ -242,7 +242,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         -1,
         WRITE,
         Keys::All,
-        Group::Server,
+        Group::Keyspace,
         "Delete every key of every database",
         flushall,
     ),
@@ -526,9 +526,10 @@ fn put_and_wake(
 
 /// Parses a database index argument: Ok(index), Err(reply).
 fn parse_db(ctx: &Ctx, arg: &[u8]) -> Result<usize, &'static str> {
-    let index = parse_int(arg)
-        .filter(|index| i32::try_from(*index).is_ok())
-        .ok_or(NOT_INTEGER)?;
+    let index = parse_int(arg).ok_or(NOT_INTEGER)?;
+    if i32::try_from(index).is_err() {
+        return Err("ERR value is out of range, value must between -2147483648 and 2147483647");
+    }
     usize::try_from(index)
         .ok()
         .filter(|&index| index < ctx.server.store.databases())
@@ -720,23 +721,41 @@ fn scan(ctx: &mut Ctx, args: &[&[u8]]) {
     };
     let db = ctx.db();
     let now = ctx.now_ms;
+    let shard_count = ctx.server.store.shard_count();
+    let (next, found) = scan_shards(
+        ctx.guards.iter_mut(),
+        shard_count,
+        db,
+        cursor,
+        &options,
+        now,
+    );
+    ctx.out.array_len(2);
+    ctx.out.bulk(itoa::Buffer::new().format(next).as_bytes());
+    ctx.out.bulks(found.iter().map(Vec::as_slice));
+}
+
+/// One SCAN step over `shards` (all of them, in index order): visits up to `options.count` keys from
+/// `cursor` on and returns the next cursor (0 when done) with the keys that pass the filters.
+fn scan_shards<'s>(
+    shards: impl Iterator<Item = &'s mut Shard>,
+    shard_count: usize,
+    db: usize,
+    cursor: u64,
+    options: &ScanOptions,
+    now_ms: u64,
+) -> (u64, Vec<Vec<u8>>) {
     let (mut shard_index, mut shard_cursor) = decode_cursor(cursor);
     let mut visited = 0;
-    let mut found: Vec<Vec<u8>> = Vec::new();
-    let shard_count = ctx.server.store.shard_count();
-    for shard in ctx.guards.iter_mut().skip(shard_index) {
-        shard_cursor = shard.scan(
-            db,
-            shard_cursor,
-            options.count - visited,
-            now,
-            |key, kind| {
-                visited += 1;
-                if options.wants(key, kind) {
-                    found.push(key.to_vec());
-                }
-            },
-        );
+    let mut found = Vec::new();
+    for shard in shards.skip(shard_index) {
+        let budget = options.count - visited;
+        shard_cursor = shard.scan(db, shard_cursor, budget, now_ms, |key, kind| {
+            visited += 1;
+            if options.wants(key, kind) {
+                found.push(key.to_vec());
+            }
+        });
         if shard_cursor != 0 {
             break;
         }
@@ -750,9 +769,7 @@ fn scan(ctx: &mut Ctx, args: &[&[u8]]) {
     } else {
         encode_cursor(shard_index, shard_cursor)
     };
-    ctx.out.array_len(2);
-    ctx.out.bulk(itoa::Buffer::new().format(next).as_bytes());
-    ctx.out.bulks(found.iter().map(Vec::as_slice));
+    (next, found)
 }
 
 /// A random key, picking the shard in proportion to its number of keys in the database.
@@ -1006,6 +1023,51 @@ mod tests {
         assert_eq!(
             parse(&["count", "99999999999"]).unwrap().count,
             SCAN_COUNT_MAX
+        );
+    }
+
+    #[test]
+    fn scan_walks_every_shard_once() {
+        let store = fallow_store::Store::new(&fallow_store::StoreConfig {
+            shards: 4,
+            segment_bytes: 4096,
+            ..Default::default()
+        });
+        let keys: Vec<String> = (0..300).map(|index| format!("key:{index}")).collect();
+        let mut guards = store.lock_all();
+        for key in &keys {
+            guards
+                .shard(key.as_bytes())
+                .set_string(0, key.as_bytes(), &[7; 40], 0, 0, 0);
+        }
+        guards
+            .shard(b"other-db")
+            .set_string(1, b"other-db", b"x", 0, 0, 0);
+        let options = ScanOptions::parse(&[b"COUNT", b"7"]).unwrap();
+        let (mut cursor, mut seen, mut calls) = (0, Vec::new(), 0);
+        loop {
+            let (next, found) = scan_shards(guards.iter_mut(), 4, 0, cursor, &options, 0);
+            assert!(found.len() <= 7, "COUNT bounds the keys visited per call");
+            seen.extend(found);
+            calls += 1;
+            cursor = next;
+            if cursor == 0 {
+                break;
+            }
+            assert!(calls < 1000);
+        }
+        seen.sort();
+        let mut expected: Vec<Vec<u8>> = keys.iter().map(|key| key.clone().into_bytes()).collect();
+        expected.sort();
+        assert_eq!(
+            seen, expected,
+            "every key once, nothing from other databases"
+        );
+        let (next, found) = scan_shards(guards.iter_mut(), 4, 0, encode_cursor(9, 0), &options, 0);
+        assert_eq!(
+            (next, found.len()),
+            (0, 0),
+            "a cursor past the last shard ends the scan"
         );
     }
 
