@@ -833,6 +833,26 @@ impl Shard {
         self.sync_accounting();
     }
 
+    /// Exchanges the contents of two databases (SWAPDB). Items record their database (scans and expiry
+    /// read it), so every moved item's header is rewritten. Blocked clients of either database retry.
+    pub fn swap_dbs(&mut self, first: usize, second: usize) {
+        if first == second {
+            return;
+        }
+        self.dbs.swap(first, second);
+        for db in [first, second] {
+            let locations: Vec<Location> = self.dbs[db].index.iter().copied().collect();
+            for location in locations {
+                self.header_mut(location).db = db as u8;
+            }
+        }
+        for ((db, _), waiters) in &self.waiters {
+            if *db as usize == first || *db as usize == second {
+                waiters.iter().for_each(|waiter| waiter.notify_one());
+            }
+        }
+    }
+
     /// Calls `visit` with each live key of `db` from the cursor on, at most `count` keys; returns the
     /// next cursor (0 when done). Cursor = (segment sequence << 22) | (offset / 8).
     pub fn scan(
@@ -1232,6 +1252,23 @@ mod tests {
         seen.sort();
         seen.dedup();
         assert_eq!(seen.len(), 500);
+    }
+
+    #[test]
+    fn swap_dbs_moves_keys_and_headers() {
+        let mut shard = shard();
+        shard.set_string(0, b"a", b"1", 0, 0, 0);
+        shard.set_string(2, b"b", b"2", 0, 0, 0);
+        shard.swap_dbs(0, 2);
+        assert!(shard.exists(2, b"a", 0) && !shard.exists(0, b"a", 0));
+        assert!(shard.exists(0, b"b", 0));
+        let mut seen = Vec::new();
+        shard.scan(2, 0, 10, 0, |key, _| seen.push(key.to_vec()));
+        assert_eq!(
+            seen,
+            vec![b"a".to_vec()],
+            "scan filters by the rewritten header"
+        );
     }
 
     #[test]
