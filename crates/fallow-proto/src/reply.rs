@@ -170,7 +170,7 @@ pub fn format_double(value: f64) -> String {
     let scientific = format!("{:.*e}", (PRECISION - 1) as usize, value);
     let (mantissa, exponent) = scientific.split_once('e').expect("exponent present");
     let exponent: i32 = exponent.parse().expect("exponent is an integer");
-    if exponent < -4 || exponent >= PRECISION {
+    if !(-4..PRECISION).contains(&exponent) {
         let mantissa = strip_fraction_zeros(mantissa);
         let sign = if exponent < 0 { '-' } else { '+' };
         format!("{mantissa}e{sign}{:02}", exponent.abs())

@@ -238,25 +238,41 @@ impl<'a> Guards<'a> {
         self.guards.len() == self.store.shard_count()
     }
 
-    /// Evicts from the locked shards until the store is within maxmemory. Err when the policy allows
-    /// no eviction or nothing evictable is left in these shards.
+    /// Evicts until the store is within maxmemory: from the locked shards first, then from other shards
+    /// that are free right now (`try_lock`, so lock order cannot deadlock). Err when the policy allows no
+    /// eviction or nothing evictable can be reached.
     pub fn make_room(&mut self) -> Result<(), OutOfMemory> {
         let policy = self.store.policy();
         let now = now_ms();
         while self.store.over_maxmemory() {
             let mut freed_any = false;
             for (_, shard) in self.guards.iter_mut() {
-                if shard.evict_one(policy, now).is_some() {
-                    freed_any = true;
-                }
+                freed_any |= shard.evict_one(policy, now).is_some();
                 if !self.store.over_maxmemory() {
                     return Ok(());
                 }
             }
-            if !freed_any {
+            if !freed_any && !self.evict_from_unlocked(policy, now) {
                 return Err(OutOfMemory);
             }
         }
         Ok(())
+    }
+
+    /// One eviction round over the shards this command does not hold; false when none freed anything.
+    fn evict_from_unlocked(&self, policy: EvictionPolicy, now: u64) -> bool {
+        let mut freed_any = false;
+        for (index, shard) in self.store.shards.iter().enumerate() {
+            if self.guards.iter().any(|(held, _)| *held == index) {
+                continue;
+            }
+            if let Some(mut shard) = shard.try_lock() {
+                freed_any |= shard.evict_one(policy, now).is_some();
+            }
+            if !self.store.over_maxmemory() {
+                return true;
+            }
+        }
+        freed_any
     }
 }

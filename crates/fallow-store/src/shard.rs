@@ -27,6 +27,9 @@ fn offset_of(location: Location) -> u32 {
     location as u32
 }
 
+/// Wake-ups of the connections blocked on one key.
+type Waiters = Vec<Arc<tokio::sync::Notify>>;
+
 /// How a shard is built.
 #[derive(Clone, Debug)]
 pub struct ShardConfig {
@@ -172,7 +175,7 @@ pub struct Shard {
     rng: SmallRng,
     pub stats: ShardStats,
     /// Connections blocked (BLPOP and friends) on a key of this shard, woken when it may be ready.
-    waiters: hashbrown::HashMap<(u8, Box<[u8]>), Vec<Arc<tokio::sync::Notify>>>,
+    waiters: hashbrown::HashMap<(u8, Box<[u8]>), Waiters>,
 }
 
 impl Shard {

@@ -247,7 +247,7 @@ pub fn base64_decode(input: &[u8]) -> Option<Vec<u8>> {
             _ => return None,
         } as u32)
     }
-    if input.is_empty() || input.len() % 4 != 0 {
+    if input.is_empty() || !input.len().is_multiple_of(4) {
         return None;
     }
     let mut out = Vec::with_capacity(input.len() / 4 * 3);

@@ -446,7 +446,7 @@ fn client_kill(ctx: &mut Ctx, args: &[&[u8]]) {
         skip_me: true,
     };
     let pairs = &args[2..];
-    if pairs.len() % 2 != 0 {
+    if !pairs.len().is_multiple_of(2) {
         return ctx.out.error(SYNTAX);
     }
     for pair in pairs.chunks(2) {

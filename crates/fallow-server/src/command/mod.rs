@@ -407,12 +407,13 @@ pub fn run_with_guards<'a>(
     mut guards: Guards<'a>,
     in_exec: bool,
 ) -> Guards<'a> {
-    if spec.flags & flags::DENYOOM != 0 && server.store.over_maxmemory() {
-        if guards.make_room().is_err() {
-            server.stats.oom_rejections.fetch_add(1, Ordering::Relaxed);
-            out.error(OOM);
-            return guards;
-        }
+    if spec.flags & flags::DENYOOM != 0
+        && server.store.over_maxmemory()
+        && guards.make_room().is_err()
+    {
+        server.stats.oom_rejections.fetch_add(1, Ordering::Relaxed);
+        out.error(OOM);
+        return guards;
     }
     let errors_before = out.buf.len();
     let mut ctx = Ctx {

@@ -325,7 +325,7 @@ fn set(ctx: &mut Ctx, args: &[&[u8]]) {
             .map(|info| (None, info.expire_at_ms)),
     };
     let exists = old.is_some();
-    let allowed = !(only_new && exists) && !(only_existing && !exists);
+    let allowed = if exists { !only_new } else { !only_existing };
     if allowed {
         let expire_at = match expiry {
             ExpiryOption::At(at) => at,
@@ -468,7 +468,7 @@ fn mget(ctx: &mut Ctx, args: &[&[u8]]) {
 }
 
 fn mset(ctx: &mut Ctx, args: &[&[u8]]) {
-    if args.len() % 2 == 0 {
+    if args.len().is_multiple_of(2) {
         return ctx.out.error(&super::arity_error("mset"));
     }
     let db = ctx.db();
@@ -482,7 +482,7 @@ fn mset(ctx: &mut Ctx, args: &[&[u8]]) {
 }
 
 fn msetnx(ctx: &mut Ctx, args: &[&[u8]]) {
-    if args.len() % 2 == 0 {
+    if args.len().is_multiple_of(2) {
         return ctx.out.error(&super::arity_error("msetnx"));
     }
     let db = ctx.db();
