@@ -273,6 +273,21 @@ impl Shard {
         self.dbs[db].index.len()
     }
 
+    /// Keys of `db` with an expiry and the sum of their remaining TTLs in ms (INFO keyspace). Walks the
+    /// index, so it costs O(keys of `db` in this shard); only INFO calls it.
+    pub fn volatile_stats(&self, db: usize, now_ms: u64) -> (usize, u64) {
+        let mut count = 0;
+        let mut ttl_sum_ms = 0u64;
+        for &location in self.dbs[db].index.iter() {
+            let expire_at_ms = self.header(location).expire_at_ms;
+            if expire_at_ms != 0 {
+                count += 1;
+                ttl_sum_ms = ttl_sum_ms.saturating_add(expire_at_ms.saturating_sub(now_ms));
+            }
+        }
+        (count, ttl_sum_ms)
+    }
+
     // ----- segments ------------------------------------------------------------------------------
 
     fn segment(&self, slot: u32) -> &Segment {
