@@ -227,6 +227,10 @@ fn pubsub(ctx: &mut Ctx, args: &[&[u8]]) {
                 "    pattern subscriptions(default: no channels).",
             ],
         ),
+        (b"channels" | b"numpat" | b"shardchannels" | b"help", _) => ctx.out.error(&format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try PUBSUB HELP.",
+            String::from_utf8_lossy(args[1])
+        )),
         _ => subcommand_error(ctx, args),
     }
 }
