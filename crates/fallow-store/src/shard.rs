@@ -1149,6 +1149,18 @@ mod tests {
     }
 
     #[test]
+    fn volatile_stats_count_keys_with_expiry() {
+        let mut shard = shard();
+        shard.set_string(0, b"plain", b"v", 0, 0, 1000);
+        shard.set_string(0, b"a", b"v", 5000, 0, 1000);
+        shard.set_string(0, b"b", b"v", 3000, 0, 1000);
+        shard.set_string(1, b"other", b"v", 9000, 0, 1000);
+        assert_eq!(shard.volatile_stats(0, 1000), (2, 4000 + 2000));
+        assert_eq!(shard.volatile_stats(1, 1000), (1, 8000));
+        assert_eq!(shard.volatile_stats(2, 1000), (0, 0));
+    }
+
+    #[test]
     fn strings_overwrite_and_delete() {
         let mut shard = shard();
         shard.set_string(0, b"k", b"v1", 0, 7, 1000);
