@@ -276,6 +276,21 @@ impl Shard {
         self.dbs[db].index.len()
     }
 
+    /// Keys of `db` with an expiry and the sum of their remaining TTLs in ms (INFO keyspace). Walks the
+    /// index, so it costs O(keys of `db` in this shard); only INFO calls it.
+    pub fn volatile_stats(&self, db: usize, now_ms: u64) -> (usize, u64) {
+        let mut count = 0;
+        let mut ttl_sum_ms = 0u64;
+        for &location in self.dbs[db].index.iter() {
+            let expire_at_ms = self.header(location).expire_at_ms;
+            if expire_at_ms != 0 {
+                count += 1;
+                ttl_sum_ms = ttl_sum_ms.saturating_add(expire_at_ms.saturating_sub(now_ms));
+            }
+        }
+        (count, ttl_sum_ms)
+    }
+
     // ----- segments ------------------------------------------------------------------------------
 
     fn segment(&self, slot: u32) -> &Segment {
@@ -1154,6 +1169,18 @@ mod tests {
             },
             Arc::new(MemoryCounters::default()),
         )
+    }
+
+    #[test]
+    fn volatile_stats_count_keys_with_expiry() {
+        let mut shard = shard();
+        shard.set_string(0, b"plain", b"v", 0, 0, 1000);
+        shard.set_string(0, b"a", b"v", 5000, 0, 1000);
+        shard.set_string(0, b"b", b"v", 3000, 0, 1000);
+        shard.set_string(1, b"other", b"v", 9000, 0, 1000);
+        assert_eq!(shard.volatile_stats(0, 1000), (2, 4000 + 2000));
+        assert_eq!(shard.volatile_stats(1, 1000), (1, 8000));
+        assert_eq!(shard.volatile_stats(2, 1000), (0, 0));
     }
 
     #[test]

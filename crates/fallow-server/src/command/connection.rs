@@ -122,20 +122,9 @@ fn quit(ctx: &mut Ctx, _args: &[&[u8]]) {
 }
 
 fn reset(ctx: &mut Ctx, _args: &[&[u8]]) {
+    super::transaction::reset(ctx.conn);
+    super::pubsub::unsubscribe_all_quietly(ctx);
     let conn = &mut *ctx.conn;
-    conn.multi = None;
-    conn.multi_error = false;
-    conn.watched.clear();
-    for channel in conn.subscriptions.drain() {
-        ctx.server
-            .pubsub
-            .unsubscribe(&channel, false, conn.handle.id);
-    }
-    for pattern in conn.patterns.drain() {
-        ctx.server
-            .pubsub
-            .unsubscribe(&pattern, true, conn.handle.id);
-    }
     conn.db = 0;
     conn.resp3 = false;
     ctx.out.resp3 = false;

@@ -213,19 +213,20 @@ pub fn lookup(name: &[u8]) -> Option<(usize, &'static CommandSpec)> {
     BY_NAME.get(name).map(|&index| (index, TABLE[index]))
 }
 
-/// Everything a handler may use while it runs.
-pub struct Ctx<'a> {
-    pub server: &'a Server,
+/// Everything a handler may use while it runs. The guards have their own lifetime (that of the server)
+/// so EXEC can run many commands on one set of locks, lending `conn` and `out` to each in turn.
+pub struct Ctx<'a, 's> {
+    pub server: &'s Server,
     pub conn: &'a mut ConnState,
     pub out: &'a mut ReplyWriter,
     /// The shards of the command's keys, locked for the whole command.
-    pub guards: Guards<'a>,
+    pub guards: Guards<'s>,
     pub now_ms: u64,
     /// Inside EXEC: blocking commands must not block.
     pub in_exec: bool,
 }
 
-impl Ctx<'_> {
+impl Ctx<'_, '_> {
     pub fn db(&self) -> usize {
         self.conn.db
     }
@@ -398,15 +399,15 @@ pub fn run(
 }
 
 /// Runs a command on shards already locked (EXEC holds every shard for all its commands).
-pub fn run_with_guards<'a>(
-    server: &'a Server,
-    conn: &'a mut ConnState,
-    out: &'a mut ReplyWriter,
+pub fn run_with_guards<'s>(
+    server: &'s Server,
+    conn: &mut ConnState,
+    out: &mut ReplyWriter,
     spec: &CommandSpec,
     args: &[&[u8]],
-    mut guards: Guards<'a>,
+    mut guards: Guards<'s>,
     in_exec: bool,
-) -> Guards<'a> {
+) -> Guards<'s> {
     if spec.flags & flags::DENYOOM != 0
         && server.store.over_maxmemory()
         && guards.make_room().is_err()

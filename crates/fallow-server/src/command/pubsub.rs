@@ -1,4 +1,236 @@
-//! (being written)
-use super::CommandSpec;
+//! Pub/sub commands: SUBSCRIBE PSUBSCRIBE UNSUBSCRIBE PUNSUBSCRIBE PUBLISH PUBSUB. Confirmations are
+//! pushes (arrays in RESP2), one per channel, each carrying the connection's running subscription count.
+use super::flags::*;
+use super::{spec, subcommand_error, CommandSpec, Ctx, Group, Keys};
 
-pub const COMMANDS: &[CommandSpec] = &[];
+const SUBSCRIBING: u32 = PUBSUB | NOSCRIPT | LOADING | STALE | SUBSCRIBE_CONTEXT;
+
+pub const COMMANDS: &[CommandSpec] = &[
+    spec(
+        "subscribe",
+        -2,
+        SUBSCRIBING,
+        Keys::None,
+        Group::PubSub,
+        "Listen for messages published to channels",
+        subscribe,
+    ),
+    spec(
+        "psubscribe",
+        -2,
+        SUBSCRIBING,
+        Keys::None,
+        Group::PubSub,
+        "Listen for messages published to channels matching patterns",
+        psubscribe,
+    ),
+    spec(
+        "unsubscribe",
+        -1,
+        SUBSCRIBING,
+        Keys::None,
+        Group::PubSub,
+        "Stop listening for messages posted to channels",
+        unsubscribe,
+    ),
+    spec(
+        "punsubscribe",
+        -1,
+        SUBSCRIBING,
+        Keys::None,
+        Group::PubSub,
+        "Stop listening for messages posted to channels matching patterns",
+        punsubscribe,
+    ),
+    spec(
+        "publish",
+        3,
+        PUBSUB | LOADING | STALE | FAST,
+        Keys::None,
+        Group::PubSub,
+        "Post a message to a channel",
+        publish,
+    ),
+    spec(
+        "pubsub",
+        -2,
+        PUBSUB | LOADING | STALE,
+        Keys::None,
+        Group::PubSub,
+        "Inspect the state of the pub/sub subsystem",
+        pubsub,
+    ),
+];
+
+const NOPERM_CHANNEL: &str =
+    "NOPERM this user has no permissions to access one of the channels used as arguments";
+
+/// Channels plus patterns one connection may hold (each costs a registry entry).
+const SUBSCRIPTIONS_MAX: usize = 100_000;
+
+/// May the connection's user use these channels (or, with `patterns`, subscribe to these patterns)?
+fn channels_allowed(ctx: &Ctx, names: &[&[u8]], patterns: bool) -> bool {
+    let acl = ctx.server.acl.read();
+    let Some(user) = acl.users.get(&ctx.conn.user) else {
+        return false;
+    };
+    names.iter().all(|name| {
+        user.channel_patterns.iter().any(|allowed| {
+            if patterns {
+                // A pattern subscription needs a literal grant of that pattern (or of everything).
+                allowed.as_slice() == b"*" || allowed.as_slice() == *name
+            } else {
+                fallow_store::glob::matches(allowed, name)
+            }
+        })
+    })
+}
+
+fn confirm(ctx: &mut Ctx, kind: &str, name: Option<&[u8]>) {
+    ctx.out.push_len(3);
+    ctx.out.bulk(kind.as_bytes());
+    match name {
+        Some(name) => ctx.out.bulk(name),
+        None => ctx.out.nil(),
+    }
+    ctx.out.int(ctx.conn.subscription_count() as i64);
+}
+
+fn subscribe(ctx: &mut Ctx, args: &[&[u8]]) {
+    subscribe_to(ctx, &args[1..], false);
+}
+
+fn psubscribe(ctx: &mut Ctx, args: &[&[u8]]) {
+    subscribe_to(ctx, &args[1..], true);
+}
+
+fn subscribe_to(ctx: &mut Ctx, names: &[&[u8]], pattern: bool) {
+    if !channels_allowed(ctx, names, pattern) {
+        return ctx.out.error(NOPERM_CHANNEL);
+    }
+    if ctx.conn.subscription_count() + names.len() > SUBSCRIPTIONS_MAX {
+        return ctx
+            .out
+            .error("ERR too many subscriptions for one connection");
+    }
+    for &name in names {
+        let set = if pattern {
+            &mut ctx.conn.patterns
+        } else {
+            &mut ctx.conn.subscriptions
+        };
+        if set.insert(name.to_vec()) {
+            ctx.server
+                .pubsub
+                .subscribe(name, pattern, &ctx.conn.handle, &ctx.conn.pubsub_sender);
+        }
+        confirm(
+            ctx,
+            if pattern { "psubscribe" } else { "subscribe" },
+            Some(name),
+        );
+    }
+}
+
+fn unsubscribe(ctx: &mut Ctx, args: &[&[u8]]) {
+    unsubscribe_from(ctx, &args[1..], false);
+}
+
+fn punsubscribe(ctx: &mut Ctx, args: &[&[u8]]) {
+    unsubscribe_from(ctx, &args[1..], true);
+}
+
+/// Drops the given subscriptions, or all of one kind when `names` is empty.
+fn unsubscribe_from(ctx: &mut Ctx, names: &[&[u8]], pattern: bool) {
+    let kind = if pattern {
+        "punsubscribe"
+    } else {
+        "unsubscribe"
+    };
+    let names: Vec<Vec<u8>> = if names.is_empty() {
+        let set = if pattern {
+            &ctx.conn.patterns
+        } else {
+            &ctx.conn.subscriptions
+        };
+        set.iter().cloned().collect()
+    } else {
+        names.iter().map(|name| name.to_vec()).collect()
+    };
+    if names.is_empty() {
+        return confirm(ctx, kind, None);
+    }
+    for name in names {
+        let set = if pattern {
+            &mut ctx.conn.patterns
+        } else {
+            &mut ctx.conn.subscriptions
+        };
+        if set.remove(&name) {
+            ctx.server.pubsub.unsubscribe(&name, pattern, ctx.conn.id());
+        }
+        confirm(ctx, kind, Some(&name));
+    }
+}
+
+/// Leaves every channel and pattern without replying (RESET).
+pub fn unsubscribe_all_quietly(ctx: &mut Ctx) {
+    ctx.server.pubsub.unsubscribe_all(ctx.conn.id());
+    ctx.conn.subscriptions.clear();
+    ctx.conn.patterns.clear();
+}
+
+fn publish(ctx: &mut Ctx, args: &[&[u8]]) {
+    if !channels_allowed(ctx, &args[1..2], false) {
+        return ctx.out.error(NOPERM_CHANNEL);
+    }
+    let receivers = ctx.server.pubsub.publish(args[1], args[2]);
+    ctx.out.int(receivers as i64);
+}
+
+fn pubsub(ctx: &mut Ctx, args: &[&[u8]]) {
+    let sub = args[1].to_ascii_lowercase();
+    match (sub.as_slice(), args.len()) {
+        (b"channels", 2 | 3) => {
+            let channels = ctx.server.pubsub.channels(args.get(2).copied());
+            ctx.out
+                .bulks(channels.iter().map(|channel| channel.as_slice()));
+        }
+        (b"numsub", _) => {
+            ctx.out.array_len((args.len() - 2) * 2);
+            for &channel in &args[2..] {
+                ctx.out.bulk(channel);
+                ctx.out
+                    .int(ctx.server.pubsub.subscriber_count(channel) as i64);
+            }
+        }
+        (b"numpat", 2) => ctx.out.int(ctx.server.pubsub.pattern_count() as i64),
+        // fallow has no cluster, so no shard channels.
+        (b"shardchannels", 2 | 3) => ctx.out.array_len(0),
+        (b"shardnumsub", _) => {
+            ctx.out.array_len((args.len() - 2) * 2);
+            for &channel in &args[2..] {
+                ctx.out.bulk(channel);
+                ctx.out.int(0);
+            }
+        }
+        (b"help", 2) => super::server::help_reply(
+            ctx,
+            "PUBSUB",
+            &[
+                "CHANNELS [<pattern>]",
+                "    Return the currently active channels matching a <pattern> (default: '*').",
+                "NUMPAT",
+                "    Return number of subscriptions to patterns.",
+                "NUMSUB [<channel> ...]",
+                "    Return the number of subscribers for the specified channels, excluding",
+                "    pattern subscriptions(default: no channels).",
+            ],
+        ),
+        (b"channels" | b"numpat" | b"shardchannels" | b"help", _) => ctx.out.error(&format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try PUBSUB HELP.",
+            String::from_utf8_lossy(args[1])
+        )),
+        _ => subcommand_error(ctx, args),
+    }
+}

@@ -1,7 +1,65 @@
-//! (being written)
-use super::CommandSpec;
+//! Transactions: MULTI EXEC DISCARD WATCH UNWATCH. Dispatch queues every command that is not NO_MULTI
+//! while a MULTI is open; EXEC locks every shard once, checks the watched keys' CAS values, and runs the
+//! queue on those locks, so no other client sees a state between two queued commands.
+use super::flags::*;
+use super::{lookup, run_with_guards, spec, CommandSpec, Ctx, Group, Keys};
+use crate::connection::{ConnState, Watch};
+use std::sync::atomic::Ordering;
 
-pub const COMMANDS: &[CommandSpec] = &[];
+pub const COMMANDS: &[CommandSpec] = &[
+    spec(
+        "multi",
+        1,
+        NO_MULTI | NOSCRIPT | LOADING | STALE | FAST,
+        Keys::None,
+        Group::Transaction,
+        "Start a transaction",
+        multi,
+    ),
+    spec(
+        "exec",
+        1,
+        NO_MULTI | NOSCRIPT | LOADING | STALE,
+        Keys::None,
+        Group::Transaction,
+        "Execute all commands issued after MULTI",
+        exec,
+    ),
+    spec(
+        "discard",
+        1,
+        NO_MULTI | NOSCRIPT | LOADING | STALE | FAST,
+        Keys::None,
+        Group::Transaction,
+        "Discard all commands issued after MULTI",
+        discard,
+    ),
+    spec(
+        "watch",
+        -2,
+        NO_MULTI | NOSCRIPT | LOADING | STALE | FAST,
+        Keys::Range {
+            first: 1,
+            last: -1,
+            step: 1,
+        },
+        Group::Transaction,
+        "Watch keys to determine execution of a transaction",
+        watch,
+    ),
+    spec(
+        "unwatch",
+        1,
+        NO_MULTI | NOSCRIPT | LOADING | STALE | FAST,
+        Keys::None,
+        Group::Transaction,
+        "Forget about all watched keys",
+        unwatch,
+    ),
+];
+
+/// Keys one connection may watch at once (each costs a copy of the key).
+const WATCHED_KEYS_MAX: usize = 100_000;
 
 /// Queues a command inside MULTI.
 pub fn queue(
@@ -14,4 +72,111 @@ pub fn queue(
         queued.push(args.iter().map(|arg| arg.to_vec()).collect());
     }
     out.simple("QUEUED");
+}
+
+/// Forgets an open MULTI and every watched key (DISCARD, EXEC, RESET).
+pub fn reset(conn: &mut ConnState) {
+    conn.multi = None;
+    conn.multi_error = false;
+    conn.watched.clear();
+}
+
+fn multi(ctx: &mut Ctx, _args: &[&[u8]]) {
+    if ctx.conn.in_multi() {
+        return ctx.out.error("ERR MULTI calls can not be nested");
+    }
+    ctx.conn.multi = Some(Vec::new());
+    ctx.conn.multi_error = false;
+    ctx.out.ok();
+}
+
+fn discard(ctx: &mut Ctx, _args: &[&[u8]]) {
+    if !ctx.conn.in_multi() {
+        return ctx.out.error("ERR DISCARD without MULTI");
+    }
+    reset(ctx.conn);
+    ctx.out.ok();
+}
+
+fn watch(ctx: &mut Ctx, args: &[&[u8]]) {
+    if ctx.conn.in_multi() {
+        return ctx.out.error("ERR WATCH inside MULTI is not allowed");
+    }
+    let db = ctx.db();
+    let now = ctx.now_ms;
+    for &key in &args[1..] {
+        let known = ctx
+            .conn
+            .watched
+            .iter()
+            .any(|watch| watch.db == db && watch.key == key);
+        if known {
+            continue;
+        }
+        if ctx.conn.watched.len() >= WATCHED_KEYS_MAX {
+            return ctx.out.error("ERR too many watched keys");
+        }
+        let cas = ctx
+            .guards
+            .shard(key)
+            .peek(db, key, now)
+            .map(|info| info.cas);
+        ctx.conn.watched.push(Watch {
+            db,
+            key: key.to_vec(),
+            cas,
+        });
+    }
+    ctx.out.ok();
+}
+
+fn unwatch(ctx: &mut Ctx, _args: &[&[u8]]) {
+    ctx.conn.watched.clear();
+    ctx.out.ok();
+}
+
+fn exec(ctx: &mut Ctx, _args: &[&[u8]]) {
+    let Some(queued) = ctx.conn.multi.take() else {
+        return ctx.out.error("ERR EXEC without MULTI");
+    };
+    let aborted = ctx.conn.multi_error;
+    let watched = std::mem::take(&mut ctx.conn.watched);
+    reset(ctx.conn);
+    if aborted {
+        return ctx
+            .out
+            .error("EXECABORT Transaction discarded because of previous errors.");
+    }
+    let server = ctx.server;
+    let mut guards = server.store.lock_all();
+    let now = fallow_store::now_ms();
+    let touched = watched.iter().any(|watch| {
+        let cas = guards
+            .shard(&watch.key)
+            .peek(watch.db, &watch.key, now)
+            .map(|info| info.cas);
+        cas != watch.cas
+    });
+    if touched {
+        return ctx.out.nil_array();
+    }
+    ctx.out.array_len(queued.len());
+    for command in &queued {
+        let args: Vec<&[u8]> = command.iter().map(|arg| arg.as_slice()).collect();
+        // Queueing only accepted known commands with a valid arity.
+        let Some((index, spec)) = lookup(args[0]) else {
+            ctx.out.error("ERR unknown command");
+            continue;
+        };
+        // Permissions may have changed since the command was queued.
+        if let Err(denied) = server.acl.read().check(&ctx.conn.user, spec, &args) {
+            ctx.out.error(&denied);
+            continue;
+        }
+        let started = std::time::Instant::now();
+        guards = run_with_guards(server, ctx.conn, ctx.out, spec, &args, guards, true);
+        let (calls, micros) = &server.command_stats[index];
+        calls.fetch_add(1, Ordering::Relaxed);
+        micros.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+    }
 }
