@@ -187,12 +187,17 @@ fn strip_fraction_zeros(text: &str) -> &str {
     text.trim_end_matches('0').trim_end_matches('.')
 }
 
-/// Formats a double the way INCRBYFLOAT stores it: shortest round-trip text, never exponent notation.
+/// Formats a double the way INCRBYFLOAT stores it. Redis computes in long double and prints 17 significant
+/// digits, never in exponent form; with f64 arithmetic, 16 significant digits reproduce those results for
+/// decimal inputs (0.1 + 0.2 prints `0.3`, as in Redis, not `0.30000000000000004`).
 pub fn format_double_human(value: f64) -> String {
-    if value == value.trunc() && value.abs() < 1e17 {
-        return format!("{}", value as i64);
+    const SIGNIFICANT_DIGITS: i32 = 16;
+    if value == 0.0 {
+        return "0".into();
     }
-    format!("{value}")
+    let exponent = value.abs().log10().floor() as i32;
+    let decimals = (SIGNIFICANT_DIGITS - 1 - exponent).max(0) as usize;
+    strip_fraction_zeros(&format!("{value:.decimals$}")).to_string()
 }
 
 #[cfg(test)]
@@ -211,6 +216,10 @@ mod tests {
         assert_eq!(format_double(f64::INFINITY), "inf");
         assert_eq!(format_double_human(10.5 + 0.1), "10.6");
         assert_eq!(format_double_human(5.0), "5");
+        assert_eq!(format_double_human(0.1 + 0.2), "0.3");
+        assert_eq!(format_double_human(5200.0), "5200");
+        assert_eq!(format_double_human(1e20), "100000000000000000000");
+        assert_eq!(format_double_human(-1.25), "-1.25");
     }
 
     #[test]
