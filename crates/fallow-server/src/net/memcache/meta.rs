@@ -27,17 +27,44 @@ pub(super) fn execute(exec: &mut Exec, request: McRequest) {
     }
 }
 
-/// Writes a meta response unless `q` suppresses it.
-fn respond(
-    out: &mut Vec<u8>,
-    status: MetaStatus,
-    key: &[u8],
-    flags: &MetaFlags,
-    info: &MetaItemInfo,
-    value: Option<&[u8]>,
-) {
-    if !meta_quiet_suppresses(flags, status) {
-        encode_meta_response(out, status, key, flags, info, value);
+/// Which meta command answers (the `q` rule differs per command).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Command {
+    Get,
+    Set,
+    Delete,
+    Arith,
+}
+
+/// memcached 1.6's `q`: mg hides only misses (EN), ma hides every success (HD and VA), ms and md hide
+/// HD. Everything else (NF, NS, EX, errors) is always sent.
+fn quiet_suppresses(command: Command, flags: &MetaFlags, status: MetaStatus) -> bool {
+    match command {
+        Command::Get => flags.quiet && status == MetaStatus::En,
+        Command::Arith => flags.quiet && matches!(status, MetaStatus::Hd | MetaStatus::Va),
+        Command::Set | Command::Delete => meta_quiet_suppresses(flags, status),
+    }
+}
+
+/// A reply to one meta request.
+struct Reply<'a> {
+    command: Command,
+    key: &'a [u8],
+    flags: &'a MetaFlags,
+}
+
+impl Reply<'_> {
+    /// Writes the response unless `q` suppresses it.
+    fn send(
+        &self,
+        out: &mut Vec<u8>,
+        status: MetaStatus,
+        info: &MetaItemInfo,
+        value: Option<&[u8]>,
+    ) {
+        if !quiet_suppresses(self.command, self.flags, status) {
+            encode_meta_response(out, status, self.key, self.flags, info, value);
+        }
     }
 }
 
@@ -61,6 +88,11 @@ fn item_info(
 }
 
 fn meta_get(exec: &mut Exec, key: &[u8], flags: &MetaFlags) {
+    let reply = Reply {
+        command: Command::Get,
+        key,
+        flags,
+    };
     let mc = &exec.server.memcache;
     bump(&mc.cmd_get);
     let now = now_ms();
@@ -73,13 +105,13 @@ fn meta_get(exec: &mut Exec, key: &[u8], flags: &MetaFlags) {
     let Some(before) = before else {
         bump(&mc.get_misses);
         let none = MetaItemInfo::default();
-        return respond(exec.out, MetaStatus::En, key, flags, &none, None);
+        return reply.send(exec.out, MetaStatus::En, &none, None);
     };
     let idle_s = shard.idle_s(&before, now);
     let Some((value, info)) = items::read(shard, key, now) else {
         bump(&mc.get_misses);
         let none = MetaItemInfo::default();
-        return respond(exec.out, MetaStatus::En, key, flags, &none, None);
+        return reply.send(exec.out, MetaStatus::En, &none, None);
     };
     bump(&mc.get_hits);
     let meta = MetaItemInfo {
@@ -91,15 +123,20 @@ fn meta_get(exec: &mut Exec, key: &[u8], flags: &MetaFlags) {
         last_access: Some(idle_s),
     };
     if flags.return_value {
-        respond(exec.out, MetaStatus::Va, key, flags, &meta, Some(value));
+        reply.send(exec.out, MetaStatus::Va, &meta, Some(value));
     } else {
-        respond(exec.out, MetaStatus::Hd, key, flags, &meta, None);
+        reply.send(exec.out, MetaStatus::Hd, &meta, None);
     }
 }
 
 /// ms: the mode (M) picks the store command; a CAS (C) upgrades set and replace to cas, as in
 /// memcached, and is a plain check for append/prepend.
 fn meta_set(exec: &mut Exec, key: &[u8], value: &[u8], flags: &MetaFlags) {
+    let reply = Reply {
+        command: Command::Set,
+        key,
+        flags,
+    };
     bump(&exec.server.memcache.cmd_set);
     let mode = match flags.set_mode.unwrap_or(StoreMode::Set) {
         StoreMode::Set | StoreMode::Replace if flags.compare_cas.is_some() => StoreMode::Cas,
@@ -133,10 +170,15 @@ fn meta_set(exec: &mut Exec, key: &[u8], value: &[u8], flags: &MetaFlags) {
         cas,
         ..MetaItemInfo::default()
     };
-    respond(exec.out, status, key, flags, &info, None);
+    reply.send(exec.out, status, &info, None);
 }
 
 fn meta_delete(exec: &mut Exec, key: &[u8], flags: &MetaFlags) {
+    let reply = Reply {
+        command: Command::Delete,
+        key,
+        flags,
+    };
     let now = now_ms();
     let outcome = items::with_shard(exec.server, key, |shard| {
         items::delete(shard, key, flags.compare_cas, now)
@@ -147,11 +189,16 @@ fn meta_delete(exec: &mut Exec, key: &[u8], flags: &MetaFlags) {
         DeleteOutcome::NotFound => MetaStatus::Nf,
         DeleteOutcome::Exists => MetaStatus::Ex,
     };
-    respond(exec.out, status, key, flags, &MetaItemInfo::default(), None);
+    reply.send(exec.out, status, &MetaItemInfo::default(), None);
 }
 
 /// ma: incr/decr by D (default 1); on a miss with N, creates the counter at J (default 0).
 fn meta_arith(exec: &mut Exec, key: &[u8], flags: &MetaFlags) {
+    let reply = Reply {
+        command: Command::Arith,
+        key,
+        flags,
+    };
     let incr = flags.arith_mode != Some(MetaArithMode::Decr);
     let delta = flags.delta.unwrap_or(1);
     let now = now_ms();
@@ -177,17 +224,15 @@ fn meta_arith(exec: &mut Exec, key: &[u8], flags: &MetaFlags) {
     let value = match outcome {
         ArithOutcome::Done { value, .. } => value,
         ArithOutcome::NonNumeric => return exec.out.extend_from_slice(NON_NUMERIC),
-        ArithOutcome::NotFound => {
-            return respond(exec.out, MetaStatus::Nf, key, flags, &info, None)
-        }
-        ArithOutcome::Exists => return respond(exec.out, MetaStatus::Ex, key, flags, &info, None),
+        ArithOutcome::NotFound => return reply.send(exec.out, MetaStatus::Nf, &info, None),
+        ArithOutcome::Exists => return reply.send(exec.out, MetaStatus::Ex, &info, None),
     };
     let text = itoa::Buffer::new().format(value).as_bytes().to_vec();
     info.size = Some(text.len());
     if flags.return_value {
-        respond(exec.out, MetaStatus::Va, key, flags, &info, Some(&text));
+        reply.send(exec.out, MetaStatus::Va, &info, Some(&text));
     } else {
-        respond(exec.out, MetaStatus::Hd, key, flags, &info, None);
+        reply.send(exec.out, MetaStatus::Hd, &info, None);
     }
 }
 

@@ -55,7 +55,7 @@ pub(super) fn execute(exec: &mut Exec, request: McRequest) {
             items::flush_all(exec.server, delay_s);
             reply(exec, noreply, TextReply::Ok);
         }
-        McRequest::Stats { group, .. } => stats_command(exec, group.as_deref()),
+        McRequest::Stats { group, args } => stats_command(exec, group.as_deref(), &args),
         McRequest::Version => encode_version(exec.out, VERSION),
         McRequest::Verbosity { level, noreply } => {
             exec.server
@@ -222,11 +222,16 @@ pub(super) fn count_touch(server: &crate::server::Server, touched: bool) {
     });
 }
 
-fn stats_command(exec: &mut Exec, group: Option<&str>) {
-    if group == Some("reset") {
-        exec.server.memcache.reset();
-        exec.out.extend_from_slice(b"RESET\r\n");
-        return;
+fn stats_command(exec: &mut Exec, group: Option<&str>, args: &[String]) {
+    match (group, args.first().map(String::as_str)) {
+        (Some("reset"), _) => {
+            exec.server.memcache.reset();
+            return exec.out.extend_from_slice(b"RESET\r\n");
+        }
+        // fallow keeps no per-prefix detail: accept the switch, dump nothing
+        (Some("detail"), Some("on" | "off")) => return TextReply::Ok.encode(exec.out),
+        (Some("detail"), Some("dump")) => return encode_end(exec.out),
+        _ => {}
     }
     match stats::report(exec.server, group) {
         Some(lines) => {
