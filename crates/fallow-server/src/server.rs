@@ -80,6 +80,8 @@ pub struct Server {
     pub pubsub: PubSub,
     pub acl: RwLock<Acl>,
     pub stats: ServerStats,
+    /// memcached-protocol counters (`stats`) and flush_all state.
+    pub memcache: crate::net::memcache::McStats,
     pub started: Instant,
     pub run_id: String,
     /// Per-command call counts and microseconds, indexed like the command table.
@@ -108,6 +110,7 @@ impl Server {
             next_client_id: AtomicU64::new(1),
             pubsub: PubSub::default(),
             stats: ServerStats::default(),
+            memcache: crate::net::memcache::McStats::default(),
             started: Instant::now(),
             run_id,
             command_stats: crate::command::table()

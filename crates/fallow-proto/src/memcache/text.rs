@@ -279,6 +279,13 @@ pub fn parse_text(buf: &[u8], limits: &McLimits) -> Parsed {
             if n != 2 && n != 3 {
                 return unknown(consumed);
             }
+            if n == 2 && noreply {
+                // memcached reads "verbosity noreply" as level 0, silently
+                return ok(McRequest::Verbosity {
+                    level: 0,
+                    noreply: true,
+                });
+            }
             let Some(level) = parse_u32(toks[1]) else {
                 return err(BAD_FORMAT, consumed);
             };
@@ -823,6 +830,13 @@ mod tests {
             req(b"verbosity 1 noreply\r\n"),
             McRequest::Verbosity {
                 level: 1,
+                noreply: true
+            }
+        );
+        assert_eq!(
+            req(b"verbosity noreply\r\n"),
+            McRequest::Verbosity {
+                level: 0,
                 noreply: true
             }
         );
