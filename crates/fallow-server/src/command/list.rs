@@ -264,10 +264,11 @@ pub fn parse_timeout(arg: &[u8]) -> Result<Timeout, &'static str> {
     Ok(Timeout { ms: ms as u64 })
 }
 
-/// Asks the connection loop to wait for `keys`; inside EXEC, replies the timeout at once.
-fn block_on(ctx: &mut Ctx, keys: &[&[u8]], timeout: Timeout, reply: TimeoutReply) {
+/// Asks the connection loop to wait for `keys`; inside EXEC, replies `exec_reply` at once. (Redis 7.0
+/// answers a timed-out BLMOVE with a null array but a BLMOVE inside EXEC with a null bulk.)
+fn block_on(ctx: &mut Ctx, keys: &[&[u8]], timeout: Timeout, exec_reply: TimeoutReply) {
     if ctx.in_exec {
-        return match reply {
+        return match exec_reply {
             TimeoutReply::NullArray => ctx.out.nil_array(),
             TimeoutReply::NullBulk => ctx.out.nil(),
         };
@@ -275,7 +276,7 @@ fn block_on(ctx: &mut Ctx, keys: &[&[u8]], timeout: Timeout, reply: TimeoutReply
     ctx.conn.block = Some(BlockRequest {
         keys: keys.iter().map(|key| key.to_vec()).collect(),
         timeout_ms: timeout.ms,
-        timeout_reply: reply,
+        timeout_reply: TimeoutReply::NullArray,
     });
 }
 

@@ -1572,7 +1572,9 @@ fn zintercard(ctx: &mut Ctx, args: &[&[u8]]) {
         return ctx.out.error(NOT_INTEGER);
     };
     if numkeys <= 0 {
-        return ctx.out.error("ERR numkeys should be greater than 0");
+        return ctx
+            .out
+            .error("ERR at least 1 input key is needed for 'zintercard' command");
     }
     let numkeys = numkeys as usize;
     if numkeys > args.len() - 2 {
