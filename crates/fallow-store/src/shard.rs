@@ -1122,26 +1122,36 @@ impl Shard {
             .push(notify);
     }
 
-    /// Drops a blocked client's registration (it timed out or was served).
+    /// Drops a blocked client's registration (it timed out or was served). When it was first in line,
+    /// the next client is woken: the key may still hold something for it (one wake-up per push only
+    /// reaches the head of the line, which keeps serving first-come first-served).
     pub fn remove_waiter(&mut self, db: usize, key: &[u8], notify: &Arc<tokio::sync::Notify>) {
         let map_key = (db as u8, Box::<[u8]>::from(key));
         if let Some(list) = self.waiters.get_mut(&map_key) {
+            let was_head = list.first().is_some_and(|head| Arc::ptr_eq(head, notify));
             list.retain(|waiter| !Arc::ptr_eq(waiter, notify));
-            if list.is_empty() {
-                self.waiters.remove(&map_key);
+            match list.first() {
+                None => {
+                    self.waiters.remove(&map_key);
+                }
+                Some(next) if was_head => next.notify_one(),
+                Some(_) => {}
             }
         }
     }
 
-    /// Wakes the clients blocked on `key` (a push made it ready); they retry in arrival order.
+    /// Wakes the longest-waiting client blocked on `key` (a push made it ready). Clients wait in line:
+    /// the next one is woken when the head leaves (`remove_waiter`), so they are served in arrival order.
     pub fn wake_waiters(&mut self, db: usize, key: &[u8]) {
         if self.waiters.is_empty() {
             return;
         }
-        if let Some(list) = self.waiters.get(&(db as u8, Box::<[u8]>::from(key))) {
-            for waiter in list {
-                waiter.notify_one();
-            }
+        if let Some(head) = self
+            .waiters
+            .get(&(db as u8, Box::<[u8]>::from(key)))
+            .and_then(|list| list.first())
+        {
+            head.notify_one();
         }
     }
 }
@@ -1299,6 +1309,29 @@ mod tests {
             vec![b"a".to_vec()],
             "scan filters by the rewritten header"
         );
+    }
+
+    #[test]
+    fn waiters_are_woken_in_line() {
+        fn was_notified(notify: &Arc<tokio::sync::Notify>) -> bool {
+            let notified = notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable()
+        }
+        let mut shard = shard();
+        let (first, second) = (
+            Arc::new(tokio::sync::Notify::new()),
+            Arc::new(tokio::sync::Notify::new()),
+        );
+        shard.add_waiter(0, b"q", first.clone());
+        shard.add_waiter(0, b"q", second.clone());
+        shard.wake_waiters(0, b"q");
+        assert!(was_notified(&first));
+        assert!(!was_notified(&second));
+        shard.remove_waiter(0, b"q", &first);
+        assert!(was_notified(&second));
+        shard.remove_waiter(0, b"q", &second);
+        shard.wake_waiters(0, b"q");
     }
 
     #[test]
