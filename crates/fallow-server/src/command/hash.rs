@@ -276,12 +276,17 @@ pub(super) fn parse_scan_options<'a>(args: &[&'a [u8]]) -> Result<ScanOptions<'a
 }
 
 /// The positions one scan step visits in a collection of `len`, and the cursor that follows (0 when
-/// the collection is done).
+/// the collection is done). A scan walks down from the end: cursor c (0 = start) means positions
+/// 0..c are still to visit. Removal swaps the last element into the hole and insertion appends, so
+/// the unvisited positions only ever lose their own removed elements: every element present for the
+/// whole scan is returned, as Redis guarantees (a moved, already visited one may come twice).
 pub(super) fn scan_window(cursor: u64, count: usize, len: usize) -> (u64, Range<usize>) {
-    let start = usize::try_from(cursor).unwrap_or(usize::MAX).min(len);
-    let end = start.saturating_add(count).min(len);
-    let next = if end < len { end as u64 } else { 0 };
-    (next, start..end)
+    let end = match cursor {
+        0 => len,
+        cursor => usize::try_from(cursor).unwrap_or(usize::MAX).min(len),
+    };
+    let start = end.saturating_sub(count);
+    (start as u64, start..end)
 }
 
 /// Writes the reply of a SCAN-family command: the next cursor, then the elements.
@@ -549,6 +554,10 @@ fn hrandfield(ctx: &mut Ctx, args: &[&[u8]]) {
         Some(option) if args.len() == 4 && is(option, "withvalues") => true,
         Some(_) => return ctx.out.error(SYNTAX),
     };
+    // Redis refuses counts whose doubled reply length (field and value) would overflow.
+    if with_values && count.unsigned_abs() > (i64::MAX / 2) as u64 {
+        return ctx.out.error("ERR value is out of range");
+    }
     let db = ctx.db();
     let now = ctx.now_ms;
     let hash = match ctx
@@ -693,13 +702,42 @@ mod tests {
     }
 
     #[test]
-    fn scan_windows_walk_the_positions() {
-        assert_eq!(scan_window(0, 10, 25), (10, 0..10));
-        assert_eq!(scan_window(10, 10, 25), (20, 10..20));
-        assert_eq!(scan_window(20, 10, 25), (0, 20..25));
+    fn scan_windows_walk_down_the_positions() {
+        assert_eq!(scan_window(0, 10, 25), (15, 15..25));
+        assert_eq!(scan_window(15, 10, 25), (5, 5..15));
+        assert_eq!(scan_window(5, 10, 25), (0, 0..5));
         assert_eq!(scan_window(0, usize::MAX, 25), (0, 0..25));
-        assert_eq!(scan_window(u64::MAX, 10, 25), (0, 25..25));
-        assert_eq!(scan_window(0, 10, 0), (0, 0..0));
+        assert_eq!(scan_window(u64::MAX, 10, 25), (15, 15..25));
+        // The collection shrank below the cursor: the rest is still visited.
+        assert_eq!(scan_window(20, 10, 12), (2, 2..12));
+    }
+
+    #[test]
+    fn scans_survive_removals_and_insertions() {
+        let mut hash = HashValue::default();
+        for index in 0..100 {
+            hash.insert(format!("f{index}").as_bytes(), b"v");
+        }
+        let (mut cursor, mut seen, mut step) = (0, Vec::new(), 0);
+        loop {
+            let (next, window) = scan_window(cursor, 7, hash.len());
+            seen.extend(window.map(|index| hash.get_index(index).unwrap().0.to_vec()));
+            // Between steps, remove visited and unvisited fields and add new ones.
+            hash.remove(format!("f{}", step * 3).as_bytes());
+            hash.remove(format!("f{}", 99 - step).as_bytes());
+            hash.insert(format!("new{step}").as_bytes(), b"v");
+            step += 1;
+            cursor = next;
+            if cursor == 0 {
+                break;
+            }
+        }
+        for (field, _) in hash.iter().filter(|(field, _)| field.starts_with(b"f")) {
+            assert!(
+                seen.iter().any(|seen| seen == field),
+                "missed a field present throughout"
+            );
+        }
     }
 
     #[test]
