@@ -591,12 +591,12 @@ fn hrandfield_one(ctx: &mut Ctx, key: &[u8]) {
     let db = ctx.db();
     let now = ctx.now_ms;
     match ctx.guards.shard(key).read::<HashValue>(db, key, now) {
-        Ok(Some(hash)) => {
+        Ok(Some(hash)) if !hash.is_empty() => {
             let index = rand::thread_rng().gen_range(0..hash.len());
             let (field, _) = hash.get_index(index).expect("index is in range");
             ctx.out.bulk(field);
         }
-        Ok(None) => ctx.out.nil(),
+        Ok(_) => ctx.out.nil(),
         Err(WrongType) => ctx.out.error(WRONGTYPE),
     }
 }

@@ -344,12 +344,12 @@ fn srandmember(ctx: &mut Ctx, args: &[&[u8]]) {
     let mut rng = rand::thread_rng();
     let Some(count) = count else {
         return match set {
-            Some(set) => {
+            Some(set) if !set.is_empty() => {
                 let index = rng.gen_range(0..set.len());
                 ctx.out
                     .bulk(set.get_index(index).expect("index is in range"));
             }
-            None => ctx.out.nil(),
+            _ => ctx.out.nil(),
         };
     };
     let Some(set) = set else {
