@@ -684,6 +684,25 @@ impl Shard {
         Ok(Some(T::from_ref(collection).expect("kind matches")))
     }
 
+    /// Reads a collection of type `T` without counting a hit or miss or touching its access time (the
+    /// checks write commands make before deciding whether they change anything, as Redis's
+    /// lookupKeyWrite does not count either).
+    pub fn peek_collection<T: CollectionType>(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        now_ms: u64,
+    ) -> Result<Option<&T>, WrongType> {
+        let Some((_, location)) = self.collection_location::<T>(db, key, now_ms)? else {
+            return Ok(None);
+        };
+        let handle = collection_handle(self.item_value(location));
+        let collection = self.collections[handle as usize]
+            .as_ref()
+            .expect("a collection item owns its handle");
+        Ok(Some(T::from_ref(collection).expect("kind matches")))
+    }
+
     /// Runs `update` on the collection at `key`, creating an empty one first when `create` is set and
     /// the key is absent. Deletes the key if the collection ends up empty. Ok(None): absent, not created.
     pub fn update<T: CollectionType, R>(

@@ -58,6 +58,11 @@ impl SetValue {
         self.members.get_index(index).map(|member| &**member)
     }
 
+    /// Gives back spare capacity (a set built by filtering a copy of a bigger one).
+    pub fn shrink_to_fit(&mut self) {
+        self.members.shrink_to_fit();
+    }
+
     /// Removes and returns the member at `index`.
     pub fn remove_index(&mut self, index: usize) -> Option<Box<[u8]>> {
         let member = self.members.swap_remove_index(index)?;
