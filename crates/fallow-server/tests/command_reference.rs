@@ -27,7 +27,9 @@ fn render() -> String {
             continue;
         }
         commands.sort_by_key(|spec| spec.name);
-        text.push_str(&format!("\n## {title}\n\n| command | arity | flags | keys | summary |\n|---|---|---|---|---|\n"));
+        text.push_str(&format!(
+            "\n## {title}\n\n| command | arity | flags | keys | summary |\n|---|---|---|---|---|\n"
+        ));
         for spec in commands {
             let names: Vec<&str> = flags::NAMES
                 .iter()

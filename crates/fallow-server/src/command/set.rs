@@ -413,13 +413,13 @@ trait SetSource {
 }
 
 /// The locked shards of a command, read without counting hits (the keys were already looked up once).
-struct ShardSource<'c, 'a> {
-    ctx: &'c mut Ctx<'a>,
+struct ShardSource<'c, 'a, 's> {
+    ctx: &'c mut Ctx<'a, 's>,
     db: usize,
     now_ms: u64,
 }
 
-impl SetSource for ShardSource<'_, '_> {
+impl SetSource for ShardSource<'_, '_, '_> {
     fn with_set<R>(&mut self, key: &[u8], visit: impl FnOnce(Option<&SetValue>) -> R) -> R {
         let set = self
             .ctx

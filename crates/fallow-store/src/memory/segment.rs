@@ -154,7 +154,10 @@ impl Segment {
 
     fn check_offset(&self, offset: u32) -> usize {
         let offset = offset as usize;
-        assert!(offset.is_multiple_of(ITEM_ALIGN_BYTES) && offset + ITEM_HEADER_BYTES <= self.used_bytes);
+        assert!(
+            offset.is_multiple_of(ITEM_ALIGN_BYTES)
+                && offset + ITEM_HEADER_BYTES <= self.used_bytes
+        );
         offset
     }
 
