@@ -353,6 +353,11 @@ pub fn execute(server: &Server, conn: &mut ConnState, out: &mut ReplyWriter, arg
         out.error(&arity_error(spec.name));
         return conn.apply_reply_mode(out, reply_start);
     }
+    if let Err(denied) = server.acl.read().check(&conn.user, spec, args) {
+        conn.flag_multi_error();
+        out.error(&denied);
+        return conn.apply_reply_mode(out, reply_start);
+    }
     if conn.in_multi() && spec.flags & flags::NO_MULTI == 0 {
         return transaction::queue(conn, out, spec, args);
     }
@@ -362,11 +367,6 @@ pub fn execute(server: &Server, conn: &mut ConnState, out: &mut ReplyWriter, arg
             spec.name
         ));
         return;
-    }
-    if let Err(denied) = server.acl.read().check(&conn.user, spec, args) {
-        conn.flag_multi_error();
-        out.error(&denied);
-        return conn.apply_reply_mode(out, reply_start);
     }
     let started = std::time::Instant::now();
     run(server, conn, out, index, spec, args, false);
