@@ -170,31 +170,34 @@ impl User {
     }
 }
 
+/// The ACL categories, in the order ACL CAT lists them (Redis's order, plus fallow's `server`).
+pub const CATEGORIES: [&str; 22] = [
+    "keyspace",
+    "read",
+    "write",
+    "set",
+    "sortedset",
+    "list",
+    "hash",
+    "string",
+    "bitmap",
+    "hyperloglog",
+    "geo",
+    "stream",
+    "pubsub",
+    "admin",
+    "fast",
+    "slow",
+    "blocking",
+    "dangerous",
+    "connection",
+    "transaction",
+    "scripting",
+    "server",
+];
+
 fn known_category(category: &str) -> bool {
-    const CATEGORIES: [&str; 21] = [
-        "keyspace",
-        "read",
-        "write",
-        "set",
-        "sortedset",
-        "list",
-        "hash",
-        "string",
-        "bitmap",
-        "hyperloglog",
-        "geo",
-        "stream",
-        "pubsub",
-        "admin",
-        "fast",
-        "slow",
-        "blocking",
-        "dangerous",
-        "connection",
-        "transaction",
-        "scripting",
-    ];
-    CATEGORIES.contains(&category) || category == "server"
+    CATEGORIES.contains(&category)
 }
 
 pub fn sha256_hex(bytes: &[u8]) -> String {

@@ -2,7 +2,7 @@
 //! `crate::acl`; AUTH and HELLO are connection commands.
 use super::flags::*;
 use super::{spec, subcommand_error, table, CommandSpec, Ctx, Group, Keys};
-use crate::acl::User;
+use crate::acl::{User, CATEGORIES};
 use std::collections::BTreeSet;
 
 pub const COMMANDS: &[CommandSpec] = &[spec(
@@ -14,32 +14,6 @@ pub const COMMANDS: &[CommandSpec] = &[spec(
     "A container for Access List Control commands",
     acl,
 )];
-
-/// The categories ACL CAT lists, in Redis's order.
-const CATEGORIES: [&str; 22] = [
-    "keyspace",
-    "read",
-    "write",
-    "set",
-    "sortedset",
-    "list",
-    "hash",
-    "string",
-    "bitmap",
-    "hyperloglog",
-    "geo",
-    "stream",
-    "pubsub",
-    "admin",
-    "fast",
-    "slow",
-    "blocking",
-    "dangerous",
-    "connection",
-    "transaction",
-    "scripting",
-    "server",
-];
 
 /// Users one server may have; each costs a little memory and is checked on AUTH.
 const USERS_MAX: usize = 10_000;
