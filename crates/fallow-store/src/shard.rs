@@ -142,6 +142,8 @@ impl EvictionPolicy {
 
 struct Db {
     index: HashTable<Location>,
+    /// Keys with an expiry: active expiry skips a shard that has none.
+    volatile_keys: usize,
 }
 
 /// Keys sampled per eviction, as Redis's maxmemory-samples.
@@ -173,6 +175,8 @@ pub struct Shard {
     /// Active-expiry position: (segment sequence, offset) of the next item to check.
     expire_cursor: (u64, u32),
     rng: SmallRng,
+    /// Smoothed TTL of keys with an expiry, from active-expiry samples (INFO keyspace avg_ttl).
+    average_ttl_ms: u64,
     pub stats: ShardStats,
     /// Connections blocked (BLPOP and friends) on a key of this shard, woken when it may be ready.
     waiters: hashbrown::HashMap<(u8, Box<[u8]>), Waiters>,
@@ -187,6 +191,7 @@ impl Shard {
             dbs: (0..config.databases)
                 .map(|_| Db {
                     index: HashTable::new(),
+                    volatile_keys: 0,
                 })
                 .collect(),
             config,
@@ -206,6 +211,7 @@ impl Shard {
             memory,
             expire_cursor: (0, 0),
             rng: SmallRng::seed_from_u64(id as u64 + 1),
+            average_ttl_ms: 0,
             stats: ShardStats::default(),
             waiters: hashbrown::HashMap::new(),
         }
@@ -276,19 +282,11 @@ impl Shard {
         self.dbs[db].index.len()
     }
 
-    /// Keys of `db` with an expiry and the sum of their remaining TTLs in ms (INFO keyspace). Walks the
-    /// index, so it costs O(keys of `db` in this shard); only INFO calls it.
-    pub fn volatile_stats(&self, db: usize, now_ms: u64) -> (usize, u64) {
-        let mut count = 0;
-        let mut ttl_sum_ms = 0u64;
-        for &location in self.dbs[db].index.iter() {
-            let expire_at_ms = self.header(location).expire_at_ms;
-            if expire_at_ms != 0 {
-                count += 1;
-                ttl_sum_ms = ttl_sum_ms.saturating_add(expire_at_ms.saturating_sub(now_ms));
-            }
-        }
-        (count, ttl_sum_ms)
+    /// Keys of `db` with an expiry, and the sum of their TTLs estimated from the average TTL seen by
+    /// active expiry (as Redis's avg_ttl). O(1): INFO must not walk the keyspace.
+    pub fn volatile_stats(&self, db: usize) -> (usize, u64) {
+        let count = self.dbs[db].volatile_keys;
+        (count, count as u64 * self.average_ttl_ms)
     }
 
     // ----- segments ------------------------------------------------------------------------------
@@ -345,6 +343,9 @@ impl Shard {
     fn append(&mut self, header: &ItemHeader, key: &[u8], value: &[u8]) -> Location {
         let size = item_bytes(key.len(), value.len());
         self.live_item_bytes += size;
+        if header.expire_at_ms != 0 {
+            self.dbs[header.db as usize].volatile_keys += 1;
+        }
         if size > self.config.segment_bytes / 2 {
             let slot = self.map_segment(size);
             let offset = self.segment_mut(slot).append(header, key, value);
@@ -373,6 +374,10 @@ impl Shard {
     /// Marks an item dead and unmaps its segment when nothing in it lives any more.
     fn kill_item(&mut self, location: Location) {
         let slot = slot_of(location);
+        let header = *self.header(location);
+        if header.expire_at_ms != 0 {
+            self.dbs[header.db as usize].volatile_keys -= 1;
+        }
         let freed = self.segment_mut(slot).kill(offset_of(location));
         self.dead_bytes += freed;
         self.live_item_bytes -= freed;
@@ -564,8 +569,15 @@ impl Shard {
             _ => {
                 let cas = self.next_cas();
                 let header = self.header_mut(location);
+                let was_volatile = header.expire_at_ms != 0;
                 header.expire_at_ms = at_ms.unwrap_or(0);
                 header.cas = cas;
+                let volatile_keys = &mut self.dbs[db].volatile_keys;
+                match (was_volatile, at_ms.is_some()) {
+                    (false, true) => *volatile_keys += 1,
+                    (true, false) => *volatile_keys -= 1,
+                    _ => {}
+                }
             }
         }
         true
@@ -993,6 +1005,10 @@ impl Shard {
     /// Checks up to `items_max` items for expiry, resuming where the last cycle stopped; returns how many
     /// keys it deleted.
     pub fn expire_cycle(&mut self, now_ms: u64, items_max: usize) -> usize {
+        if self.dbs.iter().all(|db| db.volatile_keys == 0) {
+            return 0;
+        }
+        let (mut ttl_samples, mut ttl_sum_ms) = (0u64, 0u64);
         let mut checked = 0;
         let mut expired = Vec::new();
         let (mut sequence, mut offset) = self.expire_cursor;
@@ -1010,8 +1026,13 @@ impl Shard {
             let mut current = ((offset as usize) < segment.used_bytes()).then_some(offset);
             while let Some(at) = current {
                 let header = segment.header(at);
-                if header.alive == 1 && header.expire_at_ms != 0 && header.expire_at_ms <= now_ms {
-                    expired.push((header.db as usize, location(slot, at)));
+                if header.alive == 1 && header.expire_at_ms != 0 {
+                    if header.expire_at_ms <= now_ms {
+                        expired.push((header.db as usize, location(slot, at)));
+                    } else {
+                        ttl_samples += 1;
+                        ttl_sum_ms = ttl_sum_ms.saturating_add(header.expire_at_ms - now_ms);
+                    }
                 }
                 checked += 1;
                 current = segment.next_offset(at);
@@ -1028,6 +1049,13 @@ impl Shard {
             }
         }
         self.expire_cursor = (sequence, offset);
+        // Smoothed like Redis's avg_ttl, so one odd slice does not swing INFO.
+        if let Some(current) = ttl_sum_ms.checked_div(ttl_samples) {
+            self.average_ttl_ms = match self.average_ttl_ms {
+                0 => current,
+                average => (average * 49 + current) / 50,
+            };
+        }
         let count = expired.len();
         for (db, location) in expired {
             let hash = hash_key(self.item_key(location));
@@ -1207,9 +1235,17 @@ mod tests {
         shard.set_string(0, b"a", b"v", 5000, 0, 1000);
         shard.set_string(0, b"b", b"v", 3000, 0, 1000);
         shard.set_string(1, b"other", b"v", 9000, 0, 1000);
-        assert_eq!(shard.volatile_stats(0, 1000), (2, 4000 + 2000));
-        assert_eq!(shard.volatile_stats(1, 1000), (1, 8000));
-        assert_eq!(shard.volatile_stats(2, 1000), (0, 0));
+        assert_eq!(shard.volatile_stats(0).0, 2);
+        assert_eq!(shard.volatile_stats(1).0, 1);
+        assert_eq!(shard.volatile_stats(2), (0, 0));
+        shard.set_expire_at(0, b"plain", 1000, Some(7000));
+        shard.set_expire_at(0, b"a", 1000, None);
+        shard.set_string(0, b"b", b"w", 0, 0, 1000);
+        assert_eq!(shard.volatile_stats(0).0, 1, "plain gained a TTL, a and b lost theirs");
+        shard.expire_cycle(1000, 100);
+        assert_eq!(shard.volatile_stats(0), (1, (6000 + 8000) / 2));
+        shard.flush_db(1);
+        assert_eq!(shard.volatile_stats(1).0, 0);
     }
 
     #[test]

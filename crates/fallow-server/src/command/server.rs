@@ -208,7 +208,6 @@ struct ShardTotals {
 
 fn shard_totals(ctx: &mut Ctx, with_keyspace: bool) -> ShardTotals {
     let databases = ctx.server.store.databases();
-    let now = ctx.now_ms;
     let mut totals = ShardTotals {
         keyspace: vec![(0, 0, 0); databases],
         ..ShardTotals::default()
@@ -230,7 +229,7 @@ fn shard_totals(ctx: &mut Ctx, with_keyspace: bool) -> ShardTotals {
             for (db, entry) in totals.keyspace.iter_mut().enumerate() {
                 let keys = shard.key_count(db);
                 if keys > 0 {
-                    let (volatile, ttl_sum_ms) = shard.volatile_stats(db, now);
+                    let (volatile, ttl_sum_ms) = shard.volatile_stats(db);
                     entry.0 += keys;
                     entry.1 += volatile;
                     entry.2 = entry.2.saturating_add(ttl_sum_ms);
