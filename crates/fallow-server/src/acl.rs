@@ -231,6 +231,14 @@ impl Acl {
         }
     }
 
+    /// True when the default user may run every command on every key (the common case, which dispatch
+    /// checks without taking the ACL lock).
+    pub fn default_is_unrestricted(&self) -> bool {
+        self.users.get("default").is_some_and(|user| {
+            user.enabled && user.command_rules == ["+@all"] && user.key_patterns == [b"*".to_vec()]
+        })
+    }
+
     /// New connections start authenticated as `default` unless it needs a password or is disabled.
     pub fn default_user_requires_auth(&self) -> bool {
         self.users

@@ -1,9 +1,10 @@
 //! Per-connection state of a RESP client: selected database, protocol version, authentication, MULTI
 //! queue, watched keys, subscriptions, reply mode and a pending blocking request.
 use crate::pubsub::PubSubMessage;
-use crate::server::ClientHandle;
+use crate::server::{ClientHandle, Server};
 use fallow_proto::ReplyWriter;
 use std::collections::HashSet;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,6 +63,14 @@ pub struct ConnState {
     pub blocked_args: Vec<Vec<u8>>,
     pub close_after_reply: bool,
     pub last_command: &'static str,
+    /// The clock for the commands of the current batch (one clock read per batch, as Redis caches its
+    /// time per event-loop iteration).
+    pub now_ms: u64,
+    /// Commands run since the server-wide counter was last updated (flushed per batch, so threads do
+    /// not fight over one counter per command).
+    pub commands_unreported: u64,
+    /// Command-table index, calls and microseconds not yet added to `Server::command_stats`.
+    pending_command_stats: Option<(usize, u64, u64)>,
 }
 
 impl ConnState {
@@ -88,6 +97,9 @@ impl ConnState {
             blocked_args: Vec::new(),
             close_after_reply: false,
             last_command: "",
+            now_ms: fallow_store::now_ms(),
+            commands_unreported: 0,
+            pending_command_stats: None,
         }
     }
 
@@ -129,6 +141,36 @@ impl ConnState {
                 out.buf.truncate(reply_start);
                 self.reply_mode = ReplyMode::On;
             }
+        }
+    }
+
+    /// Counts one executed command; runs of the same command are added up before touching shared counters.
+    pub fn record_command(&mut self, server: &Server, index: usize, micros: u64) {
+        match &mut self.pending_command_stats {
+            Some((pending, calls, total)) if *pending == index => {
+                *calls += 1;
+                *total += micros;
+            }
+            _ => {
+                self.flush_command_stats(server);
+                self.pending_command_stats = Some((index, 1, micros));
+            }
+        }
+    }
+
+    /// Adds this connection's pending counts to the server-wide counters (INFO reads those).
+    pub fn flush_command_stats(&mut self, server: &Server) {
+        if let Some((index, calls, micros)) = self.pending_command_stats.take() {
+            let (total_calls, total_micros) = &server.command_stats[index];
+            total_calls.fetch_add(calls, Ordering::Relaxed);
+            total_micros.fetch_add(micros, Ordering::Relaxed);
+        }
+        if self.commands_unreported > 0 {
+            server
+                .stats
+                .commands_processed
+                .fetch_add(self.commands_unreported, Ordering::Relaxed);
+            self.commands_unreported = 0;
         }
     }
 

@@ -79,6 +79,8 @@ pub struct Server {
     next_client_id: AtomicU64,
     pub pubsub: PubSub,
     pub acl: RwLock<Acl>,
+    /// Mirrors `Acl::default_is_unrestricted`, read on every command without touching the ACL lock.
+    pub acl_default_unrestricted: AtomicBool,
     pub stats: ServerStats,
     /// memcached-protocol counters (`stats`) and flush_all state.
     pub memcache: crate::net::memcache::McStats,
@@ -104,6 +106,7 @@ impl Server {
         Server {
             store,
             acl: RwLock::new(Acl::new(&config.requirepass)),
+            acl_default_unrestricted: AtomicBool::new(true),
             config: RwLock::new(config),
             config_generation: AtomicU64::new(0),
             clients: Mutex::new(HashMap::new()),
@@ -119,6 +122,12 @@ impl Server {
                 .collect(),
             shutting_down: AtomicBool::new(false),
         }
+    }
+
+    /// Call after changing users, with the ACL still locked.
+    pub fn acl_changed(&self, acl: &Acl) {
+        self.acl_default_unrestricted
+            .store(acl.default_is_unrestricted(), Ordering::Relaxed);
     }
 
     /// Registers a new connection; None when maxclients is reached.

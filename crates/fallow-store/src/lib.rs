@@ -138,6 +138,17 @@ impl Store {
         self.lock_indices(&indices)
     }
 
+    /// Locks the shard of one key.
+    pub fn lock_key(&self, key: &[u8]) -> Guards<'_> {
+        let index = self.shard_index(key);
+        let mut guards = SmallVec::new();
+        guards.push((index, self.shards[index].lock()));
+        Guards {
+            store: self,
+            guards,
+        }
+    }
+
     pub fn lock_all(&self) -> Guards<'_> {
         let indices: Vec<usize> = (0..self.shards.len()).collect();
         self.lock_indices(&indices)

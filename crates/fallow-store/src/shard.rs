@@ -522,11 +522,17 @@ impl Shard {
 
     /// Looks a key up as a read: counts a hit or miss and records the access.
     pub fn access(&mut self, db: usize, key: &[u8], now_ms: u64) -> Option<ItemInfo> {
+        self.access_location(db, key, now_ms)
+            .map(|location| self.info_of(location))
+    }
+
+    /// `access`, returning where the item is so the caller need not look it up again.
+    fn access_location(&mut self, db: usize, key: &[u8], now_ms: u64) -> Option<Location> {
         match self.lookup(db, key, now_ms) {
             Some((_, location)) => {
                 self.stats.keyspace_hits += 1;
                 self.touch(location, now_ms);
-                Some(self.info_of(location))
+                Some(location)
             }
             None => {
                 self.stats.keyspace_misses += 1;
@@ -602,13 +608,13 @@ impl Shard {
         key: &[u8],
         now_ms: u64,
     ) -> Result<Option<(&[u8], ItemInfo)>, WrongType> {
-        let Some(info) = self.access(db, key, now_ms) else {
+        let Some(location) = self.access_location(db, key, now_ms) else {
             return Ok(None);
         };
+        let info = self.info_of(location);
         if info.kind != Kind::String {
             return Err(WrongType);
         }
-        let (_, location) = self.lookup(db, key, now_ms).expect("just accessed");
         Ok(Some((self.item_value(location), info)))
     }
 
@@ -682,13 +688,12 @@ impl Shard {
         key: &[u8],
         now_ms: u64,
     ) -> Result<Option<&T>, WrongType> {
-        let Some(info) = self.access(db, key, now_ms) else {
+        let Some(location) = self.access_location(db, key, now_ms) else {
             return Ok(None);
         };
-        if info.kind != T::KIND {
+        if Kind::from_u8(self.header(location).kind) != T::KIND {
             return Err(WrongType);
         }
-        let (_, location) = self.lookup(db, key, now_ms).expect("just accessed");
         let handle = collection_handle(self.item_value(location));
         let collection = self.collections[handle as usize]
             .as_ref()
@@ -1241,7 +1246,11 @@ mod tests {
         shard.set_expire_at(0, b"plain", 1000, Some(7000));
         shard.set_expire_at(0, b"a", 1000, None);
         shard.set_string(0, b"b", b"w", 0, 0, 1000);
-        assert_eq!(shard.volatile_stats(0).0, 1, "plain gained a TTL, a and b lost theirs");
+        assert_eq!(
+            shard.volatile_stats(0).0,
+            1,
+            "plain gained a TTL, a and b lost theirs"
+        );
         shard.expire_cycle(1000, 100);
         assert_eq!(shard.volatile_stats(0), (1, (6000 + 8000) / 2));
         shard.flush_db(1);

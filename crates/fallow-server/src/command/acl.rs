@@ -115,6 +115,7 @@ fn setuser(ctx: &mut Ctx, args: &[&[u8]]) {
         }
     }
     acl.users.insert(name.to_string(), user);
+    ctx.server.acl_changed(&acl);
     ctx.out.ok();
 }
 

@@ -186,8 +186,10 @@ static TABLE: LazyLock<Vec<&'static CommandSpec>> = LazyLock::new(|| {
     table
 });
 
-static BY_NAME: LazyLock<HashMap<&'static str, usize>> = LazyLock::new(|| {
-    let mut by_name = HashMap::new();
+type NameIndex = HashMap<&'static str, usize, foldhash::fast::RandomState>;
+
+static BY_NAME: LazyLock<NameIndex> = LazyLock::new(|| {
+    let mut by_name = NameIndex::default();
     for (index, spec) in TABLE.iter().enumerate() {
         let previous = by_name.insert(spec.name, index);
         assert!(previous.is_none(), "command {} defined twice", spec.name);
@@ -329,10 +331,7 @@ fn arity_ok(spec: &CommandSpec, argc: usize) -> bool {
 /// Runs one request. The reply (if any) is appended to `out`.
 pub fn execute(server: &Server, conn: &mut ConnState, out: &mut ReplyWriter, args: &[&[u8]]) {
     debug_assert!(!args.is_empty());
-    server
-        .stats
-        .commands_processed
-        .fetch_add(1, Ordering::Relaxed);
+    conn.commands_unreported += 1;
     let reply_start = out.buf.len();
     let Some((index, spec)) = lookup(args[0]) else {
         server
@@ -353,7 +352,9 @@ pub fn execute(server: &Server, conn: &mut ConnState, out: &mut ReplyWriter, arg
         out.error(&arity_error(spec.name));
         return conn.apply_reply_mode(out, reply_start);
     }
-    if let Err(denied) = server.acl.read().check(&conn.user, spec, args) {
+    let unrestricted =
+        conn.user == "default" && server.acl_default_unrestricted.load(Ordering::Relaxed);
+    if let Err(denied) = check_acl(server, conn, spec, args, unrestricted) {
         conn.flag_multi_error();
         out.error(&denied);
         return conn.apply_reply_mode(out, reply_start);
@@ -370,11 +371,23 @@ pub fn execute(server: &Server, conn: &mut ConnState, out: &mut ReplyWriter, arg
     }
     let started = std::time::Instant::now();
     run(server, conn, out, index, spec, args, false);
-    let (calls, micros) = &server.command_stats[index];
-    calls.fetch_add(1, Ordering::Relaxed);
-    micros.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+    let micros = started.elapsed().as_micros() as u64;
+    conn.record_command(server, index, micros);
     conn.last_command = spec.name;
     conn.apply_reply_mode(out, reply_start);
+}
+
+fn check_acl(
+    server: &Server,
+    conn: &ConnState,
+    spec: &CommandSpec,
+    args: &[&[u8]],
+    unrestricted: bool,
+) -> Result<(), String> {
+    if unrestricted {
+        return Ok(());
+    }
+    server.acl.read().check(&conn.user, spec, args)
 }
 
 /// Locks the command's shards, enforces maxmemory for commands that may grow memory, and runs it.
@@ -389,6 +402,12 @@ pub fn run(
 ) {
     let guards = match spec.keys {
         Keys::All => server.store.lock_all(),
+        // The common single-key case locks its shard without collecting key positions.
+        Keys::Range {
+            first: 1,
+            last: 1,
+            step: 1,
+        } => server.store.lock_key(args[1]),
         _ => server.store.lock_keys(
             key_positions(spec, args)
                 .into_iter()
@@ -417,12 +436,13 @@ pub fn run_with_guards<'s>(
         return guards;
     }
     let errors_before = out.buf.len();
+    let now_ms = conn.now_ms;
     let mut ctx = Ctx {
         server,
         conn,
         out,
         guards,
-        now_ms: fallow_store::now_ms(),
+        now_ms,
         in_exec,
     };
     (spec.handler)(&mut ctx, args);

@@ -192,6 +192,7 @@ fn process_input(
     let mut args: Vec<&[u8]> = Vec::with_capacity(8);
     let mut start = 0;
     let mut flow = Flow::Read;
+    conn.now_ms = fallow_store::now_ms();
     while start < input.len() {
         let pending = &input[start..];
         match parse_request(pending, &limits.resp, &mut ranges) {
@@ -247,6 +248,7 @@ fn process_input(
     if flow == Flow::More && input.is_empty() {
         flow = Flow::Read;
     }
+    conn.flush_command_stats(server);
     conn.update_snapshot();
     flow
 }
@@ -285,7 +287,9 @@ where
     let handle = conn.handle.clone();
     let flow = loop {
         // Registered before retrying, so a push between the retry and the wait is not missed.
+        conn.now_ms = fallow_store::now_ms();
         command::execute(server, conn, out, &args);
+        conn.flush_command_stats(server);
         if conn.block.take().is_none() {
             break Flow::More;
         }
