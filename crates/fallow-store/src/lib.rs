@@ -194,16 +194,34 @@ impl Store {
         max != 0 && self.used_bytes() > max
     }
 
-    /// One round of background work on every shard: active expiry, then compaction if needed. Each
-    /// shard is locked for a bounded amount of work only.
+    /// One round of background work on every shard: active expiry, then compaction within a time budget.
+    /// The shard lock is taken per bounded slice, so clients wait at most one slice.
     pub fn housekeeping_tick(&self, expire_items_max: usize) {
+        /// Live items moved per compaction slice (one lock hold).
+        const COMPACT_ITEMS_PER_SLICE: usize = 256;
+        /// Compaction time per shard per tick; it keeps up with heavy overwrite loads at 10 ticks/s.
+        const COMPACT_BUDGET: std::time::Duration = std::time::Duration::from_millis(2);
         for shard in self.shards.iter() {
-            let mut shard = shard.lock();
-            let now = now_ms();
-            // Keep going while a large share of what we check is expired, like Redis's active expiry.
-            while shard.expire_cycle(now, expire_items_max) * 4 > expire_items_max {}
-            if shard.needs_compaction() {
-                shard.compact_step();
+            {
+                let mut shard = shard.lock();
+                let now = now_ms();
+                // Keep going while a large share of what we check is expired, like Redis's active expiry.
+                while shard.expire_cycle(now, expire_items_max) * 4 > expire_items_max {}
+            }
+            let deadline = std::time::Instant::now() + COMPACT_BUDGET;
+            loop {
+                let mut shard = shard.lock();
+                if !shard.is_compacting() && !shard.needs_compaction() {
+                    break;
+                }
+                let freed = shard.compact_step(COMPACT_ITEMS_PER_SLICE);
+                // Not compacting and nothing freed: no segment is dead enough to be worth moving.
+                let progress_possible =
+                    shard.is_compacting() || (freed > 0 && shard.needs_compaction());
+                drop(shard);
+                if !progress_possible || std::time::Instant::now() >= deadline {
+                    break;
+                }
             }
         }
         // Bring usage back under maxmemory (e.g. after CONFIG SET maxmemory lowered it).

@@ -149,7 +149,7 @@ struct Db {
 /// Keys sampled per eviction, as Redis's maxmemory-samples.
 const EVICTION_SAMPLES: usize = 5;
 /// A sealed segment is compacted when less than this fraction of it is live.
-const COMPACT_LIVE_RATIO_MAX: f64 = 0.5;
+const COMPACT_LIVE_RATIO_MAX: f64 = 0.6;
 
 pub struct Shard {
     pub id: usize,
@@ -175,6 +175,10 @@ pub struct Shard {
     /// Active-expiry position: (segment sequence, offset) of the next item to check.
     expire_cursor: (u64, u32),
     rng: SmallRng,
+    /// Segment being compacted: (slot, its sequence, offset to resume at).
+    compacting: Option<(u32, u64, u32)>,
+    /// Reused buffer for moving items during compaction.
+    compaction_scratch: Vec<u8>,
     /// Smoothed TTL of keys with an expiry, from active-expiry samples (INFO keyspace avg_ttl).
     average_ttl_ms: u64,
     pub stats: ShardStats,
@@ -212,6 +216,8 @@ impl Shard {
             expire_cursor: (0, 0),
             rng: SmallRng::seed_from_u64(id as u64 + 1),
             average_ttl_ms: 0,
+            compacting: None,
+            compaction_scratch: Vec::new(),
             stats: ShardStats::default(),
             waiters: hashbrown::HashMap::new(),
         }
@@ -1112,51 +1118,90 @@ impl Shard {
         Some(before.saturating_sub(self.used_bytes()))
     }
 
-    /// Copies the live items out of the sealed segment with the lowest live ratio, if that ratio is
-    /// below `COMPACT_LIVE_RATIO_MAX`, and unmaps it. Returns the bytes given back.
-    pub fn compact_step(&mut self) -> usize {
-        let candidate = self
-            .by_sequence
+    /// One bounded slice of compaction: moves up to `items_max` live items out of the sealed segment with
+    /// the lowest live ratio (below `COMPACT_LIVE_RATIO_MAX`) and unmaps it once it is empty. Work resumes
+    /// where the last slice stopped, so the shard lock is never held for a whole segment. Returns the bytes
+    /// given back to the OS by this slice (0 while a segment is still being emptied or nothing qualifies).
+    pub fn compact_step(&mut self, items_max: usize) -> usize {
+        assert!(items_max > 0);
+        let (slot, sequence, mut offset) = match self.compacting.take() {
+            Some(resume) => resume,
+            None => match self.compaction_candidate() {
+                Some(slot) => (slot, self.segment(slot).sequence, 0),
+                None => return 0,
+            },
+        };
+        let mut moved = 0;
+        loop {
+            let still_there = self.segments[slot as usize]
+                .as_ref()
+                .is_some_and(|segment| segment.sequence == sequence);
+            if !still_there {
+                // Its last live item died or moved and it was unmapped on the spot.
+                return self.finish_compaction(None);
+            }
+            if offset as usize >= self.segment(slot).used_bytes() {
+                return self.finish_compaction(Some(slot));
+            }
+            if moved == items_max {
+                self.compacting = Some((slot, sequence, offset));
+                return 0;
+            }
+            let old = location(slot, offset);
+            let header = *self.header(old);
+            let next = offset as usize + header.item_bytes();
+            if header.alive == 1 {
+                self.move_item(old, header);
+                moved += 1;
+            }
+            offset = next as u32;
+        }
+    }
+
+    /// The sealed segment that is cheapest to empty, if one is dead enough to be worth it.
+    fn compaction_candidate(&self) -> Option<u32> {
+        self.by_sequence
             .values()
             .copied()
             .filter(|&slot| Some(slot) != self.active_slot)
             .map(|slot| {
                 let segment = self.segment(slot);
-                (
-                    segment.live_bytes() as f64 / segment.capacity_bytes() as f64,
-                    slot,
-                )
+                (segment.live_bytes() as f64 / segment.capacity_bytes() as f64, slot)
             })
             .filter(|&(ratio, _)| ratio < COMPACT_LIVE_RATIO_MAX)
-            .min_by(|left, right| left.0.total_cmp(&right.0));
-        let Some((_, slot)) = candidate else {
-            return 0;
-        };
-        let capacity = self.segment(slot).capacity_bytes();
-        let mut offset = self.segment(slot).first_offset();
-        while let Some(at) = offset {
-            if self.segments[slot as usize].is_none() {
-                break; // the last live item moved out and the segment was unmapped
-            }
-            let old = location(slot, at);
-            let header = *self.header(old);
-            offset = self.segment(slot).next_offset(at);
-            if header.alive == 0 {
-                continue;
-            }
-            let key = self.item_key(old).to_vec();
-            let value = self.item_value(old).to_vec();
-            let new = self.append(&header, &key, &value);
-            self.replace_location(header.db as usize, hash_key(&key), old, new);
-            self.kill_item(old);
-        }
-        if self.segments[slot as usize].is_some() {
+            .min_by(|left, right| left.0.total_cmp(&right.0))
+            .map(|(_, slot)| slot)
+    }
+
+    /// Re-appends a live item (to the active segment) and repoints its index entry.
+    fn move_item(&mut self, old: Location, header: ItemHeader) {
+        let mut scratch = std::mem::take(&mut self.compaction_scratch);
+        scratch.clear();
+        scratch.extend_from_slice(self.item_key(old));
+        scratch.extend_from_slice(self.item_value(old));
+        let (key, value) = scratch.split_at(header.key_len as usize);
+        let new = self.append(&header, key, value);
+        self.replace_location(header.db as usize, hash_key(key), old, new);
+        self.kill_item(old);
+        self.compaction_scratch = scratch;
+    }
+
+    /// Unmaps the emptied segment (if it is still mapped) and counts the compaction.
+    fn finish_compaction(&mut self, slot: Option<u32>) -> usize {
+        let mut freed = self.config.segment_bytes;
+        if let Some(slot) = slot {
+            freed = self.segment(slot).capacity_bytes();
             self.unmap_segment(slot);
         }
         self.stats.compacted_segments += 1;
-        self.stats.compacted_bytes += capacity as u64;
+        self.stats.compacted_bytes += freed as u64;
         self.sync_accounting();
-        capacity
+        freed
+    }
+
+    /// True while a segment is half-way through compaction.
+    pub fn is_compacting(&self) -> bool {
+        self.compacting.is_some()
     }
 
     /// Dead bytes in sealed segments beyond which compaction is worth running.
@@ -1325,7 +1370,9 @@ mod tests {
             }
         }
         let mapped_before = shard.mapped_bytes();
-        while shard.compact_step() > 0 {}
+        assert_eq!(shard.compact_step(1), 0, "a slice moves one item, not the whole segment");
+        assert!(shard.is_compacting());
+        while shard.compact_step(3) > 0 || shard.is_compacting() {}
         assert!(shard.mapped_bytes() < mapped_before);
         for index in (0..200u32).step_by(10) {
             let (found, info) = shard
