@@ -194,37 +194,32 @@ impl Store {
         max != 0 && self.used_bytes() > max
     }
 
-    /// One round of background work on every shard: active expiry, then compaction within a time budget.
-    /// The shard lock is taken per bounded slice, so clients wait at most one slice.
-    pub fn housekeeping_tick(&self, expire_items_max: usize) {
-        /// Live items moved per compaction slice (one lock hold).
-        const COMPACT_ITEMS_PER_SLICE: usize = 256;
-        /// Compaction time per shard per tick; it keeps up with heavy overwrite loads at 10 ticks/s.
-        const COMPACT_BUDGET: std::time::Duration = std::time::Duration::from_millis(2);
-        for shard in self.shards.iter() {
-            {
-                let mut shard = shard.lock();
-                let now = now_ms();
-                // Keep going while a large share of what we check is expired, like Redis's active expiry.
-                while shard.expire_cycle(now, expire_items_max) * 4 > expire_items_max {}
-            }
-            let deadline = std::time::Instant::now() + COMPACT_BUDGET;
-            loop {
-                let mut shard = shard.lock();
-                if !shard.is_compacting() && !shard.needs_compaction() {
-                    break;
-                }
-                let freed = shard.compact_step(COMPACT_ITEMS_PER_SLICE);
-                // Not compacting and nothing freed: no segment is dead enough to be worth moving.
-                let progress_possible =
-                    shard.is_compacting() || (freed > 0 && shard.needs_compaction());
-                drop(shard);
-                if !progress_possible || std::time::Instant::now() >= deadline {
-                    break;
-                }
+    /// Active expiry on one shard: checks `items_max` items, and goes on (up to 16 rounds) while more than
+    /// a quarter of what it checks has expired, like Redis's adaptive cycle. One lock hold per round.
+    pub fn expire_shard(&self, index: usize, items_max: usize) {
+        const ROUNDS_MAX: usize = 16;
+        for _ in 0..ROUNDS_MAX {
+            let expired = self.shards[index].lock().expire_cycle(now_ms(), items_max);
+            if expired * 4 <= items_max {
+                break;
             }
         }
-        // Bring usage back under maxmemory (e.g. after CONFIG SET maxmemory lowered it).
+    }
+
+    /// One bounded compaction slice on one shard (one lock hold of at most `items_max` moved items).
+    /// Returns true while the shard has more compaction worth doing.
+    pub fn compact_shard_slice(&self, index: usize, items_max: usize) -> bool {
+        let mut shard = self.shards[index].lock();
+        if !shard.is_compacting() && !shard.needs_compaction() {
+            return false;
+        }
+        let freed = shard.compact_step(items_max);
+        // Not compacting and nothing freed: no segment is dead enough to be worth moving.
+        shard.is_compacting() || (freed > 0 && shard.needs_compaction())
+    }
+
+    /// Evicts until usage is under maxmemory (after CONFIG SET maxmemory lowered it).
+    pub fn enforce_maxmemory(&self) {
         if self.over_maxmemory() {
             let _ = self.lock_all().make_room();
         }

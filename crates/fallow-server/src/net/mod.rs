@@ -131,17 +131,31 @@ async fn reject<S: tokio::io::AsyncWrite + Unpin>(mut stream: S, kind: ClientKin
     let _ = stream.write_all(message).await;
 }
 
-/// Active expiry and compaction, `hz` times a second, each shard locked for a bounded slice.
+/// Active expiry and compaction, `hz` times a second. It runs as a task among the connections, in small
+/// slices with a yield between them, rather than on a thread of its own: on a machine with few cores an
+/// extra runnable thread gets preempted while holding a shard lock, and every client of that shard then
+/// waits out the scheduler's time slice.
 async fn housekeeping(server: Arc<Server>) {
-    /// Items checked per shard per tick before the active-expiry loop decides whether to go on.
-    const EXPIRE_ITEMS_PER_TICK: usize = 2000;
+    /// Items checked per shard per active-expiry round.
+    const EXPIRE_ITEMS_PER_ROUND: usize = 2000;
+    /// Live items moved per compaction slice (one lock hold, a few microseconds).
+    const COMPACT_ITEMS_PER_SLICE: usize = 32;
+    /// Compaction time per shard per tick; enough to keep up with heavy overwrite loads at 10 ticks/s.
+    const COMPACT_BUDGET: Duration = Duration::from_millis(2);
     loop {
         let hz = server.config.read().hz.max(1);
         tokio::time::sleep(Duration::from_millis(1000 / hz)).await;
-        let server = server.clone();
-        let _ = tokio::task::spawn_blocking(move || {
-            server.store.housekeeping_tick(EXPIRE_ITEMS_PER_TICK)
-        })
-        .await;
+        let store = &server.store;
+        for index in 0..store.shard_count() {
+            store.expire_shard(index, EXPIRE_ITEMS_PER_ROUND);
+            tokio::task::yield_now().await;
+            let deadline = std::time::Instant::now() + COMPACT_BUDGET;
+            while store.compact_shard_slice(index, COMPACT_ITEMS_PER_SLICE)
+                && std::time::Instant::now() < deadline
+            {
+                tokio::task::yield_now().await;
+            }
+        }
+        store.enforce_maxmemory();
     }
 }
