@@ -14,6 +14,7 @@ import argparse
 import csv
 import datetime as dt
 import io
+import json
 import os
 import platform
 import re
@@ -122,6 +123,8 @@ def peers(args):
 
     if args.plot:
         plot_peers(results, args.plot)
+        raw = {f"{suite}|{test}|{kind}": runs for (suite, test, kind), runs in results.items()}
+        Path(args.plot).with_suffix(".json").write_text(json.dumps(raw, indent=1))
     lines = []
     hdr = f"| suite | test | server | ops/s | p50 ms | p99 ms | server CPU µs/op | fallow/peer ops/s | fallow/peer CPU/op |"
     lines += [hdr, "|" + "---|" * 9]
@@ -156,16 +159,15 @@ def plot_peers(results, path):
     kinds = ["redis", "memcached", "fallow"]
     colors = {"redis": "#d62728", "memcached": "#2ca02c", "fallow": "#1f77b4"}
     fig, ax = plt.subplots(figsize=(max(6, 2.2 * len(cells)), 4.5))
-    width = 0.27
-    for i, kind in enumerate(kinds):
-        xs, ys = [], []
-        for j, cell in enumerate(cells):
-            runs = results.get((cell[0], cell[1], kind))
-            if runs:
-                xs.append(j + (i - 1) * width)
-                ys.append(med([r["rps"] for r in runs]))
-        if xs:
-            ax.bar(xs, ys, width, label=kind, color=colors[kind])
+    width = 0.36
+    labelled = set()
+    for j, cell in enumerate(cells):
+        present = [k for k in kinds if results.get((cell[0], cell[1], k))]
+        for i, kind in enumerate(present):
+            x = j + (i - (len(present) - 1) / 2) * width
+            y = med([r["rps"] for r in results[(cell[0], cell[1], kind)]])
+            ax.bar(x, y, width, color=colors[kind], label=None if kind in labelled else kind)
+            labelled.add(kind)
     for j, cell in enumerate(cells):
         fallow = results.get((cell[0], cell[1], "fallow"))
         peer = next((results.get((cell[0], cell[1], k)) for k in ("redis", "memcached")
