@@ -1166,7 +1166,10 @@ impl Shard {
             .filter(|&slot| Some(slot) != self.active_slot)
             .map(|slot| {
                 let segment = self.segment(slot);
-                (segment.live_bytes() as f64 / segment.capacity_bytes() as f64, slot)
+                (
+                    segment.live_bytes() as f64 / segment.capacity_bytes() as f64,
+                    slot,
+                )
             })
             .filter(|&(ratio, _)| ratio < COMPACT_LIVE_RATIO_MAX)
             .min_by(|left, right| left.0.total_cmp(&right.0))
@@ -1370,7 +1373,11 @@ mod tests {
             }
         }
         let mapped_before = shard.mapped_bytes();
-        assert_eq!(shard.compact_step(1), 0, "a slice moves one item, not the whole segment");
+        assert_eq!(
+            shard.compact_step(1),
+            0,
+            "a slice moves one item, not the whole segment"
+        );
         assert!(shard.is_compacting());
         while shard.compact_step(3) > 0 || shard.is_compacting() {}
         assert!(shard.mapped_bytes() < mapped_before);
