@@ -357,6 +357,14 @@ fn push_num<N: itoa::Integer>(out: &mut Vec<u8>, n: N) {
     out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
 }
 
+/// Appends a numeric return flag (` c123`) when the value is known.
+fn push_flag<N: itoa::Integer>(out: &mut Vec<u8>, flag: &[u8], value: Option<N>) {
+    if let Some(value) = value {
+        out.extend_from_slice(flag);
+        push_num(out, value);
+    }
+}
+
 /// Build a meta response: `<CD>[ <size>] <flags>*\r\n[<data>\r\n]`.
 ///
 /// Return flags are echoed in request order. `O` (opaque) and `k` (key,
@@ -402,41 +410,16 @@ pub fn encode_meta_response(
                 }
             }
             _ if !full => {}
-            b'c' => {
-                if let Some(c) = info.cas {
-                    out.extend_from_slice(b" c");
-                    push_num(out, c);
-                }
-            }
-            b'f' => {
-                if let Some(c) = info.client_flags {
-                    out.extend_from_slice(b" f");
-                    push_num(out, c);
-                }
-            }
-            b't' => {
-                if let Some(c) = info.ttl {
-                    out.extend_from_slice(b" t");
-                    push_num(out, c);
-                }
-            }
-            b's' => {
-                if let Some(c) = info.size {
-                    out.extend_from_slice(b" s");
-                    push_num(out, c);
-                }
-            }
+            b'c' => push_flag(out, b" c", info.cas),
+            b'f' => push_flag(out, b" f", info.client_flags),
+            b't' => push_flag(out, b" t", info.ttl),
+            b's' => push_flag(out, b" s", info.size),
             b'h' => {
                 if let Some(c) = info.hit {
                     out.extend_from_slice(if c { b" h1" } else { b" h0" });
                 }
             }
-            b'l' => {
-                if let Some(c) = info.last_access {
-                    out.extend_from_slice(b" l");
-                    push_num(out, c);
-                }
-            }
+            b'l' => push_flag(out, b" l", info.last_access),
             _ => {}
         }
     }

@@ -282,6 +282,25 @@ fn parse_expiry(
     Ok(Some(at as u64))
 }
 
+/// If `args[index]` is an expiry option, records it in `expiry` (a second one is a syntax error) and
+/// returns how many arguments it took; 0 when it is some other option.
+fn take_expiry(
+    args: &[&[u8]],
+    index: usize,
+    now_ms: u64,
+    command: &str,
+    expiry: &mut ExpiryOption,
+) -> Result<usize, String> {
+    match parse_expiry(args, index, now_ms, command)? {
+        Some(at) if *expiry == ExpiryOption::None => {
+            *expiry = ExpiryOption::At(at);
+            Ok(2)
+        }
+        Some(_) => Err(SYNTAX.into()),
+        None => Ok(0),
+    }
+}
+
 fn set(ctx: &mut Ctx, args: &[&[u8]]) {
     let (key, value) = (args[1], args[2]);
     let mut expiry = ExpiryOption::None;
@@ -289,15 +308,13 @@ fn set(ctx: &mut Ctx, args: &[&[u8]]) {
     let mut index = 3;
     while index < args.len() {
         let option = args[index];
-        match parse_expiry(args, index, ctx.now_ms, "set") {
+        match take_expiry(args, index, ctx.now_ms, "set", &mut expiry) {
             Err(reply) => return ctx.out.error(&reply),
-            Ok(Some(at)) if expiry == ExpiryOption::None => {
-                expiry = ExpiryOption::At(at);
-                index += 2;
+            Ok(0) => {}
+            Ok(taken) => {
+                index += taken;
                 continue;
             }
-            Ok(Some(_)) => return ctx.out.error(SYNTAX),
-            Ok(None) => {}
         }
         if is(option, "nx") && !only_existing {
             only_new = true;
@@ -418,15 +435,13 @@ fn getex(ctx: &mut Ctx, args: &[&[u8]]) {
     let mut expiry = ExpiryOption::None;
     let mut index = 2;
     while index < args.len() {
-        match parse_expiry(args, index, ctx.now_ms, "getex") {
+        match take_expiry(args, index, ctx.now_ms, "getex", &mut expiry) {
             Err(reply) => return ctx.out.error(&reply),
-            Ok(Some(at)) if expiry == ExpiryOption::None => {
-                expiry = ExpiryOption::At(at);
-                index += 2;
+            Ok(0) => {}
+            Ok(taken) => {
+                index += taken;
                 continue;
             }
-            Ok(Some(_)) => return ctx.out.error(SYNTAX),
-            Ok(None) => {}
         }
         if is(args[index], "persist") && expiry == ExpiryOption::None {
             expiry = ExpiryOption::Persist;
