@@ -266,7 +266,8 @@ pub fn parse_timeout(arg: &[u8]) -> Result<Timeout, &'static str> {
 
 /// Asks the connection loop to wait for `keys`; inside EXEC, replies `exec_reply` at once. (Redis 7.0
 /// answers a timed-out BLMOVE with a null array but a BLMOVE inside EXEC with a null bulk.)
-fn block_on(ctx: &mut Ctx, keys: &[&[u8]], timeout: Timeout, exec_reply: TimeoutReply) {
+/// Asks the connection to wait for `keys` (or, inside EXEC, replies what a timeout would).
+pub(super) fn block_on(ctx: &mut Ctx, keys: &[&[u8]], timeout: Timeout, exec_reply: TimeoutReply) {
     if ctx.in_exec {
         return match exec_reply {
             TimeoutReply::NullArray => ctx.out.nil_array(),
@@ -763,6 +764,15 @@ fn brpop(ctx: &mut Ctx, args: &[&[u8]]) {
 
 /// LMPOP/BLMPOP arguments from `numkeys` on: the keys, the end and the count.
 fn parse_mpop<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [&'a [u8]], End, usize), &'static str> {
+    parse_mpop_with(args, parse_end)
+}
+
+/// *MPOP arguments from `numkeys` on: the keys, the end (`parse_end` reads LEFT/RIGHT or MIN/MAX) and the
+/// count. Shared by LMPOP/BLMPOP and ZMPOP/BZMPOP.
+pub(super) fn parse_mpop_with<'a, E>(
+    args: &'a [&'a [u8]],
+    parse_end: impl Fn(&[u8]) -> Option<E>,
+) -> Result<(&'a [&'a [u8]], E, usize), &'static str> {
     let numkeys = parse_int(args[0]).ok_or(NOT_INTEGER)?;
     if numkeys <= 0 {
         return Err("ERR numkeys should be greater than 0");

@@ -8,7 +8,7 @@ use super::{
     is, parse_float, parse_int, spec, CommandSpec, Ctx, Group, Keys, NOT_FLOAT, NOT_INTEGER,
     ONE_KEY, SYNTAX, WRONGTYPE,
 };
-use crate::connection::{BlockRequest, TimeoutReply};
+use crate::connection::TimeoutReply;
 use fallow_proto::ReplyWriter;
 use fallow_store::types::{SetValue, ZSetValue};
 use fallow_store::{Collection, Kind, WrongType};
@@ -1124,14 +1124,7 @@ fn zpopmax(ctx: &mut Ctx, args: &[&[u8]]) {
 
 /// Asks the connection loop to wait for `keys`, or replies the timeout at once inside EXEC.
 fn block_on(ctx: &mut Ctx, keys: &[&[u8]], timeout: Timeout) {
-    if ctx.in_exec {
-        return ctx.out.nil_array();
-    }
-    ctx.conn.block = Some(BlockRequest {
-        keys: keys.iter().map(|key| key.to_vec()).collect(),
-        timeout_ms: timeout.ms,
-        timeout_reply: TimeoutReply::NullArray,
-    });
+    super::list::block_on(ctx, keys, timeout, TimeoutReply::NullArray);
 }
 
 fn bzpop(ctx: &mut Ctx, args: &[&[u8]], end: End) {
@@ -1166,32 +1159,15 @@ fn bzpopmax(ctx: &mut Ctx, args: &[&[u8]]) {
 
 /// ZMPOP/BZMPOP arguments from `numkeys` on: the keys, the end and the count.
 fn parse_mpop<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [&'a [u8]], End, usize), &'static str> {
-    let numkeys = parse_int(args[0]).ok_or(NOT_INTEGER)?;
-    if numkeys <= 0 {
-        return Err("ERR numkeys should be greater than 0");
-    }
-    let numkeys = numkeys as usize;
-    if numkeys >= args.len() {
-        return Err(SYNTAX);
-    }
-    let keys = &args[1..1 + numkeys];
-    let rest = &args[1 + numkeys..];
-    let end = if is(rest[0], "min") {
-        End::Min
-    } else if is(rest[0], "max") {
-        End::Max
-    } else {
-        return Err(SYNTAX);
-    };
-    let count = match rest {
-        [_] => 1,
-        [_, option, count] if is(option, "count") => match parse_int(count) {
-            Some(count) if count > 0 => count as usize,
-            _ => return Err("ERR count should be greater than 0"),
-        },
-        _ => return Err(SYNTAX),
-    };
-    Ok((keys, end, count))
+    super::list::parse_mpop_with(args, |end| {
+        if is(end, "min") {
+            Some(End::Min)
+        } else if is(end, "max") {
+            Some(End::Max)
+        } else {
+            None
+        }
+    })
 }
 
 /// Pops from the first non-empty key; true when it replied.
