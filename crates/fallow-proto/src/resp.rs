@@ -422,6 +422,32 @@ mod tests {
         }
 
         #[test]
+        fn mutated_frames_never_panic(
+            args in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..20), 1..5),
+            flips in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..4),
+        ) {
+            let refs: Vec<&[u8]> = args.iter().map(|arg| arg.as_slice()).collect();
+            let mut frame = Vec::new();
+            encode_request(&refs, &mut frame);
+            for (index, byte) in flips {
+                let at = index.index(frame.len());
+                frame[at] = byte;
+            }
+            // A pipeline of the mutated frame parsed to the end: every step consumes bytes or stops.
+            let mut rest: &[u8] = &frame;
+            let mut ranges = Vec::new();
+            loop {
+                match parse_request(rest, &RespLimits::default(), &mut ranges) {
+                    Parsed::Multibulk { consumed } | Parsed::Inline { consumed, .. } | Parsed::Empty { consumed } => {
+                        prop_assert!(consumed > 0 && consumed <= rest.len());
+                        rest = &rest[consumed..];
+                    }
+                    Parsed::Incomplete { .. } | Parsed::Error(_) => break,
+                }
+            }
+        }
+
+        #[test]
         fn garbage_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..300)) {
             let mut ranges = Vec::new();
             match parse_request(&bytes, &RespLimits::default(), &mut ranges) {
