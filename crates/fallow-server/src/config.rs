@@ -144,6 +144,9 @@ pub struct Config {
     pub hz: u64,
     pub pubsub_queue_messages_max: usize,
     pub log_level: String,
+    /// The TOML file the settings were read from (INFO config_file); not a setting itself.
+    #[serde(skip)]
+    pub config_file: Option<String>,
 }
 
 impl Default for Config {
@@ -168,6 +171,7 @@ impl Default for Config {
             hz: 10,
             pubsub_queue_messages_max: 100_000,
             log_level: "info".into(),
+            config_file: None,
         }
     }
 }
@@ -183,6 +187,7 @@ impl Config {
             }
             None => Config::default(),
         };
+        config.config_file = cli.config.as_ref().map(|path| path.display().to_string());
         config.apply_cli(cli)?;
         config.resolve_defaults();
         config.validate()?;

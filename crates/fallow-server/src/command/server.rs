@@ -8,7 +8,7 @@ use super::{
 use fallow_store::shard::ShardStats;
 use fallow_store::Shard;
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 
 const ADMIN_FLAGS: u32 = ADMIN | NOSCRIPT | LOADING | STALE;
 
@@ -150,12 +150,6 @@ pub const COMMANDS: &[CommandSpec] = &[
     ),
 ];
 
-/// Redis version fallow answers as (clients switch features on it).
-pub const REDIS_VERSION: &str = "7.0.15";
-
-/// Highest `used_memory` INFO or MEMORY STATS has seen since start or CONFIG RESETSTAT.
-static USED_MEMORY_PEAK: AtomicUsize = AtomicUsize::new(0);
-
 /// Last sample of the command counter, for instantaneous_ops_per_sec: (when, commands, rate).
 static OPS_SAMPLE: parking_lot::Mutex<Option<(std::time::Instant, u64, u64)>> =
     parking_lot::Mutex::new(None);
@@ -291,18 +285,14 @@ pub fn human_bytes(bytes: usize) -> String {
     format!("{:.2}{unit}", value / divisor)
 }
 
-/// The --config file the server was started with, if any (flag first, then FALLOW_CONFIG).
-fn config_file() -> String {
-    let mut args = std::env::args();
-    while let Some(arg) = args.next() {
-        if arg == "--config" {
-            return args.next().unwrap_or_default();
-        }
-        if let Some(path) = arg.strip_prefix("--config=") {
-            return path.to_string();
-        }
-    }
-    std::env::var("FALLOW_CONFIG").unwrap_or_default()
+/// The --config file (or FALLOW_CONFIG) the server was started with; empty when none.
+fn config_file(ctx: &Ctx) -> String {
+    ctx.server
+        .config
+        .read()
+        .config_file
+        .clone()
+        .unwrap_or_default()
 }
 
 fn unix_time_us() -> u128 {
@@ -401,7 +391,11 @@ fn server_section(ctx: &Ctx, text: &mut String) {
     let config = ctx.server.config.read();
     let os_release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     text.push_str("# Server\r\n");
-    field(text, "redis_version", REDIS_VERSION);
+    field(
+        text,
+        "redis_version",
+        super::connection::REDIS_COMPATIBLE_VERSION,
+    );
     field(text, "fallow_version", env!("CARGO_PKG_VERSION"));
     field(text, "redis_git_sha1", "00000000");
     field(text, "redis_git_dirty", 0);
@@ -431,7 +425,7 @@ fn server_section(ctx: &Ctx, text: &mut String) {
         .map(|path| path.display().to_string())
         .unwrap_or_default();
     field(text, "executable", executable);
-    field(text, "config_file", config_file());
+    field(text, "config_file", config_file(ctx));
 }
 
 fn clients_section(ctx: &Ctx, text: &mut String) {
@@ -454,11 +448,9 @@ fn clients_section(ctx: &Ctx, text: &mut String) {
 
 /// used_memory as INFO and MEMORY STATS report it; also moves the peak.
 fn used_memory(ctx: &Ctx) -> (usize, usize) {
-    let used = ctx.server.store.used_bytes() + overhead_bytes(ctx);
-    let peak = USED_MEMORY_PEAK
-        .fetch_max(used, Ordering::Relaxed)
-        .max(used);
-    (used, peak)
+    let overhead = overhead_bytes(ctx);
+    let (used, peak) = ctx.server.store.memory.sample_peak();
+    (used + overhead, peak + overhead)
 }
 
 fn memory_section(ctx: &Ctx, totals: &ShardTotals, text: &mut String) {
@@ -675,7 +667,7 @@ fn config(ctx: &mut Ctx, args: &[&[u8]]) {
             ctx.out.ok();
         }
         (b"rewrite", 2) => {
-            if config_file().is_empty() {
+            if config_file(ctx).is_empty() {
                 ctx.out
                     .error("ERR The server is running without a config file");
             } else {
@@ -770,7 +762,11 @@ fn reset_stats(ctx: &mut Ctx) {
         calls.store(0, Ordering::Relaxed);
         micros.store(0, Ordering::Relaxed);
     }
-    USED_MEMORY_PEAK.store(0, Ordering::Relaxed);
+    ctx.server
+        .store
+        .memory
+        .peak_bytes
+        .store(0, Ordering::Relaxed);
     for_each_shard(ctx, |shard| {
         shard.stats.keyspace_hits = 0;
         shard.stats.keyspace_misses = 0;

@@ -157,5 +157,6 @@ async fn housekeeping(server: Arc<Server>) {
             }
         }
         store.enforce_maxmemory();
+        store.memory.sample_peak();
     }
 }
