@@ -449,34 +449,9 @@ pub fn encode_meta_debug(out: &mut Vec<u8>, key: &[u8], base64: bool, fields: &[
 
 #[cfg(test)]
 mod tests {
-    use super::super::parse;
     use super::*;
 
-    fn p(s: &[u8]) -> Parsed {
-        parse(s, &McLimits::default())
-    }
-
-    fn req(s: &[u8]) -> McRequest {
-        match p(s) {
-            Parsed::Request { request, consumed } => {
-                assert_eq!(consumed, s.len());
-                request
-            }
-            o => panic!("{:?}: {o:?}", String::from_utf8_lossy(s)),
-        }
-    }
-
-    fn client_err(s: &[u8], msg: &str, consumed: usize) {
-        assert_eq!(
-            p(s),
-            Parsed::Error {
-                error: McError::client(msg),
-                consumed: Some(consumed)
-            },
-            "{:?}",
-            String::from_utf8_lossy(s)
-        );
-    }
+    use super::super::test_support::{client_err, p, req};
 
     #[test]
     fn mg_flags() {

@@ -583,3 +583,37 @@ mod tests {
         }
     }
 }
+
+/// Parsing helpers shared by the codec tests of the text and meta protocols.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use super::{parse, McError, McLimits, McRequest, Parsed};
+
+    pub fn p(s: &[u8]) -> Parsed {
+        parse(s, &McLimits::default())
+    }
+
+    /// Parses one complete request that must take the whole input.
+    pub fn req(s: &[u8]) -> McRequest {
+        match p(s) {
+            Parsed::Request { request, consumed } => {
+                assert_eq!(consumed, s.len(), "{:?}", String::from_utf8_lossy(s));
+                request
+            }
+            other => panic!("{:?}: {other:?}", String::from_utf8_lossy(s)),
+        }
+    }
+
+    /// Asserts a CLIENT_ERROR with this message that consumes `consumed` bytes.
+    pub fn client_err(s: &[u8], msg: &str, consumed: usize) {
+        assert_eq!(
+            p(s),
+            Parsed::Error {
+                error: McError::client(msg),
+                consumed: Some(consumed)
+            },
+            "{:?}",
+            String::from_utf8_lossy(s)
+        );
+    }
+}

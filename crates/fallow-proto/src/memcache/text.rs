@@ -539,31 +539,7 @@ mod tests {
     use super::super::parse;
     use super::*;
 
-    fn p(s: &[u8]) -> Parsed {
-        parse(s, &McLimits::default())
-    }
-
-    fn req(s: &[u8]) -> McRequest {
-        match p(s) {
-            Parsed::Request { request, consumed } => {
-                assert_eq!(consumed, s.len(), "{:?}", String::from_utf8_lossy(s));
-                request
-            }
-            other => panic!("{:?}: {other:?}", String::from_utf8_lossy(s)),
-        }
-    }
-
-    fn client_err(s: &[u8], msg: &str, consumed: usize) {
-        assert_eq!(
-            p(s),
-            Parsed::Error {
-                error: McError::client(msg),
-                consumed: Some(consumed)
-            },
-            "{:?}",
-            String::from_utf8_lossy(s)
-        );
-    }
+    use super::super::test_support::{client_err, p, req};
 
     fn unknown_cmd(s: &[u8]) {
         assert_eq!(
