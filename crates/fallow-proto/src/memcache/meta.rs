@@ -451,7 +451,7 @@ pub fn encode_meta_debug(out: &mut Vec<u8>, key: &[u8], base64: bool, fields: &[
 mod tests {
     use super::*;
 
-    use super::super::test_support::{client_err, p, req};
+    use super::super::test_support::{assert_too_large, client_err, p, req};
 
     #[test]
     fn mg_flags() {
@@ -581,15 +581,7 @@ mod tests {
         client_err(b"ms k 2 b\r\nhi\r\n", "error decoding key", 14);
         assert_eq!(p(b"ms k 2 Ma\r\nh"), Parsed::Incomplete);
         client_err(b"ms k 2 T0\r\nhiX\r\n", "bad data chunk", 15);
-        let l = McLimits::default();
-        let s = format!("ms k {} T0\r\n", l.value_len_max + 1);
-        assert_eq!(
-            p(s.as_bytes()),
-            Parsed::Error {
-                error: McError::ServerError("object too large for cache".into()),
-                consumed: Some(s.len() + l.value_len_max + 3)
-            }
-        );
+        assert_too_large("ms k {} T0\r\n");
     }
 
     #[test]

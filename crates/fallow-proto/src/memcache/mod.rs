@@ -604,6 +604,20 @@ pub(crate) mod test_support {
         }
     }
 
+    /// Asserts that a storage line announcing one byte more than the value limit is refused with
+    /// SERVER_ERROR and the announced value is swallowed. `line` has a `{}` where the length goes.
+    pub fn assert_too_large(line: &str) {
+        let limits = McLimits::default();
+        let request = line.replace("{}", &(limits.value_len_max + 1).to_string());
+        assert_eq!(
+            p(request.as_bytes()),
+            Parsed::Error {
+                error: McError::ServerError("object too large for cache".into()),
+                consumed: Some(request.len() + limits.value_len_max + 3)
+            }
+        );
+    }
+
     /// Asserts a CLIENT_ERROR with this message that consumes `consumed` bytes.
     pub fn client_err(s: &[u8], msg: &str, consumed: usize) {
         assert_eq!(

@@ -539,7 +539,7 @@ mod tests {
     use super::super::parse;
     use super::*;
 
-    use super::super::test_support::{client_err, p, req};
+    use super::super::test_support::{assert_too_large, client_err, p, req};
 
     fn unknown_cmd(s: &[u8]) {
         assert_eq!(
@@ -706,15 +706,7 @@ mod tests {
         assert_eq!(p(b"set k 0 0 3\r\nab"), Parsed::Incomplete);
         assert_eq!(p(b"set k 0 0 3\r\nabc\r"), Parsed::Incomplete);
         // too large: SERVER_ERROR and swallow the announced value
-        let l = McLimits::default();
-        let s = format!("set k 0 0 {}\r\n", l.value_len_max + 1);
-        assert_eq!(
-            p(s.as_bytes()),
-            Parsed::Error {
-                error: McError::ServerError("object too large for cache".into()),
-                consumed: Some(s.len() + l.value_len_max + 3)
-            }
-        );
+        assert_too_large("set k 0 0 {}\r\n");
     }
 
     #[test]

@@ -9,6 +9,7 @@ use super::{
     ONE_KEY, SYNTAX, WRONGTYPE,
 };
 use crate::connection::{BlockRequest, TimeoutReply};
+use fallow_proto::ReplyWriter;
 use fallow_store::types::ListValue;
 use fallow_store::{Kind, WrongType};
 
@@ -797,12 +798,28 @@ pub(super) fn parse_mpop_with<'a, E>(
 
 /// Pops from the first non-empty key; true when it replied.
 fn mpop_first(ctx: &mut Ctx, keys: &[&[u8]], end: End, count: usize) -> bool {
+    pop_first_of(
+        ctx,
+        keys,
+        |ctx, key| pop(ctx, key, end, count),
+        |out, popped| out.bulks(popped.iter().map(|item| &**item)),
+    )
+}
+
+/// *MPOP's core, shared by lists and sorted sets: pops from the first key that yields something and
+/// replies `[key, popped]` (or WRONGTYPE). True when it replied.
+pub(super) fn pop_first_of<T>(
+    ctx: &mut Ctx,
+    keys: &[&[u8]],
+    mut pop: impl FnMut(&mut Ctx, &[u8]) -> Result<Option<Vec<T>>, WrongType>,
+    reply: impl Fn(&mut ReplyWriter, &[T]),
+) -> bool {
     for key in keys {
-        match pop(ctx, key, end, count) {
+        match pop(ctx, key) {
             Ok(Some(popped)) if !popped.is_empty() => {
                 ctx.out.array_len(2);
                 ctx.out.bulk(key);
-                ctx.out.bulks(popped.iter().map(|item| &**item));
+                reply(ctx.out, &popped);
                 return true;
             }
             Ok(_) => {}

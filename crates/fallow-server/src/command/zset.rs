@@ -1172,22 +1172,7 @@ fn parse_mpop<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [&'a [u8]], End, usize), 
 
 /// Pops from the first non-empty key; true when it replied.
 fn mpop_first(ctx: &mut Ctx, keys: &[&[u8]], end: End, count: usize) -> bool {
-    for key in keys {
-        match pop(ctx, key, end, count) {
-            Ok(Some(popped)) if !popped.is_empty() => {
-                ctx.out.array_len(2);
-                ctx.out.bulk(key);
-                reply_pairs(ctx.out, &popped);
-                return true;
-            }
-            Ok(_) => {}
-            Err(WrongType) => {
-                ctx.out.error(WRONGTYPE);
-                return true;
-            }
-        }
-    }
-    false
+    super::list::pop_first_of(ctx, keys, |ctx, key| pop(ctx, key, end, count), reply_pairs)
 }
 
 fn zmpop(ctx: &mut Ctx, args: &[&[u8]]) {
