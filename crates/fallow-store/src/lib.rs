@@ -239,10 +239,6 @@ pub struct Guards<'a> {
 }
 
 impl<'a> Guards<'a> {
-    pub fn store(&self) -> &'a Store {
-        self.store
-    }
-
     /// The shard owning `key`; panics if the command did not lock it (a key-spec bug).
     pub fn shard(&mut self, key: &[u8]) -> &mut Shard {
         let index = self.store.shard_index(key);

@@ -595,16 +595,6 @@ impl Shard {
         true
     }
 
-    /// A new CAS for a key (memcached `touch` and WATCH see it as modified). False when absent.
-    pub fn mark_modified(&mut self, db: usize, key: &[u8], now_ms: u64) -> bool {
-        let Some((_, location)) = self.lookup(db, key, now_ms) else {
-            return false;
-        };
-        let cas = self.next_cas();
-        self.header_mut(location).cas = cas;
-        true
-    }
-
     // ----- strings -------------------------------------------------------------------------------
 
     /// Reads a string value (counting the hit/miss). Err when the key holds another type.
