@@ -50,9 +50,14 @@ fn deserialize_bytes<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Resul
     about = "fallow: a Redis- and memcached-compatible store that lives in a host's idle memory",
     long_about = "fallow serves the Redis protocol (RESP2/RESP3) and the memcached protocols (text, meta, binary) \
 from one sharded, memory-accounted store.\n\nPrecedence of settings: built-in defaults < TOML file (--config) < \
-FALLOW_* environment variables < command-line flags. See docs/configuration.md."
+FALLOW_* environment variables < command-line flags. See docs/configuration.md.\n\nWithout a subcommand \
+fallow starts the server; the subcommands are tools that work with a running one or with this machine.",
+    args_conflicts_with_subcommands = true
 )]
 pub struct Cli {
+    /// A tool to run instead of the server.
+    #[command(subcommand)]
+    pub tool: Option<crate::tools::Tool>,
     /// TOML configuration file (keys are the long option names, e.g. `maxmemory = "1gb"`).
     #[arg(long, env = "FALLOW_CONFIG")]
     pub config: Option<std::path::PathBuf>,

@@ -7,3 +7,4 @@ pub mod connection;
 pub mod net;
 pub mod pubsub;
 pub mod server;
+pub mod tools;

@@ -6,6 +6,9 @@ use std::sync::Arc;
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    if let Some(tool) = &cli.tool {
+        return fallow_server::tools::run(tool);
+    }
     let config = match Config::load(&cli) {
         Ok(config) => config,
         Err(error) => {
