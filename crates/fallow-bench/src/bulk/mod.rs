@@ -15,3 +15,11 @@ pub fn run_load(_args: &LoadArgs) -> anyhow::Result<()> {
 pub fn run_dump(_args: &DumpArgs) -> anyhow::Result<()> {
     anyhow::bail!("not yet implemented")
 }
+
+/// `fallow-bench gensort`: write sort-benchmark records (100 bytes: 10-byte key, 90-byte value).
+#[derive(clap::Args, Debug)]
+pub struct GensortArgs {}
+
+pub fn run_gensort(_args: &GensortArgs) -> anyhow::Result<()> {
+    anyhow::bail!("not yet implemented")
+}
