@@ -1,0 +1,98 @@
+//! Stream bandwidth over loopback: one sender thread writing 1 MiB buffers, one receiver thread reading
+//! them, over TCP (127.0.0.1) and a Unix stream socket; bytes received / receiver time, best of N.
+use anyhow::{Context, Result};
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
+
+/// Bytes per write and per read.
+pub const WRITE_BYTES: usize = 1 << 20;
+
+/// Best TCP bandwidth over `trials` transfers of about `duration` each.
+pub fn tcp_bytes_per_sec(duration: Duration, trials: u32) -> Result<f64> {
+    best_of(trials, || {
+        let listener =
+            TcpListener::bind("127.0.0.1:0").context("binding a loopback TCP listener")?;
+        let address = listener.local_addr()?;
+        let receiver = std::thread::spawn(move || -> Result<f64> {
+            let (stream, _) = listener
+                .accept()
+                .context("accepting the loopback connection")?;
+            receive(stream)
+        });
+        let sender = TcpStream::connect(address).context("connecting over loopback TCP")?;
+        sender.set_nodelay(true)?;
+        send(&sender, duration)?;
+        sender.shutdown(Shutdown::Write)?;
+        join(receiver)
+    })
+}
+
+/// Best Unix-socket bandwidth over `trials` transfers of about `duration` each.
+pub fn unix_bytes_per_sec(duration: Duration, trials: u32) -> Result<f64> {
+    best_of(trials, || {
+        let (sender, receiving_end) = UnixStream::pair().context("creating a Unix socket pair")?;
+        let receiver = std::thread::spawn(move || receive(receiving_end));
+        send(&sender, duration)?;
+        sender.shutdown(Shutdown::Write)?;
+        join(receiver)
+    })
+}
+
+fn best_of(trials: u32, mut trial: impl FnMut() -> Result<f64>) -> Result<f64> {
+    let mut best: f64 = 0.0;
+    for _ in 0..trials.max(1) {
+        best = best.max(trial()?);
+    }
+    Ok(best)
+}
+
+fn join(receiver: std::thread::JoinHandle<Result<f64>>) -> Result<f64> {
+    receiver
+        .join()
+        .map_err(|_| anyhow::anyhow!("the loopback receiver thread panicked"))?
+}
+
+/// Writes 1 MiB buffers until `duration` has passed.
+fn send(mut stream: impl Write, duration: Duration) -> Result<()> {
+    let buffer = vec![0x5Au8; WRITE_BYTES];
+    let start = Instant::now();
+    while start.elapsed() < duration {
+        stream.write_all(&buffer).context("loopback send")?;
+    }
+    Ok(())
+}
+
+/// Reads until end of stream; bytes per second from the first byte to the end.
+fn receive(mut stream: impl Read) -> Result<f64> {
+    let mut buffer = vec![0u8; WRITE_BYTES];
+    let mut total: u64 = 0;
+    let mut first_byte: Option<Instant> = None;
+    loop {
+        let read = stream.read(&mut buffer).context("loopback receive")?;
+        if read == 0 {
+            break;
+        }
+        first_byte.get_or_insert_with(Instant::now);
+        total += read as u64;
+    }
+    let seconds = first_byte.map_or(0.0, |start| start.elapsed().as_secs_f64());
+    anyhow::ensure!(
+        total > 0 && seconds > 0.0,
+        "the loopback receiver got no data"
+    );
+    Ok(total as f64 / seconds)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tcp_and_unix_move_data() {
+        let tcp = tcp_bytes_per_sec(Duration::from_millis(100), 1).unwrap();
+        let unix = unix_bytes_per_sec(Duration::from_millis(100), 1).unwrap();
+        assert!(tcp > 1e6 && unix > 1e6, "tcp {tcp} unix {unix}");
+    }
+}
