@@ -225,7 +225,8 @@ def tables(results, args, calibration):
                 protocol = "memcache" if t in ("fallow-mc", "memcached") else "resp"
                 model = model_ceiling(calibration, op, vb, pipeline, args.connections, protocol, m["ops"])
                 if model:
-                    ceiling = f"{model['ceiling_ops_per_sec']:,.0f} ({model['bottleneck']})"
+                    bound = model["ceiling"]
+                    ceiling = f"{bound['ceiling_ops_per_sec']:,.0f} ({bound['bottleneck']})"
                     of_model = f"{model['efficiency']:.0%}"
             summary[f"{op}|{vb}|{pipeline}|{dist}|{t}"] = m
             rows.append(f"| {op} | {vb} B | {pipeline} | {dist} | {t} | {m['ops']:,.0f} | {m['p50']:.0f} | "
