@@ -1,1 +1,66 @@
-fn main() {}
+//! `fallow-bench`: the load generator (`run`), the null server (`null-server`) and the sort-benchmark
+//! record generator (`gensort`).
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use fallow_bench::nullserver::{run_null_server, NullServerArgs};
+use fallow_bench::{plot, report, RunOptions};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "fallow-bench",
+    version,
+    about = "Load generator and experiment drivers for fallow"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Drive a RESP or memcached server; print throughput, hit ratio and latency percentiles.
+    Run(Box<RunOptions>),
+    /// A minimal server that answers every request with one fixed reply (the ceiling of this machine).
+    NullServer(NullServerArgs),
+    /// Write sort-benchmark records (100 bytes: 10-byte key, 90-byte value).
+    Gensort(fallow_bench::bulk::GensortArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::Run(options) => run(options),
+        Command::NullServer(args) => run_null_server(args),
+        Command::Gensort(args) => fallow_bench::bulk::run_gensort(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("fallow-bench: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `fallow-bench run`: the summary goes to stdout, or to stderr when the JSON record takes stdout.
+fn run(options: &RunOptions) -> anyhow::Result<()> {
+    let results = fallow_bench::run(options)?;
+    let summary = report::summary(options, &results);
+    if options.json.as_deref() == Some("-") {
+        eprint!("{summary}");
+    } else {
+        print!("{summary}");
+    }
+    if let Some(target) = &options.json {
+        report::write_json(target, options, &results)?;
+    }
+    if let Some(path) = &options.plot {
+        let title = options
+            .label
+            .clone()
+            .unwrap_or_else(|| format!("{} {}", options.server, options.protocol.name()));
+        plot::write_plot(path, &title, &results.histogram, &results.timeline)?;
+    }
+    Ok(())
+}
