@@ -62,7 +62,7 @@ pub struct RunOptions {
     /// Stop after this many measured requests instead of after a duration.
     #[arg(long)]
     pub requests: Option<u64>,
-    /// Run this long before measuring; its requests are sent but not counted.
+    /// Run this long before measuring; replies that arrive in it are not counted.
     #[arg(long, default_value = "0s")]
     pub warmup: HumanDuration,
     /// SET every key once (pipelined) before the run, so GETs hit.
