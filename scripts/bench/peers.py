@@ -277,6 +277,16 @@ def environment():
             f"{rv.removeprefix('v=').join(('redis ', ''))}, {mv}")
 
 
+def record(title: str, command: str, note: str, text: str):
+    """Appends a dated result block (title, command, workload note, machine, table) to docs/benchmarks.md."""
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    with (ROOT / "docs" / "benchmarks.md").open("a") as f:
+        f.write(f"\n## {dt.datetime.now().strftime('%Y-%m-%d %H:%M')} — {title} (commit {commit})\n\n"
+                f"`{command}`\n\n{note}; {environment()}\n\n{text}\n")
+    log("# recorded in docs/benchmarks.md")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeats", type=int, default=3)
@@ -331,12 +341,7 @@ def main():
     if args.plot:
         plot(results, args.plot)
     if args.record:
-        commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                                text=True).stdout.strip()
-        with (ROOT / "docs" / "benchmarks.md").open("a") as f:
-            f.write(f"\n## {dt.datetime.now().strftime('%Y-%m-%d %H:%M')} — peers matrix (commit {commit})\n\n"
-                    f"`{command}`\n\n{note}; {environment()}\n\n{text}\n")
-        log("# recorded in docs/benchmarks.md")
+        record("peers matrix", command, note, text)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ socket work. What fallow spends above each is where its rate goes below the null
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import os
 import re
 import shutil
@@ -133,12 +132,7 @@ def main():
     text = "\n".join(lines)
     print(f"\n{note}\n{peers.environment()}\n\n{text}\n")
     if args.record:
-        commit = subprocess.run(["git", "-C", str(peers.ROOT), "rev-parse", "--short", "HEAD"],
-                                capture_output=True, text=True).stdout.strip()
-        with (peers.ROOT / "docs" / "benchmarks.md").open("a") as f:
-            f.write(f"\n## {dt.datetime.now().strftime('%Y-%m-%d %H:%M')} — where the time goes (commit {commit})"
-                    f"\n\n`{command}`\n\n{note}; {peers.environment()}\n\n{text}\n")
-
+        peers.record("where the time goes", command, note, text)
 
 if __name__ == "__main__":
     main()

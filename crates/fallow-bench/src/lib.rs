@@ -5,7 +5,6 @@
 //! and returns [`RunResults`], so experiments and the null-server probe drive it without a subprocess.
 pub mod bulk;
 pub mod clock;
-pub mod machine;
 pub mod net;
 pub mod nullserver;
 pub mod options;

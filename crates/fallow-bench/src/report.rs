@@ -5,8 +5,8 @@ use anyhow::Context;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use crate::machine::MachineInfo;
 use crate::options::RunOptions;
+use fallow_model::calibrate::MachineInfo;
 
 /// Latency figures in microseconds.
 #[derive(Clone, Debug, Default, Serialize)]
