@@ -238,3 +238,14 @@ def test_shardscan_rejects_bad_arguments(c):
     assert c.cmd("SHARDSCAN", 0, "0", "COUNT", "0") == Err("ERR syntax error")
     assert c.cmd("SHARDSCAN", 0, "0", "MATCH", "*") == Err("ERR syntax error")
     assert isinstance(c.cmd("SHARDSCAN", 0), Err)
+
+
+def test_shardscan_inside_exec_uses_the_transactions_locks(r, c):
+    r.set("only", "one")
+    shards = c.cmd("SHARDS")
+    assert c.cmd("MULTI") == "OK"
+    for shard in range(shards):
+        assert c.cmd("SHARDSCAN", shard, "0", "COUNT", 100) == "QUEUED"
+    replies = c.cmd("EXEC", timeout=5)
+    found = [pair for _, flat, _ in replies for pair in zip(flat[::2], flat[1::2])]
+    assert found == [(b"only", b"one")]
