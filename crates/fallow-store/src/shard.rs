@@ -913,6 +913,18 @@ impl Shard {
         now_ms: u64,
         mut visit: impl FnMut(&[u8], Kind),
     ) -> u64 {
+        self.scan_items(db, cursor, count, now_ms, |key, kind, _| visit(key, kind))
+    }
+
+    /// `scan` that also lends each item's value bytes (a string's bytes; a collection's handle).
+    pub fn scan_items(
+        &mut self,
+        db: usize,
+        cursor: u64,
+        count: usize,
+        now_ms: u64,
+        mut visit: impl FnMut(&[u8], Kind, &[u8]),
+    ) -> u64 {
         let mut sequence = cursor >> 22;
         let mut offset = ((cursor & ((1 << 22) - 1)) * 8) as u32;
         let mut visited = 0;
@@ -930,7 +942,11 @@ impl Shard {
                 let header = segment.header(offset);
                 let expired = header.expire_at_ms != 0 && header.expire_at_ms <= now_ms;
                 if header.alive == 1 && header.db as usize == db && !expired {
-                    visit(segment.key(offset), Kind::from_u8(header.kind));
+                    visit(
+                        segment.key(offset),
+                        Kind::from_u8(header.kind),
+                        segment.value(offset),
+                    );
                     visited += 1;
                 }
                 match segment.next_offset(offset) {

@@ -3,6 +3,7 @@
 //! handler. Dispatch checks authentication, arity, MULTI queueing, pub/sub context, ACL permissions and
 //! maxmemory, locks the shards of the command's keys, and runs the handler, which writes its reply.
 pub mod acl;
+pub mod bulk;
 pub mod connection;
 pub mod hash;
 pub mod keys;
@@ -160,7 +161,7 @@ pub const ONE_KEY: Keys = Keys::Range {
 };
 
 static TABLE: LazyLock<Vec<&'static CommandSpec>> = LazyLock::new(|| {
-    let families: [&'static [CommandSpec]; 11] = [
+    let families: [&'static [CommandSpec]; 12] = [
         string::COMMANDS,
         keys::COMMANDS,
         hash::COMMANDS,
@@ -172,6 +173,7 @@ static TABLE: LazyLock<Vec<&'static CommandSpec>> = LazyLock::new(|| {
         connection::COMMANDS,
         server::COMMANDS,
         acl::COMMANDS,
+        bulk::COMMANDS,
     ];
     let table: Vec<&'static CommandSpec> =
         families.iter().flat_map(|family| family.iter()).collect();
