@@ -937,7 +937,9 @@ impl Shard {
                 offset = 0;
             }
             let segment = self.segment(slot);
-            let mut next = (offset as usize) < segment.used_bytes();
+            let start = segment.item_boundary_at_or_after(offset);
+            offset = start.unwrap_or(0);
+            let mut next = start.is_some();
             while next {
                 let header = segment.header(offset);
                 let expired = header.expire_at_ms != 0 && header.expire_at_ms <= now_ms;
@@ -1416,6 +1418,27 @@ mod tests {
         seen.sort();
         seen.dedup();
         assert_eq!(seen.len(), 500);
+    }
+
+    #[test]
+    fn scan_with_forged_cursors_returns_only_real_keys() {
+        let mut shard = shard();
+        let mut keys = Vec::new();
+        for index in 0..300u32 {
+            // values of 0x01 bytes read as live headers of db 1 claiming huge keys, should a forged offset
+            // land inside them
+            let key = format!("key{index}").into_bytes();
+            shard.set_string(1, &key, &[0x01; 200], 0, 0, 0);
+            keys.push(key);
+        }
+        for cursor in (0..4096u64)
+            .map(|low| (1 << 22) | low)
+            .chain([u64::MAX >> 6, 3 << 22])
+        {
+            shard.scan(1, cursor, 5, 0, |key, _| {
+                assert!(keys.iter().any(|real| real.as_slice() == key), "{key:?}");
+            });
+        }
     }
 
     #[test]

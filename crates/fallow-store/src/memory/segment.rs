@@ -207,6 +207,16 @@ impl Segment {
         (next < self.used_bytes).then_some(next as u32)
     }
 
+    /// The first item boundary at or after `offset` (walking from the segment's start), or None past the
+    /// end. Scan cursors come from clients, so an offset is only trusted once it lands on a boundary.
+    pub fn item_boundary_at_or_after(&self, offset: u32) -> Option<u32> {
+        let mut boundary = self.first_offset()?;
+        while boundary < offset {
+            boundary = self.next_offset(boundary)?;
+        }
+        Some(boundary)
+    }
+
     /// The first item's offset, if the segment holds any.
     pub fn first_offset(&self) -> Option<u32> {
         (self.used_bytes > 0).then_some(0)
