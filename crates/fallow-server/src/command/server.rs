@@ -194,6 +194,7 @@ fn for_each_shard(ctx: &mut Ctx, mut visit: impl FnMut(&mut Shard)) {
 struct ShardTotals {
     stats: ShardStats,
     mapped_bytes: usize,
+    spare_bytes: usize,
     dead_bytes: usize,
     segments: usize,
     /// Per database: (keys, keys with an expiry, sum of remaining TTLs in ms).
@@ -216,7 +217,9 @@ fn shard_totals(ctx: &mut Ctx, with_keyspace: bool) -> ShardTotals {
         stats.compacted_bytes += shard.stats.compacted_bytes;
         stats.segments_mapped += shard.stats.segments_mapped;
         stats.segments_unmapped += shard.stats.segments_unmapped;
+        stats.segments_reused += shard.stats.segments_reused;
         totals.mapped_bytes += shard.mapped_bytes();
+        totals.spare_bytes += shard.spare_bytes();
         totals.dead_bytes += shard.dead_bytes();
         totals.segments += shard.segment_count();
         if with_keyspace {
@@ -620,6 +623,8 @@ fn fallow_section(ctx: &Ctx, totals: &ShardTotals, text: &mut String) {
         "segments_unmapped_total",
         totals.stats.segments_unmapped,
     );
+    field(text, "segments_reused_total", totals.stats.segments_reused);
+    field(text, "segments_spare_bytes", totals.spare_bytes);
     field(text, "compacted_segments", totals.stats.compacted_segments);
     field(text, "compacted_bytes", totals.stats.compacted_bytes);
     let pubsub = &ctx.server.pubsub;
@@ -1021,7 +1026,13 @@ see INFO fallow for segment and dead-byte figures.\n";
         (b"malloc-stats", 2) => ctx
             .out
             .verbatim("txt", b"Stats not supported for the current allocator"),
-        (b"purge", 2) => ctx.out.ok(),
+        (b"purge", 2) => {
+            // gives the emptied segments each shard keeps for reuse back to the OS
+            for_each_shard(ctx, |shard| {
+                shard.release_spare_segments();
+            });
+            ctx.out.ok()
+        }
         (b"help", 2) => help_reply(
             ctx,
             "MEMORY",

@@ -110,6 +110,14 @@ impl Segment {
         self.capacity_bytes
     }
 
+    /// Empties a segment whose items are all dead so it can be reused under a new sequence: its pages
+    /// stay mapped and faulted in, which spares the kernel a fault and a page clear per 4 KiB on reuse.
+    pub fn recycle(&mut self, sequence: u64) {
+        assert_eq!(self.live_bytes, 0, "only an empty segment is recycled");
+        self.used_bytes = 0;
+        self.sequence = sequence;
+    }
+
     pub fn used_bytes(&self) -> usize {
         self.used_bytes
     }
