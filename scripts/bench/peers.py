@@ -206,61 +206,79 @@ def model_ceiling(calibration, op, value_bytes, pipeline, connections, protocol,
     return json.loads(out.stdout)
 
 
+def ceiling_of(cell, target, meds, calibration, args):
+    """The ceiling for one cell and server: the smaller of the null server's rate measured in this session
+    for the same cell and the model's byte bounds (loopback and memory bandwidth over the wire and copied
+    bytes of one operation, from the calibration). The null server's fixed reply carries no value, so for
+    large GETs the bytes, not the request rate, set the ceiling."""
+    op, value_bytes, pipeline, _ = cell
+    null = meds.get(NULL.get(target))
+    best = (null["ops"], "null server") if null else (float("inf"), "-")
+    protocol = "memcache" if target in ("fallow-mc", "memcached") else "resp"
+    model = model_ceiling(calibration, op, value_bytes, pipeline, args.connections, protocol, meds[target]["ops"])
+    for bound in (model or {}).get("ceiling", {}).get("bounds", []):
+        if bound["resource"] != "null_server" and bound["ops_per_sec"] < best[0]:
+            best = (bound["ops_per_sec"], bound["resource"])
+    return best
+
+
 def tables(results, args, calibration):
     rows = ["| op | value | P | keys | server | ops/s | p50 µs | p99 µs | CPU µs/op | vs peer ops/s | "
-            "vs peer CPU/op | of null | model ceiling (bottleneck) | of model |",
+            "vs peer CPU/op | of null | ceiling (bottleneck) | of ceiling |",
             "|" + "---|" * 14]
     summary = {}
-    for (op, vb, pipeline, dist), by_target in sorted(results.items()):
+    for cell, by_target in sorted(results.items()):
+        op, vb, pipeline, dist = cell
         meds = {t: medians(runs) for t, runs in by_target.items()}
         for t, m in meds.items():
             peer = PEER.get(t)
-            vs_ops = vs_cpu = of_null = ceiling = of_model = ""
+            vs_ops = vs_cpu = of_null = ceiling_text = of_ceiling = ""
             if peer in meds:
                 vs_ops = f"{m['ops'] / meds[peer]['ops']:.2f}"
                 vs_cpu = f"{m['cpu_us_op'] / meds[peer]['cpu_us_op']:.2f}"
             if NULL.get(t) in meds:
                 of_null = f"{m['ops'] / meds[NULL[t]]['ops']:.0%}"
             if not t.startswith("null-"):
-                protocol = "memcache" if t in ("fallow-mc", "memcached") else "resp"
-                model = model_ceiling(calibration, op, vb, pipeline, args.connections, protocol, m["ops"])
-                if model:
-                    bound = model["ceiling"]
-                    ceiling = f"{bound['ceiling_ops_per_sec']:,.0f} ({bound['bottleneck']})"
-                    of_model = f"{model['efficiency']:.0%}"
+                ceiling, bottleneck = ceiling_of(cell, t, meds, calibration, args)
+                if ceiling != float("inf"):
+                    m["ceiling_ops"], m["bottleneck"] = ceiling, bottleneck
+                    ceiling_text = f"{ceiling:,.0f} ({bottleneck})"
+                    of_ceiling = f"{m['ops'] / ceiling:.0%}"
             summary[f"{op}|{vb}|{pipeline}|{dist}|{t}"] = m
             rows.append(f"| {op} | {vb} B | {pipeline} | {dist} | {t} | {m['ops']:,.0f} | {m['p50']:.0f} | "
-                        f"{m['p99']:.0f} | {m['cpu_us_op']:.2f} | {vs_ops} | {vs_cpu} | {of_null} | {ceiling} | "
-                        f"{of_model} |")
+                        f"{m['p99']:.0f} | {m['cpu_us_op']:.2f} | {vs_ops} | {vs_cpu} | {of_null} | {ceiling_text} | "
+                        f"{of_ceiling} |")
     return rows, summary
 
 
-def plot(results, path):
-    """Two panels per pipeline depth: ops/s as a fraction of the null server's rate, per cell and server."""
+def plot(summary, path):
+    """One panel per pipeline depth: ops/s as a fraction of the ceiling (null server or bytes), per cell."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     colors = {"fallow": "#1f77b4", "redis": "#d62728", "fallow-mc": "#6baed6", "memcached": "#2ca02c"}
-    pipelines = sorted({c[2] for c in results})
+    cells_all = sorted({tuple(k.split("|")[:4]) for k in summary}, key=lambda c: (c[0], int(c[1]), c[3]))
+    pipelines = sorted({int(c[2]) for c in cells_all})
     fig, axes = plt.subplots(len(pipelines), 1, figsize=(13, 4.2 * len(pipelines)), squeeze=False)
     for ax, pipeline in zip(axes[:, 0], pipelines):
-        cells = sorted(c for c in results if c[2] == pipeline)
+        cells = [c for c in cells_all if int(c[2]) == pipeline]
         width = 0.2
         for j, cell in enumerate(cells):
-            by_target = results[cell]
             for i, t in enumerate(colors):
-                if t not in by_target or NULL[t] not in by_target:
+                m = summary.get("|".join(cell) + "|" + t)
+                if not m or "ceiling_ops" not in m:
                     continue
-                frac = medians(by_target[t])["ops"] / medians(by_target[NULL[t]])["ops"]
-                ax.bar(j + (i - 1.5) * width, frac, width, color=colors[t], label=t if j == 0 else None)
+                ax.bar(j + (i - 1.5) * width, m["ops"] / m["ceiling_ops"], width, color=colors[t],
+                       label=t if j == 0 else None)
         ax.axhline(0.85, color="grey", linestyle="--", linewidth=1)
         ax.text(len(cells) - 0.5, 0.86, "85% goal", ha="right", fontsize=8, color="grey")
         ax.set_xticks(range(len(cells)))
         ax.set_xticklabels([f"{op} {vb}B\n{dist}" for op, vb, _, dist in cells], fontsize=7)
-        ax.set_ylabel("ops/s ÷ null server")
-        ax.set_title(f"pipeline {pipeline}, 50 connections: throughput as a fraction of the null server's")
+        ax.set_ylabel("ops/s ÷ ceiling")
+        ax.set_title(f"pipeline {pipeline}, 50 connections: throughput as a fraction of this machine's ceiling "
+                     f"(null server's rate, or loopback bytes for large values)")
         ax.legend(fontsize=8, ncol=4)
     fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -275,6 +293,13 @@ def environment():
                "?")
     return (f"host {platform.node()} ({cpu}, {os.cpu_count()} vCPUs), kernel {platform.release()}; "
             f"{rv.removeprefix('v=').join(('redis ', ''))}, {mv}")
+
+
+def load_runs(path: Path) -> dict:
+    """The runs of a previous --json, keyed as run_matrix keys them."""
+    runs = json.loads(path.read_text())["runs"]
+    return {(op, int(vb), int(pipeline), dist): by_target
+            for (op, vb, pipeline, dist), by_target in ((k.split("|"), v) for k, v in runs.items())}
 
 
 def record(title: str, command: str, note: str, text: str):
@@ -303,6 +328,8 @@ def main():
     ap.add_argument("--record", action="store_true", help="append the table to docs/benchmarks.md")
     ap.add_argument("--plot", default=None, help="PNG of throughput as a fraction of the null server's")
     ap.add_argument("--json", default=None, help="write all runs here")
+    ap.add_argument("--from-json", default=None,
+                    help="no runs: rebuild the table and plot from the runs a previous --json wrote")
     args = ap.parse_args()
     if args.quick:
         args.repeats, args.duration, args.values, args.pipelines, args.dists = 1, 1.0, "32", "16", "uniform"
@@ -319,19 +346,22 @@ def main():
     calibration = Path(args.calibration) if Path(args.calibration).exists() else None
     if not calibration:
         log(f"# no calibration at {args.calibration}: model columns left empty (run `fallow model calibrate`)")
-    ensure_deps()
-    memcached_mb = 2 * DATA_BYTES_PER_SERVER // 2**20
-    servers = start(targets, memcached_mb)
-    try:
-        results = run_matrix(args, servers, targets)
-    finally:
-        for s in {id(s): s for s in servers.values()}.values():
-            s.cleanup()
+    if args.from_json:
+        results = load_runs(Path(args.from_json))
+    else:
+        ensure_deps()
+        servers = start(targets, 2 * DATA_BYTES_PER_SERVER // 2**20)
+        try:
+            results = run_matrix(args, servers, targets)
+        finally:
+            for s in {id(s): s for s in servers.values()}.values():
+                s.cleanup()
     rows, summary = tables(results, args, calibration)
     command = "scripts/bench/peers.py " + " ".join(sys.argv[1:])
     note = (f"fallow-bench, {args.connections} connections (2 threads), {args.duration:g} s per run, medians of "
             f"{args.repeats} runs, servers rotating run by run; keys: min(100000, 1 GiB / value size), prefilled; "
-            f"server CPU from /proc; 'of null' = ops/s ÷ the null server's ops/s for the same cell")
+            f"server CPU from /proc; 'of null' = ops/s ÷ the null server's ops/s for the same cell; ceiling = the "
+            f"smaller of that and the model's loopback/memory byte bounds (`fallow model kv`)")
     text = "\n".join(rows)
     print(f"\n{note}\n{environment()}\n\n{text}\n")
     if args.json:
@@ -339,7 +369,7 @@ def main():
                                                "runs": {"|".join(map(str, k)): v for k, v in results.items()}},
                                               indent=1))
     if args.plot:
-        plot(results, args.plot)
+        plot(summary, args.plot)
     if args.record:
         record("peers matrix", command, note, text)
 
