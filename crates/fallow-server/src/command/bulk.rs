@@ -31,7 +31,7 @@ pub const COMMANDS: &[CommandSpec] = &[
 ];
 
 /// Keys one SHARDSCAN step may visit at most, whatever COUNT asks (bounds the time the shard stays locked).
-const SHARDSCAN_COUNT_MAX: usize = 1 << 20;
+const SHARDSCAN_COUNT_MAX: usize = 1 << 16;
 const SHARDSCAN_COUNT_DEFAULT: usize = 10;
 
 fn shards(ctx: &mut Ctx, _args: &[&[u8]]) {
