@@ -64,21 +64,23 @@ def perf_breakdown(data: Path, top: int):
 
 
 def profile(target, server, workload, duration, use_perf):
+    """One run for the figures (ops/s, CPU split), then, with perf, a second run for the profile only: perf
+    sampling with call graphs costs the profiled process CPU, which would inflate the CPU per operation."""
     user0, sys0 = cpu_split(server.pid)
-    perf = None
-    data = Path(tempfile.mkdtemp(prefix="fallow-perf-")) / "perf.data"
-    if use_perf:
-        perf = subprocess.Popen(["perf", "record", "-e", "cpu-clock", "-F", "1999", "-g", "-p", str(server.pid),
-                                 "-o", str(data), "--", "sleep", str(duration)],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     result = peers.bench(target, server, workload)
-    if perf:
-        perf.wait(duration + 30)
     user1, sys1 = cpu_split(server.pid)
     ops = result["requests"]
     result["user_us_op"] = (user1 - user0) * 1e6 / ops
     result["sys_us_op"] = (sys1 - sys0) * 1e6 / ops
-    if perf and data.exists():
+    if not use_perf:
+        return result
+    data = Path(tempfile.mkdtemp(prefix="fallow-perf-")) / "perf.data"
+    perf = subprocess.Popen(["perf", "record", "-e", "cpu-clock", "-F", "1999", "-g", "-p", str(server.pid),
+                             "-o", str(data), "--", "sleep", str(duration)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    peers.bench(target, server, workload)
+    perf.wait(duration + 30)
+    if data.exists():
         result["shares"], result["symbols"] = perf_breakdown(data, 12)
     shutil.rmtree(data.parent, ignore_errors=True)
     return result
@@ -127,8 +129,8 @@ def main():
         lines += [f"| {p:.1f}% | {c} | `{s}` |" for p, c, s in r["symbols"]]
     command = "scripts/bench/where_time_goes.py " + " ".join(sys.argv[1:])
     note = (f"fallow-bench {args.op.upper()} {args.value_size} B values, pipeline {args.pipeline}, 50 connections, "
-            f"uniform over 100,000 prefilled keys, {args.duration:g} s per server; CPU from /proc/PID/stat; perf "
-            f"cpu-clock sampling at 1999 Hz")
+            f"uniform over 100,000 prefilled keys, {args.duration:g} s per server; CPU from /proc/PID/stat; the perf "
+            f"profile (cpu-clock sampling at 1999 Hz) comes from a second run of the same workload")
     text = "\n".join(lines)
     print(f"\n{note}\n{peers.environment()}\n\n{text}\n")
     if args.record:
