@@ -302,16 +302,27 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
 
 /// Encodes a request as a RESP multibulk frame (what clients send).
 pub fn encode_request(args: &[&[u8]], out: &mut Vec<u8>) {
-    out.push(b'*');
-    out.extend_from_slice(itoa::Buffer::new().format(args.len()).as_bytes());
-    out.extend_from_slice(b"\r\n");
+    encode_array_header(args.len(), out);
     for arg in args {
-        out.push(b'$');
-        out.extend_from_slice(itoa::Buffer::new().format(arg.len()).as_bytes());
-        out.extend_from_slice(b"\r\n");
-        out.extend_from_slice(arg);
-        out.extend_from_slice(b"\r\n");
+        encode_bulk(arg, out);
     }
+}
+
+/// Appends a multibulk header `*len`; the caller appends `len` bulk strings after it (`encode_bulk`), which
+/// lets a client stream a long command (MSET of many records) without first collecting its arguments.
+pub fn encode_array_header(len: usize, out: &mut Vec<u8>) {
+    out.push(b'*');
+    out.extend_from_slice(itoa::Buffer::new().format(len).as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends one bulk string `$len\r\narg\r\n`.
+pub fn encode_bulk(arg: &[u8], out: &mut Vec<u8>) {
+    out.push(b'$');
+    out.extend_from_slice(itoa::Buffer::new().format(arg.len()).as_bytes());
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(arg);
+    out.extend_from_slice(b"\r\n");
 }
 
 #[cfg(test)]

@@ -5,38 +5,16 @@ use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
 
-/// Where the server listens: `tcp://HOST:PORT` (or `HOST:PORT`) or `unix:/path`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ServerAddr {
-    Tcp(String),
-    Unix(String),
-}
+use crate::options::ServerAddr;
 
-impl ServerAddr {
-    pub fn parse(url: &str) -> anyhow::Result<ServerAddr> {
-        if let Some(path) = url
-            .strip_prefix("unix://")
-            .or_else(|| url.strip_prefix("unix:"))
-        {
-            if path.is_empty() {
-                bail!("unix: needs a socket path, e.g. unix:/tmp/fallow.sock");
-            }
-            return Ok(ServerAddr::Unix(path.to_string()));
-        }
-        let address = url.strip_prefix("tcp://").unwrap_or(url);
-        if !address.contains(':') || address.contains('/') {
-            bail!("bad server address {url:?}: use tcp://HOST:PORT or unix:/path");
-        }
-        Ok(ServerAddr::Tcp(address.to_string()))
-    }
-}
-
-impl std::fmt::Display for ServerAddr {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ServerAddr::Tcp(address) => write!(f, "tcp://{address}"),
-            ServerAddr::Unix(path) => write!(f, "unix:{path}"),
-        }
+/// The server address of `fallow load` and `fallow dump`: the load generator's `--server` syntax
+/// (`tcp://HOST:PORT` or `unix:/path`), and a bare `HOST:PORT` taken as TCP.
+pub fn parse_server(text: &str) -> anyhow::Result<ServerAddr> {
+    let has_scheme = text.starts_with("tcp://") || text.starts_with("unix:");
+    if has_scheme {
+        text.parse()
+    } else {
+        format!("tcp://{text}").parse()
     }
 }
 
@@ -116,10 +94,7 @@ impl Conn {
 
     /// Appends one command to the send buffer.
     pub fn push_command(&mut self, args: &[&[u8]]) {
-        push_array_header(&mut self.out, args.len());
-        for arg in args {
-            push_bulk(&mut self.out, arg);
-        }
+        fallow_proto::resp::encode_request(args, &mut self.out);
     }
 
     /// Sends the buffered commands.
@@ -287,20 +262,6 @@ fn parse_number(text: &[u8]) -> anyhow::Result<i64> {
         .with_context(|| format!("bad number in reply: {:?}", String::from_utf8_lossy(text)))
 }
 
-pub fn push_array_header(out: &mut Vec<u8>, len: usize) {
-    out.push(b'*');
-    out.extend_from_slice(itoa::Buffer::new().format(len).as_bytes());
-    out.extend_from_slice(b"\r\n");
-}
-
-pub fn push_bulk(out: &mut Vec<u8>, arg: &[u8]) {
-    out.push(b'$');
-    out.extend_from_slice(itoa::Buffer::new().format(arg.len()).as_bytes());
-    out.extend_from_slice(b"\r\n");
-    out.extend_from_slice(arg);
-    out.extend_from_slice(b"\r\n");
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -308,20 +269,20 @@ mod tests {
     #[test]
     fn addresses_parse() {
         assert_eq!(
-            ServerAddr::parse("tcp://127.0.0.1:7400").unwrap(),
+            parse_server("tcp://127.0.0.1:7400").unwrap(),
             ServerAddr::Tcp("127.0.0.1:7400".into())
         );
         assert_eq!(
-            ServerAddr::parse("localhost:6379").unwrap(),
+            parse_server("localhost:6379").unwrap(),
             ServerAddr::Tcp("localhost:6379".into())
         );
         assert_eq!(
-            ServerAddr::parse("unix:/tmp/s.sock").unwrap(),
+            parse_server("unix:/tmp/s.sock").unwrap(),
             ServerAddr::Unix("/tmp/s.sock".into())
         );
-        assert!(ServerAddr::parse("unix:").is_err());
-        assert!(ServerAddr::parse("127.0.0.1").is_err());
-        assert!(ServerAddr::parse("http://x/y").is_err());
+        assert!(parse_server("unix:").is_err());
+        assert!(parse_server("127.0.0.1").is_err());
+        assert!(parse_server("http://x/y").is_err());
     }
 
     /// A connection whose server side is a Unix socket pair the test writes replies into.

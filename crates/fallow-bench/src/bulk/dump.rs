@@ -2,7 +2,7 @@
 //! each step's records go straight to the writer, in scan order. Sorted, each connection thread sorts a
 //! whole shard's records by key (bytewise) and the main thread k-way merges the per-shard runs into the
 //! file. The file is fsynced at the end.
-use super::client::{Conn, Reply, ServerAddr};
+use super::client::{parse_server, Conn, Reply};
 use super::records::{Format, RecordWriter, WriteError};
 use super::{mb_per_sec, progress_bar, DumpArgs, OnError};
 use anyhow::{bail, Context};
@@ -178,7 +178,7 @@ struct Shared {
 
 pub fn run(args: &DumpArgs) -> anyhow::Result<()> {
     let format = Format::resolve(args.format, &args.file)?;
-    let addr = ServerAddr::parse(&args.server)?;
+    let addr = parse_server(&args.server)?;
     if args.count == 0 {
         bail!("--count must be at least 1");
     }

@@ -2,10 +2,11 @@
 //! take chunks from a bounded queue and send each as one pipelined round of SET (or MSET) commands, then
 //! read every reply. Error replies are counted and reported; malformed records fail or are skipped and
 //! reported, per --on-error.
-use super::client::{push_array_header, push_bulk, Conn, ServerAddr};
+use super::client::{parse_server, Conn};
 use super::records::{Batch, Format, ReadError, RecordError, RecordReader};
 use super::{mb_per_sec, progress_bar, LoadArgs, OnError};
 use anyhow::{bail, Context};
+use fallow_proto::resp::{encode_array_header, encode_bulk};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
@@ -44,7 +45,7 @@ struct ReadSummary {
 pub fn run(args: &LoadArgs) -> anyhow::Result<()> {
     check_args(args)?;
     let format = Format::resolve(args.format, &args.file)?;
-    let addr = ServerAddr::parse(&args.server)?;
+    let addr = parse_server(&args.server)?;
     let file = std::fs::File::open(&args.file)
         .with_context(|| format!("cannot open {}", args.file.display()))?;
     let file_bytes = file.metadata().map(|meta| meta.len()).unwrap_or(0);
@@ -211,16 +212,16 @@ fn encode_chunk(chunk: &Batch, batch: usize, out: &mut Vec<u8>) -> usize {
     while index < chunk.len() {
         let records = batch.min(chunk.len() - index);
         if batch == 1 {
-            push_array_header(out, 3);
-            push_bulk(out, b"SET");
+            encode_array_header(3, out);
+            encode_bulk(b"SET", out);
         } else {
-            push_array_header(out, 1 + 2 * records);
-            push_bulk(out, b"MSET");
+            encode_array_header(1 + 2 * records, out);
+            encode_bulk(b"MSET", out);
         }
         for record in index..index + records {
             let (key, value) = chunk.get(record);
-            push_bulk(out, key);
-            push_bulk(out, value);
+            encode_bulk(key, out);
+            encode_bulk(value, out);
         }
         index += records;
         commands += 1;
