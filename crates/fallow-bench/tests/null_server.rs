@@ -100,12 +100,15 @@ fn open_loop(protocol: NullProtocol, client: Protocol, unix: Option<&str>) {
     o.pipeline = 4;
     let results = run(&o).expect("run");
     assert_sane(&results);
-    // The schedule sends rate x duration requests, never more. Fewer are answered in the window when
-    // the machine starves the client (tests run in parallel on few CPUs), so the lower bound is loose.
+    // The schedule sends rate x duration requests in the window, never more; replies in the window may
+    // also answer requests still in flight when the warm-up ended (at most pipeline per connection),
+    // which a starved client (tests run in parallel on few CPUs) can leave there. Fewer are answered
+    // in the window when the client is starved, so the lower bound is loose.
     let expected = 4000.0 * results.duration_s;
+    let in_flight_max = (o.threads * o.connections * o.pipeline) as f64;
     let answered = results.requests as f64;
     assert!(
-        answered <= expected + 2.0 && answered > expected * 0.75,
+        answered <= expected + in_flight_max && answered > expected * 0.75,
         "{answered} requests, expected about {expected}"
     );
     // An idle null server answers within milliseconds, not the whole schedule late.
