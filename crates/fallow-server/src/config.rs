@@ -1,6 +1,7 @@
 //! Configuration: embedded defaults, overlaid by a TOML file (`--config`), then by `FALLOW_*` environment
 //! variables, then by command-line flags (highest precedence). Names are Redis's `CONFIG GET` names where
 //! Redis has the setting. The settings that can change at run time go through `Config::set` (CONFIG SET).
+use crate::elastic::settings::{MemoryMode, Reserve, POLL_INTERVAL_MS_MAX};
 use clap::Parser;
 use serde::Deserialize;
 
@@ -27,6 +28,10 @@ pub fn parse_bytes(text: &str) -> Result<u64, String> {
     value
         .checked_mul(multiplier)
         .ok_or_else(|| format!("memory size '{text}' is too large"))
+}
+
+fn parse_memory_mode(text: &str) -> Result<MemoryMode, String> {
+    MemoryMode::from_name(text).ok_or_else(|| "argument must be 'elastic' or 'fixed'".to_string())
 }
 
 fn deserialize_bytes<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
@@ -82,9 +87,37 @@ pub struct Cli {
     /// Number of databases (SELECT 0..N-1).
     #[arg(long, env = "FALLOW_DATABASES")]
     pub databases: Option<usize>,
-    /// Memory limit for data, e.g. 100mb or 2gb; 0 = unlimited. Changeable with CONFIG SET.
+    /// Memory limit for data, e.g. 100mb or 2gb; 0 = unlimited. N > 0 selects memory-mode fixed unless
+    /// memory-mode is given. Changeable with CONFIG SET.
     #[arg(long, env = "FALLOW_MAXMEMORY")]
     pub maxmemory: Option<String>,
+    /// elastic (the pool follows the host's free memory) or fixed (capped by maxmemory).
+    #[arg(long, env = "FALLOW_MEMORY_MODE")]
+    pub memory_mode: Option<String>,
+    /// Memory left to the host in elastic mode: bytes (2gb) or a percent of host RAM (10%).
+    #[arg(long, env = "FALLOW_ELASTIC_RESERVE")]
+    pub elastic_reserve: Option<String>,
+    /// Smallest elastic pool target, e.g. 256mb.
+    #[arg(long, env = "FALLOW_ELASTIC_MIN")]
+    pub elastic_min: Option<String>,
+    /// Largest elastic pool target; 0 = host RAM.
+    #[arg(long, env = "FALLOW_ELASTIC_MAX")]
+    pub elastic_max: Option<String>,
+    /// How fast the elastic target may grow, in bytes per second (e.g. 256mb); shrinking is immediate.
+    #[arg(long, env = "FALLOW_ELASTIC_GROW_BYTES_PER_SEC")]
+    pub elastic_grow_bytes_per_sec: Option<String>,
+    /// How often the controller samples host memory without a pressure event, in ms (1..100).
+    #[arg(long, env = "FALLOW_ELASTIC_POLL_INTERVAL_MS")]
+    pub elastic_poll_interval_ms: Option<u64>,
+    /// A reclaim larger than this drops whole segments (fast path) instead of choosing victims.
+    #[arg(long, env = "FALLOW_RECLAIM_FAST_THRESHOLD")]
+    pub reclaim_fast_threshold: Option<String>,
+    /// Replay this file as the host's available memory instead of reading /proc (tests, experiments).
+    #[arg(long, env = "FALLOW_HOST_MEMORY_TRACE")]
+    pub host_memory_trace: Option<String>,
+    /// Port of the Prometheus endpoint (GET /metrics); 0 disables it.
+    #[arg(long, env = "FALLOW_METRICS_PORT")]
+    pub metrics_port: Option<u16>,
     /// What happens at maxmemory: noeviction, allkeys-lru, allkeys-lfu, allkeys-random, volatile-lru,
     /// volatile-lfu, volatile-random, volatile-ttl. Changeable with CONFIG SET.
     #[arg(long, env = "FALLOW_MAXMEMORY_POLICY")]
@@ -135,6 +168,19 @@ pub struct Config {
     #[serde(deserialize_with = "deserialize_bytes")]
     pub maxmemory: u64,
     pub maxmemory_policy: String,
+    pub memory_mode: MemoryMode,
+    pub elastic_reserve: Reserve,
+    #[serde(deserialize_with = "deserialize_bytes")]
+    pub elastic_min: u64,
+    #[serde(deserialize_with = "deserialize_bytes")]
+    pub elastic_max: u64,
+    #[serde(deserialize_with = "deserialize_bytes")]
+    pub elastic_grow_bytes_per_sec: u64,
+    pub elastic_poll_interval_ms: u64,
+    #[serde(deserialize_with = "deserialize_bytes")]
+    pub reclaim_fast_threshold: u64,
+    pub host_memory_trace: String,
+    pub metrics_port: u16,
     pub requirepass: String,
     pub maxclients: usize,
     pub timeout: u64,
@@ -166,6 +212,15 @@ impl Default for Config {
             databases: 16,
             maxmemory: 0,
             maxmemory_policy: "noeviction".into(),
+            memory_mode: MemoryMode::Elastic,
+            elastic_reserve: Reserve::default(),
+            elastic_min: 0,
+            elastic_max: 0,
+            elastic_grow_bytes_per_sec: 256 << 20,
+            elastic_poll_interval_ms: POLL_INTERVAL_MS_MAX,
+            reclaim_fast_threshold: 1 << 30,
+            host_memory_trace: String::new(),
+            metrics_port: 0,
             requirepass: String::new(),
             maxclients: 10000,
             timeout: 0,
@@ -184,17 +239,21 @@ impl Default for Config {
 impl Config {
     /// Merges defaults, the TOML file, then environment and flags (clap has already merged those two).
     pub fn load(cli: &Cli) -> Result<Config, String> {
-        let mut config = match &cli.config {
+        let (mut config, mut mode_explicit) = match &cli.config {
             Some(path) => {
                 let text = std::fs::read_to_string(path)
                     .map_err(|error| format!("cannot read {}: {error}", path.display()))?;
-                toml::from_str(&text).map_err(|error| format!("{}: {error}", path.display()))?
+                let config: Config =
+                    toml::from_str(&text).map_err(|error| format!("{}: {error}", path.display()))?;
+                (config, text.parse::<toml::Table>().map_or(false, |table| table.contains_key("memory-mode")))
             }
-            None => Config::default(),
+            None => (Config::default(), false),
         };
         config.config_file = cli.config.as_ref().map(|path| path.display().to_string());
         config.apply_cli(cli)?;
+        mode_explicit |= cli.memory_mode.is_some();
         config.resolve_defaults();
+        config.resolve_memory_mode(mode_explicit)?;
         config.validate()?;
         Ok(config)
     }
@@ -227,8 +286,19 @@ impl Config {
             proto_max_bulk_len,
             client_query_buffer_limit,
             memcache_item_size_max,
-            segment_size
+            segment_size,
+            elastic_min,
+            elastic_max,
+            elastic_grow_bytes_per_sec,
+            reclaim_fast_threshold
         );
+        plain!(elastic_poll_interval_ms, host_memory_trace, metrics_port);
+        if let Some(mode) = &cli.memory_mode {
+            self.memory_mode = parse_memory_mode(mode)?;
+        }
+        if let Some(reserve) = &cli.elastic_reserve {
+            self.elastic_reserve = Reserve::parse(reserve)?;
+        }
         Ok(())
     }
 
@@ -243,7 +313,22 @@ impl Config {
         }
     }
 
-    fn validate(&self) -> Result<(), String> {
+    /// `maxmemory N>0` without an explicit `memory-mode` means fixed; elastic mode ignores no limit silently.
+    fn resolve_memory_mode(&mut self, explicit: bool) -> Result<(), String> {
+        if !explicit && self.maxmemory > 0 {
+            self.memory_mode = MemoryMode::Fixed;
+        }
+        if self.memory_mode == MemoryMode::Elastic && self.maxmemory > 0 {
+            return Err(
+                "maxmemory applies to memory-mode fixed; cap an elastic pool with elastic-max".into(),
+            );
+        }
+        Ok(())
+    }
+
+    /// Checks every setting; CONFIG SET calls it after applying all its pairs.
+    pub fn validate(&self) -> Result<(), String> {
+        self.validate_elastic()?;
         if !(1..=64).contains(&self.shards) {
             return Err("shards must be 1..64".into());
         }
@@ -265,6 +350,21 @@ impl Config {
         Ok(())
     }
 
+    fn validate_elastic(&self) -> Result<(), String> {
+        if self.elastic_max != 0 && self.elastic_min > self.elastic_max {
+            return Err("elastic-min must not exceed elastic-max".into());
+        }
+        if !(1..=POLL_INTERVAL_MS_MAX).contains(&self.elastic_poll_interval_ms) {
+            return Err(format!(
+                "elastic-poll-interval-ms must be 1..{POLL_INTERVAL_MS_MAX}"
+            ));
+        }
+        if self.elastic_grow_bytes_per_sec == 0 {
+            return Err("elastic-grow-bytes-per-sec must be above 0".into());
+        }
+        Ok(())
+    }
+
     /// Every setting as CONFIG GET reports it, in a fixed order.
     pub fn entries(&self) -> Vec<(&'static str, String)> {
         vec![
@@ -277,6 +377,24 @@ impl Config {
             ("databases", self.databases.to_string()),
             ("maxmemory", self.maxmemory.to_string()),
             ("maxmemory-policy", self.maxmemory_policy.clone()),
+            ("memory-mode", self.memory_mode.name().into()),
+            ("elastic-reserve", self.elastic_reserve.to_string()),
+            ("elastic-min", self.elastic_min.to_string()),
+            ("elastic-max", self.elastic_max.to_string()),
+            (
+                "elastic-grow-bytes-per-sec",
+                self.elastic_grow_bytes_per_sec.to_string(),
+            ),
+            (
+                "elastic-poll-interval-ms",
+                self.elastic_poll_interval_ms.to_string(),
+            ),
+            (
+                "reclaim-fast-threshold",
+                self.reclaim_fast_threshold.to_string(),
+            ),
+            ("host-memory-trace", self.host_memory_trace.clone()),
+            ("metrics-port", self.metrics_port.to_string()),
             ("requirepass", self.requirepass.clone()),
             ("maxclients", self.maxclients.to_string()),
             ("timeout", self.timeout.to_string()),
@@ -306,7 +424,26 @@ impl Config {
     pub fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
         let bad_value = |_| "argument couldn't be parsed into an integer".to_string();
         match name.to_ascii_lowercase().as_str() {
-            "maxmemory" => self.maxmemory = parse_bytes(value)?,
+            "maxmemory" => {
+                self.maxmemory = parse_bytes(value)?;
+                if self.maxmemory > 0 {
+                    self.memory_mode = MemoryMode::Fixed;
+                }
+            }
+            "memory-mode" => {
+                self.memory_mode = parse_memory_mode(value)?;
+                if self.memory_mode == MemoryMode::Elastic {
+                    self.maxmemory = 0;
+                }
+            }
+            "elastic-reserve" => self.elastic_reserve = Reserve::parse(value)?,
+            "elastic-min" => self.elastic_min = parse_bytes(value)?,
+            "elastic-max" => self.elastic_max = parse_bytes(value)?,
+            "elastic-grow-bytes-per-sec" => self.elastic_grow_bytes_per_sec = parse_bytes(value)?,
+            "elastic-poll-interval-ms" => {
+                self.elastic_poll_interval_ms = value.parse().map_err(bad_value)?
+            }
+            "reclaim-fast-threshold" => self.reclaim_fast_threshold = parse_bytes(value)?,
             "maxmemory-policy" => {
                 if fallow_store::EvictionPolicy::from_name(value).is_none() {
                     return Err("argument(s) must be one of the following: volatile-lru, allkeys-lru, volatile-lfu, allkeys-lfu, volatile-random, allkeys-random, volatile-ttl, noeviction".into());
