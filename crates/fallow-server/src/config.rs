@@ -227,7 +227,7 @@ impl Default for Config {
             proto_max_bulk_len: 512 << 20,
             client_query_buffer_limit: 1 << 30,
             memcache_item_size_max: 1 << 20,
-            segment_size: 1 << 20,
+            segment_size: 2 << 20,
             hz: 10,
             pubsub_queue_messages_max: 100_000,
             log_level: "info".into(),
