@@ -243,9 +243,13 @@ impl Config {
             Some(path) => {
                 let text = std::fs::read_to_string(path)
                     .map_err(|error| format!("cannot read {}: {error}", path.display()))?;
-                let config: Config =
-                    toml::from_str(&text).map_err(|error| format!("{}: {error}", path.display()))?;
-                (config, text.parse::<toml::Table>().map_or(false, |table| table.contains_key("memory-mode")))
+                let config: Config = toml::from_str(&text)
+                    .map_err(|error| format!("{}: {error}", path.display()))?;
+                (
+                    config,
+                    text.parse::<toml::Table>()
+                        .is_ok_and(|table| table.contains_key("memory-mode")),
+                )
             }
             None => (Config::default(), false),
         };
@@ -255,6 +259,7 @@ impl Config {
         config.resolve_defaults();
         config.resolve_memory_mode(mode_explicit)?;
         config.validate()?;
+        config.check_trace_file()?;
         Ok(config)
     }
 
@@ -320,7 +325,8 @@ impl Config {
         }
         if self.memory_mode == MemoryMode::Elastic && self.maxmemory > 0 {
             return Err(
-                "maxmemory applies to memory-mode fixed; cap an elastic pool with elastic-max".into(),
+                "maxmemory applies to memory-mode fixed; cap an elastic pool with elastic-max"
+                    .into(),
             );
         }
         Ok(())
@@ -348,6 +354,18 @@ impl Config {
             return Err("hz must be 1..500".into());
         }
         Ok(())
+    }
+
+    /// A bad `--host-memory-trace` file stops the start with the file's line, not later in the controller.
+    fn check_trace_file(&self) -> Result<(), String> {
+        if self.host_memory_trace.is_empty() {
+            return Ok(());
+        }
+        let text = std::fs::read_to_string(&self.host_memory_trace)
+            .map_err(|error| format!("cannot read {}: {error}", self.host_memory_trace))?;
+        crate::elastic::trace::Trace::parse(&text)
+            .map(|_| ())
+            .map_err(|error| format!("{}: {error}", self.host_memory_trace))
     }
 
     fn validate_elastic(&self) -> Result<(), String> {
@@ -525,5 +543,106 @@ mod tests {
         assert_eq!(config.maxmemory, 1 << 20);
         assert!(config.set("port", "1").is_err());
         assert!(config.set("maxmemory-policy", "bogus").is_err());
+    }
+
+    #[test]
+    fn maxmemory_implies_fixed_unless_mode_is_explicit() {
+        let fixed = Config::load(&Cli {
+            maxmemory: Some("1gb".into()),
+            ..Cli::default()
+        })
+        .unwrap();
+        assert_eq!(fixed.memory_mode, MemoryMode::Fixed);
+        let elastic = Config::load(&Cli::default()).unwrap();
+        assert_eq!(elastic.memory_mode, MemoryMode::Elastic);
+        let conflicting = Config::load(&Cli {
+            maxmemory: Some("1gb".into()),
+            memory_mode: Some("elastic".into()),
+            ..Cli::default()
+        });
+        assert!(conflicting.unwrap_err().contains("elastic-max"));
+        let unlimited_fixed = Config::load(&Cli {
+            memory_mode: Some("fixed".into()),
+            ..Cli::default()
+        })
+        .unwrap();
+        assert_eq!(
+            (unlimited_fixed.memory_mode, unlimited_fixed.maxmemory),
+            (MemoryMode::Fixed, 0)
+        );
+    }
+
+    #[test]
+    fn elastic_settings_from_file_and_flags() {
+        let path = std::env::temp_dir().join(format!("fallow-elastic-{}.toml", std::process::id()));
+        std::fs::write(
+            &path,
+            "memory-mode = \"elastic\"\nelastic-reserve = \"5%\"\nelastic-min = \"1gb\"\nelastic-max = 4294967296\n",
+        )
+        .unwrap();
+        let config = Config::load(&Cli {
+            config: Some(path.clone()),
+            elastic_grow_bytes_per_sec: Some("64mb".into()),
+            elastic_poll_interval_ms: Some(20),
+            ..Cli::default()
+        });
+        std::fs::remove_file(path).unwrap();
+        let config = config.unwrap();
+        assert_eq!(config.elastic_reserve, Reserve::Percent(5.0));
+        assert_eq!((config.elastic_min, config.elastic_max), (1 << 30, 4 << 30));
+        assert_eq!(config.elastic_grow_bytes_per_sec, 64 << 20);
+        assert_eq!(config.elastic_poll_interval_ms, 20);
+        let too_slow = Cli {
+            elastic_poll_interval_ms: Some(101),
+            ..Cli::default()
+        };
+        assert!(Config::load(&too_slow).is_err());
+        let inverted = Cli {
+            elastic_min: Some("2gb".into()),
+            elastic_max: Some("1gb".into()),
+            ..Cli::default()
+        };
+        assert!(Config::load(&inverted).is_err());
+        let missing_trace = Cli {
+            host_memory_trace: Some("/nonexistent/trace".into()),
+            ..Cli::default()
+        };
+        assert!(Config::load(&missing_trace)
+            .unwrap_err()
+            .contains("/nonexistent/trace"));
+    }
+
+    #[test]
+    fn runtime_mode_switches() {
+        let mut config = Config::default();
+        config.set("maxmemory", "100mb").unwrap();
+        assert_eq!(config.memory_mode, MemoryMode::Fixed);
+        config.set("memory-mode", "elastic").unwrap();
+        assert_eq!(
+            (config.memory_mode, config.maxmemory),
+            (MemoryMode::Elastic, 0)
+        );
+        config.set("elastic-reserve", "2gb").unwrap();
+        assert_eq!(config.elastic_reserve, Reserve::Bytes(2 << 30));
+        config.set("elastic-max", "1gb").unwrap();
+        config.set("elastic-min", "2gb").unwrap();
+        assert!(
+            config.validate().is_err(),
+            "min above max is caught after the pairs"
+        );
+        assert!(config.set("memory-mode", "auto").is_err());
+        assert!(config.set("host-memory-trace", "/tmp/x").is_err());
+        assert!(config.set("metrics-port", "9100").is_err());
+        let entries = config.entries();
+        let get = |name: &str| {
+            entries
+                .iter()
+                .find(|(key, _)| *key == name)
+                .unwrap()
+                .1
+                .clone()
+        };
+        assert_eq!(get("elastic-reserve"), (2u64 << 30).to_string());
+        assert_eq!(get("memory-mode"), "elastic");
     }
 }

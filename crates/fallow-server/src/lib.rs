@@ -4,6 +4,8 @@ pub mod acl;
 pub mod command;
 pub mod config;
 pub mod connection;
+pub mod elastic;
+pub mod metrics;
 pub mod net;
 pub mod pubsub;
 pub mod server;

@@ -89,6 +89,8 @@ pub struct Server {
     /// Per-command call counts and microseconds, indexed like the command table.
     pub command_stats: Vec<(AtomicU64, AtomicU64)>,
     pub shutting_down: AtomicBool,
+    /// The elastic controller's shared state (wake-ups, last host sample, counters).
+    pub elastic: crate::elastic::Elastic,
 }
 
 impl Server {
@@ -121,6 +123,7 @@ impl Server {
                 .map(|_| (AtomicU64::new(0), AtomicU64::new(0)))
                 .collect(),
             shutting_down: AtomicBool::new(false),
+            elastic: crate::elastic::Elastic::default(),
         }
     }
 
@@ -172,7 +175,8 @@ impl Server {
         self.pubsub.unsubscribe_all(id);
     }
 
-    /// Applies a CONFIG SET to the parts that cache settings (store limits, users).
+    /// Applies a CONFIG SET to the parts that cache settings (store limits, users) and wakes the elastic
+    /// controller, so a new bound or mode takes effect at once.
     pub fn config_changed(&self) {
         let config = self.config.read().clone();
         self.store.set_maxmemory_bytes(config.maxmemory as usize);
@@ -181,5 +185,6 @@ impl Server {
         );
         self.acl.write().set_default_password(&config.requirepass);
         self.config_generation.fetch_add(1, Ordering::Relaxed);
+        self.elastic.wake.config_changed();
     }
 }

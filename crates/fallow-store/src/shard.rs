@@ -975,7 +975,11 @@ impl Shard {
         let now_empty = collection.is_empty();
         self.collection_bytes = self.collection_bytes + bytes_after - bytes_before;
         let tenant = self.segment(slot_of(location)).tenant;
-        self.charge(tenant, bytes_after.abs_diff(bytes_before), bytes_after > bytes_before);
+        self.charge(
+            tenant,
+            bytes_after.abs_diff(bytes_before),
+            bytes_after > bytes_before,
+        );
         if now_empty {
             self.remove_item(db, hash, location);
         } else {

@@ -5,6 +5,7 @@
 pub mod acl;
 pub mod bulk;
 pub mod connection;
+pub mod elastic;
 pub mod hash;
 pub mod keys;
 pub mod list;
@@ -161,7 +162,7 @@ pub const ONE_KEY: Keys = Keys::Range {
 };
 
 static TABLE: LazyLock<Vec<&'static CommandSpec>> = LazyLock::new(|| {
-    let families: [&'static [CommandSpec]; 12] = [
+    let families: [&'static [CommandSpec]; 13] = [
         string::COMMANDS,
         keys::COMMANDS,
         hash::COMMANDS,
@@ -174,6 +175,7 @@ static TABLE: LazyLock<Vec<&'static CommandSpec>> = LazyLock::new(|| {
         server::COMMANDS,
         acl::COMMANDS,
         bulk::COMMANDS,
+        elastic::COMMANDS,
     ];
     let table: Vec<&'static CommandSpec> =
         families.iter().flat_map(|family| family.iter()).collect();

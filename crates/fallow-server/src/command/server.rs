@@ -307,7 +307,7 @@ fn unix_time_us() -> u128 {
 // ----- INFO ------------------------------------------------------------------------------------------
 
 /// Sections INFO prints without arguments, in order.
-const DEFAULT_SECTIONS: [&str; 10] = [
+const DEFAULT_SECTIONS: [&str; 11] = [
     "server",
     "clients",
     "memory",
@@ -318,6 +318,7 @@ const DEFAULT_SECTIONS: [&str; 10] = [
     "cluster",
     "keyspace",
     "fallow",
+    "elastic",
 ];
 
 /// Which sections an INFO call asked for, in the canonical order.
@@ -382,6 +383,7 @@ fn info_text(ctx: &mut Ctx, sections: &[&str]) -> String {
             "cluster" => text.push_str("# Cluster\r\ncluster_enabled:0\r\n"),
             "keyspace" => keyspace_section(&totals, &mut text),
             "fallow" => fallow_section(ctx, &totals, &mut text),
+            "elastic" => crate::elastic::report::info_section(ctx.server, &mut text),
             "commandstats" => commandstats_section(ctx, &mut text),
             _ => {}
         }
@@ -740,6 +742,9 @@ fn config_set(ctx: &mut Ctx, pairs: &[&[u8]]) {
             return ctx.out.error(&text);
         }
         seen.push(name);
+    }
+    if let Err(message) = updated.validate() {
+        return ctx.out.error(&format!("ERR CONFIG SET failed - {message}"));
     }
     *ctx.server.config.write() = updated;
     ctx.server.config_changed();

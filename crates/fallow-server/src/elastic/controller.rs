@@ -103,7 +103,7 @@ impl Controller {
         };
         self.target_bytes = Some(target);
         self.last_step = Some(now);
-        pool.set_pool_limit_bytes(usize::try_from(target).unwrap_or(usize::MAX));
+        pool.set_pool_limit_bytes(pool_limit(target));
         let (min_bytes, max_bytes) = bounds(&inputs);
         StepReport {
             target_bytes: target,
@@ -122,6 +122,12 @@ impl Controller {
         }
         self.last_step = None;
     }
+}
+
+/// The store's limit for a target: the store reads 0 as "no limit", so a target of 0 (nothing left for the
+/// pool) becomes 1 byte.
+fn pool_limit(target_bytes: u64) -> usize {
+    usize::try_from(target_bytes).unwrap_or(usize::MAX).max(1)
 }
 
 /// Whether a reclaim of `excess_bytes` takes the fast path.
@@ -268,7 +274,25 @@ pub(crate) mod tests {
         assert_eq!(report.change, Change::Shrink);
         assert_eq!(pool.limit.load(Ordering::Relaxed) as u64, 3 * GB + GB / 2);
         assert_eq!(*pool.reclaims.lock(), vec![((GB / 2) as usize, false)]);
-        assert_eq!(pool.resident.load(Ordering::Relaxed) as u64, 3 * GB + GB / 2);
+        assert_eq!(
+            pool.resident.load(Ordering::Relaxed) as u64,
+            3 * GB + GB / 2
+        );
+    }
+
+    #[test]
+    fn a_zero_target_still_limits_the_pool() {
+        let pool = FakePool::default();
+        pool.resident.store((GB / 2) as usize, Ordering::Relaxed);
+        let mut controller = Controller::default();
+        let report = controller.step(&pool, &settings(), &host(0), Instant::now());
+        assert_eq!(report.target_bytes, 0, "the reserve takes everything");
+        assert_eq!(
+            pool.limit.load(Ordering::Relaxed),
+            1,
+            "0 would mean unlimited"
+        );
+        assert_eq!(*pool.reclaims.lock(), vec![((GB / 2) as usize, false)]);
     }
 
     #[test]

@@ -14,7 +14,7 @@ pub mod trace;
 pub mod wake;
 
 use crate::server::Server;
-use controller::{Change, PoolControl, Reclaimed, StepReport};
+use controller::{Change, StepReport};
 use parking_lot::Mutex;
 use source::{HostMemory, HostSource, ProcSource};
 use std::path::Path;
@@ -37,8 +37,6 @@ pub struct ElasticStatus {
     pub shrinks: u64,
     pub grows: u64,
     pub wakeups_pressure: u64,
-    /// The last reclaim, by the controller or ELASTIC RECLAIM.
-    pub last_reclaim: Option<Reclaimed>,
     /// Where the PSI trigger is armed, or why it is not.
     pub psi_trigger: String,
 }
@@ -85,16 +83,6 @@ impl Elastic {
             Change::Grow => status.grows += 1,
             Change::Same => {}
         }
-        if let Some(reclaimed) = report.reclaimed {
-            status.last_reclaim = Some(reclaimed);
-        }
-    }
-
-    /// A one-shot reclaim (ELASTIC RECLAIM): does not move the target.
-    pub fn reclaim(&self, pool: &impl PoolControl, bytes: usize, fast: bool) -> Reclaimed {
-        let reclaimed = pool.reclaim(bytes, fast);
-        self.status.lock().last_reclaim = Some(reclaimed);
-        reclaimed
     }
 
     /// Stops the controller (waits for its current step) and the PSI thread.
@@ -141,9 +129,9 @@ fn arm_psi(elastic: &Elastic, source: &dyn HostSource) -> String {
     };
     let wake = elastic.wake.clone();
     match psi::spawn_watcher(&path, elastic.psi_stop.clone(), move || wake.pressure()) {
-        Ok(_) => {
-            tracing::info!(path = %path.display(), "memory pressure trigger armed");
-            format!("armed on {}", path.display())
+        Ok(trigger) => {
+            tracing::info!(path = %path.display(), %trigger, "memory pressure trigger armed");
+            format!("armed on {}: {trigger}", path.display())
         }
         Err(reason) => {
             tracing::info!(%reason, "no memory pressure trigger; the elastic controller polls only");

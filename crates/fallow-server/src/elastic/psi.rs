@@ -1,7 +1,9 @@
 //! The memory-pressure trigger: a PSI trigger ("some 100000 1000000": 100 ms of stall within 1 s) written to
 //! a PSI file (/proc/pressure/memory or a cgroup's memory.pressure) and a thread that poll()s it for POLLPRI
-//! and wakes the controller at once. Where a trigger cannot be armed (no PSI, not permitted, not a PSI
-//! file) the controller keeps to its plain polling and the reason is recorded.
+//! and wakes the controller at once. Without CAP_SYS_RESOURCE the kernel (6.5+) takes only windows that
+//! are multiples of 2 s, so "some 200000 2000000" (the same 10%) is tried next. Where no trigger can be
+//! armed (no PSI, not permitted, not a PSI file) the controller keeps to its plain polling and the reason
+//! is recorded.
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::path::Path;
@@ -13,6 +15,8 @@ use std::thread::JoinHandle;
 pub const STALL_US: u64 = 100_000;
 /// The trigger's window (the kernel accepts 500 ms to 10 s).
 pub const WINDOW_US: u64 = 1_000_000;
+/// The triggers tried in turn, (stall µs, window µs): the second is what an unprivileged process may set.
+pub const TRIGGERS: [(u64, u64); 2] = [(STALL_US, WINDOW_US), (2 * STALL_US, 2 * WINDOW_US)];
 /// How long one poll() waits before the watcher looks at its stop flag.
 const POLL_TIMEOUT_MS: i32 = 250;
 
@@ -26,6 +30,18 @@ pub struct PsiTrigger {
 }
 
 impl PsiTrigger {
+    /// Arms the first of `TRIGGERS` the kernel accepts; returns it with the (stall, window) used.
+    pub fn arm_first(path: &Path) -> Result<(PsiTrigger, (u64, u64)), String> {
+        let mut last_error = String::new();
+        for (stall_us, window_us) in TRIGGERS {
+            match PsiTrigger::arm(path, stall_us, window_us) {
+                Ok(trigger) => return Ok((trigger, (stall_us, window_us))),
+                Err(error) => last_error = error,
+            }
+        }
+        Err(last_error)
+    }
+
     /// Arms `some <stall_us> <window_us>` on `path`.
     pub fn arm(path: &Path, stall_us: u64, window_us: u64) -> Result<PsiTrigger, String> {
         let describe = |error: std::io::Error| format!("{}: {error}", path.display());
@@ -35,7 +51,10 @@ impl PsiTrigger {
             .open(path)
             .map_err(describe)?;
         if !on_psi_filesystem(&file) {
-            return Err(format!("{}: not a PSI file (neither procfs nor cgroup2)", path.display()));
+            return Err(format!(
+                "{}: not a PSI file (neither procfs nor cgroup2)",
+                path.display()
+            ));
         }
         // The kernel wants the trigger with its terminating NUL, in one write.
         let trigger = format!("some {stall_us} {window_us}\0");
@@ -79,14 +98,15 @@ fn on_psi_filesystem(file: &File) -> bool {
 }
 
 /// Arms a trigger on `path` and starts a thread that calls `on_pressure` each time it fires, until `stop`.
-/// Err(reason) when no trigger could be armed; the caller then polls only.
+/// Ok(the trigger armed, e.g. "some 100000 1000000"); Err(reason) when none could be; the caller then
+/// polls only.
 pub fn spawn_watcher(
     path: &Path,
     stop: Arc<AtomicBool>,
     on_pressure: impl Fn() + Send + 'static,
-) -> Result<JoinHandle<()>, String> {
-    let trigger = PsiTrigger::arm(path, STALL_US, WINDOW_US)?;
-    std::thread::Builder::new()
+) -> Result<String, String> {
+    let (trigger, (stall_us, window_us)) = PsiTrigger::arm_first(path)?;
+    let _thread: JoinHandle<()> = std::thread::Builder::new()
         .name("fallow-psi".into())
         .spawn(move || {
             while !stop.load(Ordering::Relaxed) {
@@ -100,7 +120,8 @@ pub fn spawn_watcher(
                 }
             }
         })
-        .map_err(|error| format!("cannot start the PSI thread: {error}"))
+        .map_err(|error| format!("cannot start the PSI thread: {error}"))?;
+    Ok(format!("some {stall_us} {window_us}"))
 }
 
 #[cfg(test)]
@@ -110,9 +131,13 @@ mod tests {
 
     #[test]
     fn missing_psi_file_is_a_reason() {
-        let error = PsiTrigger::arm(Path::new("/nonexistent/pressure/memory"), STALL_US, WINDOW_US)
-            .err()
-            .unwrap();
+        let error = PsiTrigger::arm(
+            Path::new("/nonexistent/pressure/memory"),
+            STALL_US,
+            WINDOW_US,
+        )
+        .err()
+        .unwrap();
         assert!(error.contains("/nonexistent/pressure/memory"), "{error}");
     }
 
@@ -121,16 +146,21 @@ mod tests {
         let dir = TempDir::new("psi");
         dir.write("memory", "some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n");
         let stop = Arc::new(AtomicBool::new(false));
-        let error = spawn_watcher(&dir.0.join("memory"), stop, || {}).err().unwrap();
+        let error = spawn_watcher(&dir.0.join("memory"), stop, || {})
+            .err()
+            .unwrap();
         assert!(error.contains("not a PSI file"), "{error}");
     }
 
     #[test]
     fn real_trigger_arms_or_says_why() {
         let path = Path::new("/proc/pressure/memory");
-        match PsiTrigger::arm(path, STALL_US, WINDOW_US) {
+        match PsiTrigger::arm_first(path) {
             // Armed: an idle wait times out or reports a real event, but does not fail.
-            Ok(trigger) => assert!(trigger.wait(1).is_ok()),
+            Ok((trigger, used)) => {
+                assert!(TRIGGERS.contains(&used));
+                assert!(trigger.wait(1).is_ok());
+            }
             Err(reason) => assert!(reason.starts_with("/proc/pressure/memory"), "{reason}"),
         }
     }

@@ -100,7 +100,10 @@ impl HostSource for ProcSource {
     fn sample(&mut self, _pool_resident_bytes: u64) -> std::io::Result<HostMemory> {
         let meminfo = std::fs::read_to_string(self.proc_root.join("meminfo"))?;
         let (mut total_bytes, mut available_bytes) = parse_meminfo(&meminfo).ok_or_else(|| {
-            std::io::Error::new(std::io::ErrorKind::InvalidData, "meminfo lacks MemTotal/MemAvailable")
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "meminfo lacks MemTotal/MemAvailable",
+            )
         })?;
         let cgroup = self.binding_cgroup().map(|(_, memory)| memory);
         if let Some(memory) = &cgroup {
@@ -199,7 +202,11 @@ pub fn parse_meminfo(text: &str) -> Option<(u64, u64)> {
     let kib = |key: &str| {
         text.lines().find_map(|line| {
             let rest = line.strip_prefix(key)?.strip_prefix(':')?;
-            rest.trim().trim_end_matches("kB").trim().parse::<u64>().ok()
+            rest.trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<u64>()
+                .ok()
         })
     };
     Some((kib("MemTotal")? * 1024, kib("MemAvailable")? * 1024))
@@ -210,7 +217,10 @@ pub fn parse_psi(text: &str) -> (f64, f64) {
     let avg10 = |kind: &str| {
         text.lines()
             .find(|line| line.starts_with(kind))
-            .and_then(|line| line.split_whitespace().find_map(|word| word.strip_prefix("avg10=")))
+            .and_then(|line| {
+                line.split_whitespace()
+                    .find_map(|word| word.strip_prefix("avg10="))
+            })
             .and_then(|value| value.parse().ok())
             .unwrap_or(0.0)
     };
@@ -224,7 +234,11 @@ pub fn process_rss_bytes(proc_root: &Path) -> u64 {
         .and_then(|status| {
             status.lines().find_map(|line| {
                 let rest = line.strip_prefix("VmRSS:")?;
-                rest.trim().trim_end_matches("kB").trim().parse::<u64>().ok()
+                rest.trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
             })
         })
         .map_or(0, |kib| kib * 1024)
@@ -262,7 +276,8 @@ pub(crate) mod tests {
         }
     }
 
-    const MEMINFO: &str = "MemTotal:       16384000 kB\nMemFree:         1000 kB\nMemAvailable:    8192000 kB\n";
+    const MEMINFO: &str =
+        "MemTotal:       16384000 kB\nMemFree:         1000 kB\nMemAvailable:    8192000 kB\n";
     const PSI: &str = "some avg10=1.50 avg60=0.20 avg300=0.00 total=123\nfull avg10=0.25 avg60=0.00 avg300=0.00 total=45\n";
 
     fn fake_proc(dir: &TempDir, cgroup_line: &str) {
@@ -277,7 +292,10 @@ pub(crate) mod tests {
         dir.write(&format!("{prefix}/memory.max"), &format!("{max}\n"));
         dir.write(&format!("{prefix}/memory.high"), &format!("{high}\n"));
         dir.write(&format!("{prefix}/memory.current"), &format!("{current}\n"));
-        dir.write(&format!("{prefix}/memory.stat"), "anon 100\ninactive_file 1000000\n");
+        dir.write(
+            &format!("{prefix}/memory.stat"),
+            "anon 100\ninactive_file 1000000\n",
+        );
         dir.write(
             &format!("{prefix}/memory.events"),
             "low 0\nhigh 7\nmax 3\noom 1\noom_kill 1\n",
@@ -324,7 +342,10 @@ pub(crate) mod tests {
         let cgroup = sample.cgroup.clone().unwrap();
         assert_eq!(cgroup.high_bytes, Some(4_000_000_000));
         assert_eq!(cgroup.max_bytes, None);
-        assert_eq!((cgroup.events_high, cgroup.events_max, cgroup.events_oom), (7, 3, 1));
+        assert_eq!(
+            (cgroup.events_high, cgroup.events_max, cgroup.events_oom),
+            (7, 3, 1)
+        );
         // headroom = 4e9 - (3.5e9 - 1e6 inactive file)
         assert_eq!(sample.available_bytes, 4_000_000_000 - 3_499_000_000);
         assert_eq!(sample.total_bytes, 4_000_000_000);
@@ -345,7 +366,10 @@ pub(crate) mod tests {
         assert_eq!(source.kind(), "proc");
         assert!(sample.cgroup.is_none());
         assert_eq!(sample.available_bytes, 8_192_000 * 1024);
-        assert_eq!(source.pressure_file().unwrap(), dir.0.join("proc/pressure/memory"));
+        assert_eq!(
+            source.pressure_file().unwrap(),
+            dir.0.join("proc/pressure/memory")
+        );
     }
 
     #[test]

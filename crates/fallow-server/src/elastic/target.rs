@@ -138,7 +138,10 @@ mod tests {
     fn grow_is_rate_limited() {
         let rate = 256 << 20;
         let half_second = Duration::from_millis(500);
-        assert_eq!(next_target(Some(GB), 4 * GB, rate, half_second), GB + (128 << 20));
+        assert_eq!(
+            next_target(Some(GB), 4 * GB, rate, half_second),
+            GB + (128 << 20)
+        );
         // Close to the desired target it stops there.
         assert_eq!(next_target(Some(GB), GB + 1, rate, half_second), GB + 1);
         // Repeated steps converge at the rate.

@@ -192,7 +192,10 @@ mod tests {
         let clock: Clock = Arc::new(move || clock_millis.load(Ordering::Relaxed) as f64 / 1000.0);
         let mut source = TraceSource::with_clock(Trace::parse(SCRIPT).unwrap(), 123, clock);
         let sample = source.sample(0).unwrap();
-        assert_eq!((sample.total_bytes, sample.available_bytes), (8 << 30, 2 << 30));
+        assert_eq!(
+            (sample.total_bytes, sample.available_bytes),
+            (8 << 30, 2 << 30)
+        );
         millis.store(1600, Ordering::Relaxed);
         assert_eq!(source.sample(0).unwrap().available_bytes, 1 << 30);
         // The pool's own bytes are not available any more.

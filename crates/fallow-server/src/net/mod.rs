@@ -44,8 +44,18 @@ pub async fn serve(
         tracing::info!(path = %path, "RESP listening on Unix socket");
         tasks.push(tokio::spawn(accept_unix(server.clone(), listener)));
     }
+    if config.metrics_port != 0 {
+        let listener = TcpListener::bind((config.bind.as_str(), config.metrics_port)).await?;
+        tracing::info!(address = %listener.local_addr()?, "Prometheus metrics at /metrics");
+        tasks.push(tokio::spawn(crate::metrics::serve(
+            server.clone(),
+            listener,
+        )));
+    }
     tasks.push(tokio::spawn(housekeeping(server.clone())));
+    crate::elastic::start(&server).map_err(std::io::Error::other)?;
     shutdown.await;
+    server.elastic.stop();
     tracing::info!("shutting down");
     server.shutting_down.store(true, Ordering::Relaxed);
     for task in &tasks {
