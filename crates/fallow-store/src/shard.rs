@@ -975,7 +975,11 @@ impl Shard {
         let now_empty = collection.is_empty();
         self.collection_bytes = self.collection_bytes + bytes_after - bytes_before;
         let tenant = self.segment(slot_of(location)).tenant;
-        self.charge(tenant, bytes_after.abs_diff(bytes_before), bytes_after > bytes_before);
+        self.charge(
+            tenant,
+            bytes_after.abs_diff(bytes_before),
+            bytes_after > bytes_before,
+        );
         if now_empty {
             self.remove_item(db, hash, location);
         } else {
@@ -1488,6 +1492,19 @@ impl Shard {
         sealed.into_iter().chain(active).take(count).collect()
     }
 
+    /// The oldest sealed segment of `tenant`, else its active one: found without walking every segment.
+    fn first_tenant_segment(&self, tenant: TenantId) -> Option<u32> {
+        self.by_sequence
+            .values()
+            .copied()
+            .find(|&slot| {
+                self.segment(slot).tenant == tenant
+                    && !self.is_active(slot)
+                    && !self.is_draining(slot)
+            })
+            .or_else(|| self.active_slot(tenant))
+    }
+
     /// Removes the live item at `location` as an eviction of its tenant.
     fn evict_at(&mut self, location: Location) {
         let header = *self.header(location);
@@ -1540,7 +1557,7 @@ impl Shard {
     pub fn fast_release_step(&mut self, tenant: TenantId) -> ReclaimStep {
         self.abandon_careful_plan();
         let before = self.releasable_bytes();
-        let Some(slot) = self.tenant_segments(tenant, 1).first().copied() else {
+        let Some(slot) = self.first_tenant_segment(tenant) else {
             return ReclaimStep::nothing();
         };
         self.draining_slot = Some(slot);
@@ -1612,8 +1629,20 @@ impl Shard {
     /// all but `CAREFUL_KEEP_RATIO` of its live bytes are victims.
     fn plan_careful_release(&mut self, tenant: TenantId, now_ms: u64) -> Option<CarefulPlan> {
         const CANDIDATES: usize = 8;
-        let slot = self
-            .tenant_segments(tenant, CANDIDATES)
+        let candidates = self.tenant_segments(tenant, CANDIDATES);
+        // Sealed segments only while there are any: the active one holds the survivors of earlier
+        // releases and fresh writes, the last place to look for victims.
+        let sealed: Vec<u32> = candidates
+            .iter()
+            .copied()
+            .filter(|&slot| !self.is_active(slot))
+            .collect();
+        let pool = if sealed.is_empty() {
+            candidates
+        } else {
+            sealed
+        };
+        let slot = pool
             .into_iter()
             .min_by_key(|&slot| self.segment(slot).live_bytes())?;
         if self.is_active(slot) {
@@ -1643,10 +1672,11 @@ impl Shard {
                 evicted_bytes += item.1;
             }
         }
+        // Ties (the access clock has one-second steps) are broken by the other measure.
         let mut by_recency: Vec<usize> = (0..items.len()).collect();
-        by_recency.sort_by_key(|&index| items[index].3);
+        by_recency.sort_by_key(|&index| (items[index].3, items[index].4));
         let mut by_frequency: Vec<usize> = (0..items.len()).collect();
-        by_frequency.sort_by_key(|&index| items[index].4);
+        by_frequency.sort_by_key(|&index| (items[index].4, items[index].3));
         let (mut recency_at, mut frequency_at) = (0, 0);
         let mut take_recent = true;
         while evicted_bytes < evict_bytes_min {
