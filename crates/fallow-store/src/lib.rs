@@ -473,7 +473,15 @@ impl<'a> Guards<'a> {
                     break;
                 }
             }
-            if !progressed {
+            // Shards busy with other commands are skipped (try_lock); give them a few chances before
+            // calling the pool full, so contention alone does not fail a write.
+            for attempt in 0..4 {
+                if progressed {
+                    break;
+                }
+                if attempt > 0 {
+                    std::thread::yield_now();
+                }
                 progressed = self.release_from_unlocked(victim, now);
             }
             if !progressed {
