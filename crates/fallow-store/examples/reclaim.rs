@@ -1,5 +1,6 @@
 //! Fills a store with 50 KB values and times one reclaim, reading VmRSS before and after:
-//! `cargo run --release -p fallow-store --example reclaim -- <fill MiB> <release MiB> careful|fast`.
+//! `cargo run --release -p fallow-store --example reclaim -- <fill MiB> <release MiB> careful|fast
+//! [value bytes, default 50000]`.
 use fallow_store::{now_ms, ReclaimPath, Store, StoreConfig};
 
 fn rss_bytes() -> usize {
@@ -29,8 +30,9 @@ fn main() {
         shards: 8,
         ..StoreConfig::default()
     });
-    let value = vec![0x5au8; 50_000];
-    let count = fill_mib * (1 << 20) / 50_000;
+    let value_bytes: usize = args.get(4).and_then(|a| a.parse().ok()).unwrap_or(50_000);
+    let value = vec![0x5au8; value_bytes];
+    let count = fill_mib * (1 << 20) / value_bytes;
     let started = std::time::Instant::now();
     for index in 0..count {
         let key = format!("object:{index}");
@@ -49,11 +51,13 @@ fn main() {
     let report = store.reclaim(release_mib << 20, path);
     let rss_after = rss_bytes();
     println!(
-        "{} release of {release_mib} MiB: {} MiB in {:.1} ms, {} objects; VmRSS fell {} MiB",
+        "{} release of {release_mib} MiB: {} MiB in {:.1} ms, {} objects, longest lock hold {} µs; \
+         VmRSS fell {} MiB",
         path.name(),
         report.released_bytes >> 20,
         report.duration.as_secs_f64() * 1e3,
         report.objects,
+        report.longest_hold.as_micros(),
         rss_before.saturating_sub(rss_after) >> 20
     );
 }

@@ -276,15 +276,24 @@ impl Store {
     /// early when nothing ephemeral is left. Persistent data is never touched.
     pub fn reclaim(&self, bytes: usize, path: ReclaimPath) -> ReclaimReport {
         let started = Instant::now();
-        let spare_bytes: usize = self
-            .shards
-            .iter()
-            .map(|shard| shard.lock().release_spare_segments())
-            .sum();
+        // The careful path re-appends survivors: it keeps the spare segments (already faulted in, so no
+        // page is cleared under a shard lock) until it is done.
+        let release_spares = || -> usize {
+            self.shards
+                .iter()
+                .map(|shard| shard.lock().release_spare_segments())
+                .sum()
+        };
+        let spare_bytes = match path {
+            ReclaimPath::Fast => release_spares(),
+            ReclaimPath::Careful => 0,
+        };
         let progress = ReclaimProgress {
             wanted_bytes: bytes,
             released_bytes: AtomicUsize::new(spare_bytes),
+            grown_bytes: AtomicUsize::new(0),
             objects: AtomicUsize::new(0),
+            longest_hold_ns: AtomicUsize::new(0),
         };
         let workers = std::thread::available_parallelism()
             .map_or(1, |cores| cores.get())
@@ -302,12 +311,20 @@ impl Store {
                 }
             });
         }
+        if path == ReclaimPath::Careful {
+            progress
+                .released_bytes
+                .fetch_add(release_spares(), Ordering::Relaxed);
+        }
         let report = ReclaimReport {
             path,
             requested_bytes: bytes,
-            released_bytes: progress.released_bytes.load(Ordering::Relaxed),
+            released_bytes: progress.net_released_bytes(),
             objects: progress.objects.load(Ordering::Relaxed) as u64,
             duration: started.elapsed(),
+            longest_hold: std::time::Duration::from_nanos(
+                progress.longest_hold_ns.load(Ordering::Relaxed) as u64,
+            ),
         };
         self.memory.pool.record_reclaim(report);
         report
@@ -327,7 +344,7 @@ impl Store {
             .filter(|index| index % stride == first % stride)
             .collect();
         let mut cursor = first / stride;
-        while progress.released_bytes.load(Ordering::Relaxed) < progress.wanted_bytes {
+        while progress.net_released_bytes() < progress.wanted_bytes {
             let Some(victim) = self.memory.pool.victim() else {
                 return;
             };
@@ -337,10 +354,15 @@ impl Store {
                 cursor += 1;
                 let step = {
                     let mut shard = self.shards[index].lock();
-                    match path {
+                    let held_since = Instant::now();
+                    let step = match path {
                         ReclaimPath::Fast => shard.fast_release_step(victim),
                         ReclaimPath::Careful => shard.careful_release_step(victim, now_ms()),
-                    }
+                    };
+                    progress
+                        .longest_hold_ns
+                        .fetch_max(held_since.elapsed().as_nanos() as usize, Ordering::Relaxed);
+                    step
                 };
                 // The detached segment is unmapped here, after the shard lock was released.
                 drop(step.detached);
@@ -348,6 +370,9 @@ impl Store {
                     progress
                         .released_bytes
                         .fetch_add(step.released_bytes, Ordering::Relaxed);
+                    progress
+                        .grown_bytes
+                        .fetch_add(step.grown_bytes, Ordering::Relaxed);
                     progress
                         .objects
                         .fetch_add(step.objects as usize, Ordering::Relaxed);
@@ -402,7 +427,17 @@ impl Store {
 struct ReclaimProgress {
     wanted_bytes: usize,
     released_bytes: AtomicUsize,
+    grown_bytes: AtomicUsize,
     objects: AtomicUsize,
+    longest_hold_ns: AtomicUsize,
+}
+
+impl ReclaimProgress {
+    fn net_released_bytes(&self) -> usize {
+        self.released_bytes
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.grown_bytes.load(Ordering::Relaxed))
+    }
 }
 
 /// The shards one command holds, locked in ascending order.

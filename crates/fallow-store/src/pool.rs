@@ -134,6 +134,8 @@ pub struct ReclaimReport {
     pub released_bytes: usize,
     pub objects: u64,
     pub duration: Duration,
+    /// The longest a shard stayed locked by one step: what a client could wait behind the reclaim.
+    pub longest_hold: Duration,
 }
 
 /// Totals of one release path.
