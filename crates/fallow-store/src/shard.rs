@@ -90,6 +90,15 @@ impl ReclaimStep {
     }
 }
 
+/// One live item of a segment a careful release ranks.
+struct Candidate {
+    offset: u32,
+    bytes: usize,
+    expired: bool,
+    access_s: u32,
+    lfu: u8,
+}
+
 /// A release in progress on one segment: which items go and which stay (careful path) or that all go
 /// (fast path), worked through a bounded number of items per lock hold.
 struct ReleasePlan {
@@ -1657,31 +1666,35 @@ impl Shard {
             .min_by_key(|&slot| self.segment(slot).live_bytes())?;
         self.stop_appending_to(slot);
         let segment = self.segment(slot);
-        let items: Vec<(u32, usize, bool, u32, u8)> = self
+        let items: Vec<Candidate> = self
             .live_offsets(slot)
             .into_iter()
             .map(|offset| {
                 let header = segment.header(offset);
-                let expired = header.expire_at_ms != 0 && header.expire_at_ms <= now_ms;
-                let size = header.item_bytes();
-                (offset, size, expired, header.access_s, header.lfu_counter)
+                Candidate {
+                    offset,
+                    bytes: header.item_bytes(),
+                    expired: header.expire_at_ms != 0 && header.expire_at_ms <= now_ms,
+                    access_s: header.access_s,
+                    lfu: header.lfu_counter,
+                }
             })
             .collect();
-        let live_bytes: usize = items.iter().map(|item| item.1).sum();
+        let live_bytes: usize = items.iter().map(|item| item.bytes).sum();
         let evict_bytes_min = (live_bytes as f64 * (1.0 - CAREFUL_KEEP_RATIO)) as usize;
         let mut chosen = vec![false; items.len()];
         let mut order = Vec::with_capacity(items.len());
         let mut evicted_bytes = 0;
         for (index, item) in items.iter().enumerate() {
-            if item.2 {
+            if item.expired {
                 chosen[index] = true;
-                order.push((item.0, true));
-                evicted_bytes += item.1;
+                order.push((item.offset, true));
+                evicted_bytes += item.bytes;
             }
         }
         // Ties (the access clock has one-second steps) are broken by the other measure. Packed keys and an
         // unstable sort keep planning a segment of small items well under a millisecond.
-        let ranked = |key: &dyn Fn(&(u32, usize, bool, u32, u8)) -> u64| {
+        let ranked = |key: &dyn Fn(&Candidate) -> u64| {
             let mut keyed: Vec<(u64, u32)> = items
                 .iter()
                 .enumerate()
@@ -1693,8 +1706,8 @@ impl Shard {
                 .map(|(_, index)| index as usize)
                 .collect::<Vec<usize>>()
         };
-        let by_recency = ranked(&|item| ((item.3 as u64) << 8) | item.4 as u64);
-        let by_frequency = ranked(&|item| ((item.4 as u64) << 32) | item.3 as u64);
+        let by_recency = ranked(&|item| ((item.access_s as u64) << 8) | item.lfu as u64);
+        let by_frequency = ranked(&|item| ((item.lfu as u64) << 32) | item.access_s as u64);
         let (mut recency_at, mut frequency_at) = (0, 0);
         let mut take_recent = true;
         while evicted_bytes < evict_bytes_min {
@@ -1708,15 +1721,15 @@ impl Shard {
             }
             if let Some(&index) = list.get(*at) {
                 chosen[index] = true;
-                order.push((items[index].0, true));
-                evicted_bytes += items[index].1;
+                order.push((items[index].offset, true));
+                evicted_bytes += items[index].bytes;
             }
             take_recent = !take_recent;
         }
         order.extend(
             (0..items.len())
                 .filter(|&index| !chosen[index])
-                .map(|index| (items[index].0, false)),
+                .map(|index| (items[index].offset, false)),
         );
         Some(ReleasePlan {
             slot,
