@@ -180,6 +180,10 @@ impl Server {
     pub fn config_changed(&self) {
         let config = self.config.read().clone();
         self.store.set_maxmemory_bytes(config.maxmemory as usize);
+        if config.memory_mode == crate::elastic::settings::MemoryMode::Fixed {
+            // At once, not at the controller's next step: fixed mode has no pool limit.
+            self.store.set_pool_limit_bytes(0);
+        }
         self.store.set_policy(
             EvictionPolicy::from_name(&config.maxmemory_policy).expect("validated policy"),
         );

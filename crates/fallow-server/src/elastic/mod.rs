@@ -115,7 +115,8 @@ pub fn start(server: &Arc<Server>) -> Result<(), String> {
         .spawn(move || {
             let server = thread_server;
             let settings = || settings::ElasticSettings::from_config(&server.config.read());
-            controller::run(&server.elastic, &server.store, source.as_mut(), settings);
+            let pool = store::ElasticPool(&server);
+            controller::run(&server.elastic, &pool, source.as_mut(), settings);
         })
         .map_err(|error| format!("cannot start the elastic controller: {error}"))?;
     *elastic.controller_thread.lock() = Some(thread);
