@@ -5,7 +5,7 @@
 //! In fixed mode it only samples the host (for INFO) and leaves the pool unlimited.
 use super::settings::{ElasticSettings, MemoryMode};
 use super::source::{HostMemory, HostSource};
-use super::target::{bounds, desired_target, next_target, TargetInputs};
+use super::target::{bounds, desired_target, next_target, TargetInputs, DEAD_BAND_BYTES};
 use super::Elastic;
 use std::time::{Duration, Instant};
 
@@ -135,9 +135,13 @@ pub fn fast_path(excess_bytes: u64, fast_threshold_bytes: u64) -> bool {
     excess_bytes > fast_threshold_bytes
 }
 
+/// Reclaims what the pool holds above `target`, when that is more than the dead band (a smaller excess is
+/// left to the writes, which make room under the limit themselves).
 fn reclaim_excess(pool: &impl PoolControl, target: u64, fast_threshold: u64) -> Option<Reclaimed> {
     let resident = pool.resident_bytes() as u64;
-    let excess = resident.checked_sub(target).filter(|&excess| excess > 0)?;
+    let excess = resident
+        .checked_sub(target)
+        .filter(|&excess| excess > DEAD_BAND_BYTES)?;
     let bytes = usize::try_from(excess).unwrap_or(usize::MAX);
     Some(pool.reclaim(bytes, fast_path(excess, fast_threshold)))
 }
@@ -308,6 +312,26 @@ pub(crate) mod tests {
         assert_eq!(report.target_bytes, 2 * GB);
         assert_eq!(*pool.reclaims.lock(), vec![(4 * GB as usize, true)]);
         assert!(fast_path(GB + 1, GB) && !fast_path(GB, GB));
+    }
+
+    #[test]
+    fn small_excess_is_left_to_the_writes() {
+        let pool = FakePool::default();
+        let capped = ElasticSettings {
+            max_bytes: GB,
+            ..settings()
+        };
+        pool.resident
+            .store((GB + DEAD_BAND_BYTES) as usize, Ordering::Relaxed);
+        Controller::default().step(&pool, &capped, &host(8 * GB), Instant::now());
+        assert!(pool.reclaims.lock().is_empty());
+        pool.resident
+            .store((GB + DEAD_BAND_BYTES + 1) as usize, Ordering::Relaxed);
+        Controller::default().step(&pool, &capped, &host(8 * GB), Instant::now());
+        assert_eq!(
+            *pool.reclaims.lock(),
+            vec![((DEAD_BAND_BYTES + 1) as usize, false)]
+        );
     }
 
     #[test]

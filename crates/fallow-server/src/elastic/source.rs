@@ -1,6 +1,13 @@
 //! Host-memory sources: what the controller learns about the machine on each step. `HostMemory` is one
-//! sample; `ProcSource` reads /proc/meminfo, memory PSI and, inside a limited cgroup v2, the cgroup's
-//! memory.max/high/current/stat/events. Both roots are fields so tests point them at fake files (the
+//! sample; `ProcSource` reads /proc/meminfo, the per-CPU page lists in /proc/zoneinfo, memory PSI and,
+//! inside a limited cgroup v2, the cgroup's memory.max/high/current/stat/events.
+//!
+//! Why zoneinfo: pages freed by munmap first go to per-CPU free lists, which MemFree and MemAvailable do not
+//! count; since Linux 6.7 those lists grow on their own to hundreds of MiB per CPU (on the 2-CPU development
+//! VM: 860 MiB on one CPU) and drain over minutes. Without them a release would not show as available
+//! memory, and the controller would read its own release as new pressure and shrink again and again. Every
+//! such page is free for any allocation (the kernel drains the lists before reclaiming), so available =
+//! MemAvailable + the per-CPU list pages: that sum moves by exactly what a process allocates or frees. Both roots are fields so tests point them at fake files (the
 //! development machine has only cgroup v1, so cgroup v2 is exercised with fake files only).
 use std::path::{Path, PathBuf};
 
@@ -99,12 +106,17 @@ impl Default for ProcSource {
 impl HostSource for ProcSource {
     fn sample(&mut self, _pool_resident_bytes: u64) -> std::io::Result<HostMemory> {
         let meminfo = std::fs::read_to_string(self.proc_root.join("meminfo"))?;
-        let (mut total_bytes, mut available_bytes) = parse_meminfo(&meminfo).ok_or_else(|| {
+        let (mut total_bytes, mem_available_bytes) = parse_meminfo(&meminfo).ok_or_else(|| {
             std::io::Error::new(
                 std::io::ErrorKind::InvalidData,
                 "meminfo lacks MemTotal/MemAvailable",
             )
         })?;
+        let percpu_free_bytes = std::fs::read_to_string(self.proc_root.join("zoneinfo"))
+            .map_or(0, |zoneinfo| percpu_free_pages(&zoneinfo) * page_bytes());
+        let mut available_bytes = mem_available_bytes
+            .saturating_add(percpu_free_bytes)
+            .min(total_bytes);
         let cgroup = self.binding_cgroup().map(|(_, memory)| memory);
         if let Some(memory) = &cgroup {
             total_bytes = total_bytes.min(memory.limit_bytes().unwrap_or(u64::MAX));
@@ -212,6 +224,21 @@ pub fn parse_meminfo(text: &str) -> Option<(u64, u64)> {
     Some((kib("MemTotal")? * 1024, kib("MemAvailable")? * 1024))
 }
 
+/// Free pages held on per-CPU lists: the sum of the `count:` lines of /proc/zoneinfo's pagesets.
+pub fn percpu_free_pages(zoneinfo: &str) -> u64 {
+    zoneinfo
+        .lines()
+        .filter_map(|line| line.trim_start().strip_prefix("count:"))
+        .filter_map(|count| count.trim().parse::<u64>().ok())
+        .sum()
+}
+
+fn page_bytes() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let bytes = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    u64::try_from(bytes).unwrap_or(4096)
+}
+
 /// (some avg10, full avg10) from a PSI file; 0 for a missing line.
 pub fn parse_psi(text: &str) -> (f64, f64) {
     let avg10 = |kind: &str| {
@@ -280,8 +307,11 @@ pub(crate) mod tests {
         "MemTotal:       16384000 kB\nMemFree:         1000 kB\nMemAvailable:    8192000 kB\n";
     const PSI: &str = "some avg10=1.50 avg60=0.20 avg300=0.00 total=123\nfull avg10=0.25 avg60=0.00 avg300=0.00 total=45\n";
 
+    const ZONEINFO: &str = "Node 0, zone   Normal\n  pagesets\n    cpu: 0\n              count:    100\n              high:     200\n    cpu: 1\n              count:    156\n              high:     300\n";
+
     fn fake_proc(dir: &TempDir, cgroup_line: &str) {
         dir.write("proc/meminfo", MEMINFO);
+        dir.write("proc/zoneinfo", ZONEINFO);
         dir.write("proc/pressure/memory", PSI);
         dir.write("proc/self/cgroup", cgroup_line);
         dir.write("proc/self/status", "Name: fallow\nVmRSS:\t  2048 kB\n");
@@ -312,6 +342,8 @@ pub(crate) mod tests {
         assert_eq!(parse_meminfo("MemTotal: 1 kB\n"), None);
         assert_eq!(parse_psi(PSI), (1.5, 0.25));
         assert_eq!(parse_psi(""), (0.0, 0.0));
+        assert_eq!(percpu_free_pages(ZONEINFO), 256);
+        assert_eq!(percpu_free_pages("Node 0, zone DMA\n"), 0);
     }
 
     #[test]
@@ -322,7 +354,10 @@ pub(crate) mod tests {
         let sample = source.sample(0).unwrap();
         assert_eq!(source.kind(), "proc");
         assert_eq!(sample.total_bytes, 16_384_000 * 1024);
-        assert_eq!(sample.available_bytes, 8_192_000 * 1024);
+        assert_eq!(
+            sample.available_bytes,
+            8_192_000 * 1024 + 256 * page_bytes()
+        );
         assert_eq!((sample.psi_some_avg10, sample.psi_full_avg10), (1.5, 0.25));
         assert!(sample.cgroup.is_none());
         assert_eq!(process_rss_bytes(&dir.0.join("proc")), 2048 * 1024);
@@ -365,7 +400,10 @@ pub(crate) mod tests {
         let sample = source.sample(0).unwrap();
         assert_eq!(source.kind(), "proc");
         assert!(sample.cgroup.is_none());
-        assert_eq!(sample.available_bytes, 8_192_000 * 1024);
+        assert_eq!(
+            sample.available_bytes,
+            8_192_000 * 1024 + 256 * page_bytes()
+        );
         assert_eq!(
             source.pressure_file().unwrap(),
             dir.0.join("proc/pressure/memory")

@@ -1,8 +1,13 @@
 //! The pool-target arithmetic, kept pure so it is tested on its own:
 //! desired = max(floor, clamp(resident + available − reserve, min, max)), max 0 = host total, min ≤ max;
-//! the next target takes the desired one at once when it is lower (shrink) and approaches it by at most
-//! grow-rate × elapsed when it is higher (grow).
+//! the next target takes the desired one at once when it is lower by more than the dead band (shrink) and
+//! approaches it by at most grow-rate × elapsed when it is higher (grow).
 use std::time::Duration;
+
+/// Shrinks smaller than this wait until the gap is larger (MemAvailable moves by a few hundred KiB between
+/// polls; reacting to that would release a segment per poll). Also the excess a full pool may carry
+/// before the controller reclaims instead of leaving it to the writes' make-room.
+pub const DEAD_BAND_BYTES: u64 = 4 << 20;
 
 /// What the desired target depends on, in bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -38,8 +43,9 @@ pub fn desired_target(inputs: &TargetInputs) -> u64 {
     room.clamp(min, max).max(inputs.floor_bytes)
 }
 
-/// The target after a step: the desired one at once when lower (or on the first step), else the previous
-/// one grown by at most `grow_bytes_per_sec` × `elapsed`.
+/// The target after a step: the desired one at once when lower by more than `DEAD_BAND_BYTES` (or on the
+/// first step), the previous one when lower by less, else the previous one grown by at most
+/// `grow_bytes_per_sec` × `elapsed`.
 pub fn next_target(
     previous: Option<u64>,
     desired: u64,
@@ -51,6 +57,7 @@ pub fn next_target(
             let step = (grow_bytes_per_sec as f64 * elapsed.as_secs_f64()) as u64;
             desired.min(previous.saturating_add(step))
         }
+        Some(previous) if previous - desired <= DEAD_BAND_BYTES => previous,
         _ => desired,
     }
 }
@@ -132,6 +139,15 @@ mod tests {
         let elapsed = Duration::from_millis(1);
         assert_eq!(next_target(Some(8 * GB), GB, 1, elapsed), GB);
         assert_eq!(next_target(None, 5 * GB, 1, elapsed), 5 * GB, "first step");
+        assert_eq!(
+            next_target(Some(GB), GB - DEAD_BAND_BYTES, 1, elapsed),
+            GB,
+            "noise inside the dead band is ignored"
+        );
+        assert_eq!(
+            next_target(Some(GB), GB - DEAD_BAND_BYTES - 1, 1, elapsed),
+            GB - DEAD_BAND_BYTES - 1
+        );
     }
 
     #[test]

@@ -166,7 +166,11 @@ async fn housekeeping(server: Arc<Server>) {
                 tokio::task::yield_now().await;
             }
         }
-        store.enforce_maxmemory();
+        // Under an elastic pool limit the controller reclaims the excess (in bounded slices); evicting here
+        // too would hold every shard lock for the whole excess and release it twice.
+        if store.pool_limit_bytes() == 0 {
+            store.enforce_maxmemory();
+        }
         store.memory.sample_peak();
     }
 }
