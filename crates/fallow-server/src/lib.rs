@@ -7,4 +7,5 @@ pub mod connection;
 pub mod net;
 pub mod pubsub;
 pub mod server;
+pub mod tenants;
 pub mod tools;
