@@ -271,54 +271,119 @@ impl Store {
 
     /// Gives `bytes` of resident memory back to the OS: spare segments first, then segments of the
     /// ephemeral tenant with the largest fairness, one segment (careful: one bounded slice) per shard lock
-    /// hold, round robin over the shards, unmapping outside the lock. Stops early when nothing ephemeral
-    /// is left. Persistent data is never touched.
+    /// hold, round robin over the shards, unmapping outside the lock. One worker per core, each on its own
+    /// shards: index removals and unmaps are per-core work (8 GiB fast: ~180 ms on one core here). Stops
+    /// early when nothing ephemeral is left. Persistent data is never touched.
     pub fn reclaim(&self, bytes: usize, path: ReclaimPath) -> ReclaimReport {
         let started = Instant::now();
+        // The careful path re-appends survivors: it keeps the spare segments (already faulted in, so no
+        // page is cleared under a shard lock) until it is done.
+        let release_spares = || -> usize {
+            self.shards
+                .iter()
+                .map(|shard| shard.lock().release_spare_segments())
+                .sum()
+        };
+        let spare_bytes = match path {
+            ReclaimPath::Fast => release_spares(),
+            ReclaimPath::Careful => 0,
+        };
+        let progress = ReclaimProgress {
+            wanted_bytes: bytes,
+            released_bytes: AtomicUsize::new(spare_bytes),
+            grown_bytes: AtomicUsize::new(0),
+            objects: AtomicUsize::new(0),
+            longest_hold_ns: AtomicUsize::new(0),
+        };
+        let workers = std::thread::available_parallelism()
+            .map_or(1, |cores| cores.get())
+            .min(self.shards.len());
+        let first = self.reclaim_cursor.fetch_add(1, Ordering::Relaxed);
+        if workers == 1 || bytes <= spare_bytes {
+            self.reclaim_worker(path, first, 1, &progress);
+        } else {
+            std::thread::scope(|scope| {
+                for worker in 0..workers {
+                    let progress = &progress;
+                    scope.spawn(move || {
+                        self.reclaim_worker(path, first + worker, workers, progress)
+                    });
+                }
+            });
+        }
+        if path == ReclaimPath::Careful {
+            progress
+                .released_bytes
+                .fetch_add(release_spares(), Ordering::Relaxed);
+        }
+        let report = ReclaimReport {
+            path,
+            requested_bytes: bytes,
+            released_bytes: progress.net_released_bytes(),
+            objects: progress.objects.load(Ordering::Relaxed) as u64,
+            duration: started.elapsed(),
+            longest_hold: std::time::Duration::from_nanos(
+                progress.longest_hold_ns.load(Ordering::Relaxed) as u64,
+            ),
+        };
+        self.memory.pool.record_reclaim(report);
+        report
+    }
+
+    /// One reclaim worker: visits the shards `first`, `first + stride`, ... round robin, one step per lock
+    /// hold, until the reclaim has released what was wanted or its shards hold nothing of the victim.
+    fn reclaim_worker(
+        &self,
+        path: ReclaimPath,
+        first: usize,
+        stride: usize,
+        progress: &ReclaimProgress,
+    ) {
         let shard_count = self.shards.len();
-        let mut released_bytes: usize = self
-            .shards
-            .iter()
-            .map(|shard| shard.lock().release_spare_segments())
-            .sum();
-        let mut objects = 0;
-        let mut cursor = self.reclaim_cursor.fetch_add(1, Ordering::Relaxed) % shard_count;
-        while released_bytes < bytes {
+        let mine: Vec<usize> = (0..shard_count)
+            .filter(|index| index % stride == first % stride)
+            .collect();
+        let mut cursor = first / stride;
+        while progress.net_released_bytes() < progress.wanted_bytes {
             let Some(victim) = self.memory.pool.victim() else {
-                break;
+                return;
             };
             let mut progressed = false;
-            for _ in 0..shard_count {
+            for _ in 0..mine.len() {
+                let index = mine[cursor % mine.len()];
+                cursor += 1;
                 let step = {
-                    let mut shard = self.shards[cursor].lock();
-                    match path {
+                    let mut shard = self.shards[index].lock();
+                    let held_since = Instant::now();
+                    let step = match path {
                         ReclaimPath::Fast => shard.fast_release_step(victim),
                         ReclaimPath::Careful => shard.careful_release_step(victim, now_ms()),
-                    }
+                    };
+                    progress
+                        .longest_hold_ns
+                        .fetch_max(held_since.elapsed().as_nanos() as usize, Ordering::Relaxed);
+                    step
                 };
                 // The detached segment is unmapped here, after the shard lock was released.
                 drop(step.detached);
-                cursor = (cursor + 1) % shard_count;
                 if step.progressed {
-                    released_bytes += step.released_bytes;
-                    objects += step.objects;
+                    progress
+                        .released_bytes
+                        .fetch_add(step.released_bytes, Ordering::Relaxed);
+                    progress
+                        .grown_bytes
+                        .fetch_add(step.grown_bytes, Ordering::Relaxed);
+                    progress
+                        .objects
+                        .fetch_add(step.objects as usize, Ordering::Relaxed);
                     progressed = true;
                     break;
                 }
             }
             if !progressed {
-                break;
+                return;
             }
         }
-        let report = ReclaimReport {
-            path,
-            requested_bytes: bytes,
-            released_bytes,
-            objects,
-            duration: started.elapsed(),
-        };
-        self.memory.pool.record_reclaim(report);
-        report
     }
 
     /// Active expiry on one shard: checks `items_max` items, and goes on (up to 16 rounds) while more than
@@ -355,6 +420,23 @@ impl Store {
     /// Sums a per-shard figure.
     pub fn sum_shards(&self, figure: impl Fn(&Shard) -> u64) -> u64 {
         self.shards.iter().map(|shard| figure(&shard.lock())).sum()
+    }
+}
+
+/// What the workers of one reclaim share.
+struct ReclaimProgress {
+    wanted_bytes: usize,
+    released_bytes: AtomicUsize,
+    grown_bytes: AtomicUsize,
+    objects: AtomicUsize,
+    longest_hold_ns: AtomicUsize,
+}
+
+impl ReclaimProgress {
+    fn net_released_bytes(&self) -> usize {
+        self.released_bytes
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.grown_bytes.load(Ordering::Relaxed))
     }
 }
 
@@ -426,7 +508,15 @@ impl<'a> Guards<'a> {
                     break;
                 }
             }
-            if !progressed {
+            // Shards busy with other commands are skipped (try_lock); give them a few chances before
+            // calling the pool full, so contention alone does not fail a write.
+            for attempt in 0..4 {
+                if progressed {
+                    break;
+                }
+                if attempt > 0 {
+                    std::thread::yield_now();
+                }
                 progressed = self.release_from_unlocked(victim, now);
             }
             if !progressed {

@@ -134,6 +134,8 @@ pub struct ReclaimReport {
     pub released_bytes: usize,
     pub objects: u64,
     pub duration: Duration,
+    /// The longest a shard stayed locked by one step: what a client could wait behind the reclaim.
+    pub longest_hold: Duration,
 }
 
 /// Totals of one release path.
@@ -212,7 +214,10 @@ impl Pool {
             return Err("tenant names are 1..64 bytes".into());
         }
         let mut tenants = self.tenants.write();
-        if let Some(id) = tenants.iter().position(|tenant| tenant.spec.name == spec.name) {
+        if let Some(id) = tenants
+            .iter()
+            .position(|tenant| tenant.spec.name == spec.name)
+        {
             if id == 0 && !spec.shared {
                 return Err("the default tenant lives in the common keyspace".into());
             }
@@ -397,8 +402,12 @@ mod tests {
             kind,
             shared: false,
         };
-        let small = pool.define(spec("small", 100, TenantKind::Ephemeral)).unwrap();
-        let big = pool.define(spec("big", 400, TenantKind::Ephemeral)).unwrap();
+        let small = pool
+            .define(spec("small", 100, TenantKind::Ephemeral))
+            .unwrap();
+        let big = pool
+            .define(spec("big", 400, TenantKind::Ephemeral))
+            .unwrap();
         let kept = pool
             .define(spec("kept", 100, TenantKind::Persistent))
             .unwrap();
@@ -406,7 +415,9 @@ mod tests {
         pool.counters(small)
             .resident_bytes
             .store(100, Ordering::Relaxed);
-        pool.counters(big).resident_bytes.store(300, Ordering::Relaxed);
+        pool.counters(big)
+            .resident_bytes
+            .store(300, Ordering::Relaxed);
         pool.counters(kept)
             .resident_bytes
             .store(10_000, Ordering::Relaxed);

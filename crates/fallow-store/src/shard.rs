@@ -70,6 +70,8 @@ pub struct TenantShardStats {
 /// lock is released, so the lock is not held across munmap.
 pub struct ReclaimStep {
     pub released_bytes: usize,
+    /// Bytes the step added (survivors re-appended into a freshly mapped segment).
+    pub grown_bytes: usize,
     pub objects: u64,
     pub detached: Option<Segment>,
     /// False when the shard holds no segment of the tenant to work on.
@@ -80,6 +82,7 @@ impl ReclaimStep {
     fn nothing() -> ReclaimStep {
         ReclaimStep {
             released_bytes: 0,
+            grown_bytes: 0,
             objects: 0,
             detached: None,
             progressed: false,
@@ -87,9 +90,18 @@ impl ReclaimStep {
     }
 }
 
-/// A careful (SCRA) release in progress on one segment: which items go and which stay, worked through a
-/// bounded number of items per lock hold.
-struct CarefulPlan {
+/// One live item of a segment a careful release ranks.
+struct Candidate {
+    offset: u32,
+    bytes: usize,
+    expired: bool,
+    access_s: u32,
+    lfu: u8,
+}
+
+/// A release in progress on one segment: which items go and which stay (careful path) or that all go
+/// (fast path), worked through a bounded number of items per lock hold.
+struct ReleasePlan {
     slot: u32,
     sequence: u64,
     /// (offset, evict) in victim order; survivors are re-appended.
@@ -191,8 +203,9 @@ struct Db {
     volatile_keys: usize,
 }
 
-/// Items a careful release handles per lock hold (bounds how long a client waits behind it).
-const CAREFUL_ITEMS_PER_HOLD: usize = 1024;
+/// Items a release handles per lock hold (bounds how long a client waits behind it: ~1024 index removals
+/// or item moves, well under a millisecond).
+const RELEASE_ITEMS_PER_HOLD: usize = 1024;
 /// Share of a segment's live bytes a careful release keeps (the hottest items), re-appended elsewhere.
 const CAREFUL_KEEP_RATIO: f64 = 0.25;
 
@@ -246,8 +259,8 @@ pub struct Shard {
     pub stats: ShardStats,
     /// Indexed by tenant id, grown on demand.
     pub tenant_stats: Vec<TenantShardStats>,
-    /// A careful release half-way through a segment.
-    careful_plan: Option<CarefulPlan>,
+    /// A release half-way through a segment.
+    release_plan: Option<ReleasePlan>,
     /// The segment a release is emptying; it is detached by the release, not kept as a spare.
     draining_slot: Option<u32>,
     /// Connections blocked (BLPOP and friends) on a key of this shard, woken when it may be ready.
@@ -296,7 +309,7 @@ impl Shard {
             compaction_scratch: Vec::new(),
             stats: ShardStats::default(),
             tenant_stats: Vec::new(),
-            careful_plan: None,
+            release_plan: None,
             draining_slot: None,
             waiters: hashbrown::HashMap::new(),
         }
@@ -975,7 +988,11 @@ impl Shard {
         let now_empty = collection.is_empty();
         self.collection_bytes = self.collection_bytes + bytes_after - bytes_before;
         let tenant = self.segment(slot_of(location)).tenant;
-        self.charge(tenant, bytes_after.abs_diff(bytes_before), bytes_after > bytes_before);
+        self.charge(
+            tenant,
+            bytes_after.abs_diff(bytes_before),
+            bytes_after > bytes_before,
+        );
         if now_empty {
             self.remove_item(db, hash, location);
         } else {
@@ -1488,6 +1505,19 @@ impl Shard {
         sealed.into_iter().chain(active).take(count).collect()
     }
 
+    /// The oldest sealed segment of `tenant`, else its active one: found without walking every segment.
+    fn first_tenant_segment(&self, tenant: TenantId) -> Option<u32> {
+        self.by_sequence
+            .values()
+            .copied()
+            .find(|&slot| {
+                self.segment(slot).tenant == tenant
+                    && !self.is_active(slot)
+                    && !self.is_draining(slot)
+            })
+            .or_else(|| self.active_slot(tenant))
+    }
+
     /// Removes the live item at `location` as an eviction of its tenant.
     fn evict_at(&mut self, location: Location) {
         let header = *self.header(location);
@@ -1523,58 +1553,38 @@ impl Shard {
         segment
     }
 
-    /// Drops a careful release in progress (a fast release takes over); its segment goes back to the
-    /// ordinary rules.
-    fn abandon_careful_plan(&mut self) {
-        let Some(plan) = self.careful_plan.take() else {
-            return;
-        };
-        self.draining_slot = None;
-        if self.segment(plan.slot).live_bytes() == 0 {
-            self.unmap_segment(plan.slot);
-        }
-    }
-
-    /// FCRA: evicts every item of one segment of `tenant`, in slot order with no regard for recency, and
-    /// detaches the segment (the caller unmaps it after releasing the lock).
+    /// FCRA: one bounded slice of evicting every item of one segment of `tenant`, in slot order with no
+    /// regard for recency; the emptied segment is detached for the caller to unmap outside the lock.
     pub fn fast_release_step(&mut self, tenant: TenantId) -> ReclaimStep {
-        self.abandon_careful_plan();
-        let before = self.releasable_bytes();
-        let Some(slot) = self.tenant_segments(tenant, 1).first().copied() else {
-            return ReclaimStep::nothing();
-        };
-        self.draining_slot = Some(slot);
-        let offsets = self.live_offsets(slot);
-        for &offset in &offsets {
-            self.evict_at(location(slot, offset));
-        }
-        let detached = self.finish_draining(slot);
-        self.sync_accounting();
-        ReclaimStep {
-            released_bytes: before.saturating_sub(self.releasable_bytes()),
-            objects: offsets.len() as u64,
-            detached: Some(detached),
-            progressed: true,
-        }
+        self.release_step(tenant, None)
     }
 
-    /// SCRA: one bounded slice of emptying the coldest segment of `tenant` (or of the segment a previous
-    /// slice started on). Expired items go first, then victims alternate between the least recently and
-    /// the least frequently used; the hottest quarter of the segment's bytes survives and is re-appended.
+    /// SCRA: one bounded slice of emptying the coldest segment of `tenant`. Expired items go first, then
+    /// victims alternate between the least recently and the least frequently used; the hottest quarter of
+    /// the segment's bytes survives and is re-appended.
     pub fn careful_release_step(&mut self, tenant: TenantId, now_ms: u64) -> ReclaimStep {
+        self.release_step(tenant, Some(now_ms))
+    }
+
+    /// One slice of a release: plans one (careful when `careful_now_ms` is given) unless a slice before
+    /// left one unfinished, whichever path planned it, then works through at most
+    /// `RELEASE_ITEMS_PER_HOLD` of its items.
+    fn release_step(&mut self, tenant: TenantId, careful_now_ms: Option<u64>) -> ReclaimStep {
         let before = self.releasable_bytes();
-        if self.careful_plan.is_none() {
-            match self.plan_careful_release(tenant, now_ms) {
-                Some(plan) => {
-                    self.draining_slot = Some(plan.slot);
-                    self.careful_plan = Some(plan);
-                }
-                None => return ReclaimStep::nothing(),
-            }
+        if self.release_plan.is_none() {
+            let plan = match careful_now_ms {
+                Some(now_ms) => self.plan_careful_release(tenant, now_ms),
+                None => self.plan_fast_release(tenant),
+            };
+            let Some(plan) = plan else {
+                return ReclaimStep::nothing();
+            };
+            self.draining_slot = Some(plan.slot);
+            self.release_plan = Some(plan);
         }
-        let mut plan = self.careful_plan.take().expect("planned above");
+        let mut plan = self.release_plan.take().expect("planned above");
         let mut objects = 0;
-        let end = (plan.next + CAREFUL_ITEMS_PER_HOLD).min(plan.items.len());
+        let end = (plan.next + RELEASE_ITEMS_PER_HOLD).min(plan.items.len());
         for index in plan.next..end {
             let (offset, evict) = plan.items[index];
             let at = location(plan.slot, offset);
@@ -1595,58 +1605,109 @@ impl Shard {
             debug_assert_eq!(self.segment(plan.slot).sequence, plan.sequence);
             Some(self.finish_draining(plan.slot))
         } else {
-            self.careful_plan = Some(plan);
+            self.release_plan = Some(plan);
             None
         };
         self.sync_accounting();
+        let after = self.releasable_bytes();
         ReclaimStep {
-            released_bytes: before.saturating_sub(self.releasable_bytes()),
+            released_bytes: before.saturating_sub(after),
+            grown_bytes: after.saturating_sub(before),
             objects,
             detached,
             progressed: true,
         }
     }
 
-    /// Picks the segment to empty (among the tenant's 8 oldest, the one with the fewest live bytes) and
-    /// orders its items: expired first, then alternately the least recent and the least frequent, until
-    /// all but `CAREFUL_KEEP_RATIO` of its live bytes are victims.
-    fn plan_careful_release(&mut self, tenant: TenantId, now_ms: u64) -> Option<CarefulPlan> {
-        const CANDIDATES: usize = 8;
-        let slot = self
-            .tenant_segments(tenant, CANDIDATES)
-            .into_iter()
-            .min_by_key(|&slot| self.segment(slot).live_bytes())?;
+    /// Takes `slot` out of its tenant's appends so a release can empty it.
+    fn stop_appending_to(&mut self, slot: u32) {
         if self.is_active(slot) {
             let owner = self.segment(slot).tenant;
             self.set_active_slot(owner, None);
         }
+    }
+
+    /// The fast path's plan: every live item of the tenant's oldest segment goes.
+    fn plan_fast_release(&mut self, tenant: TenantId) -> Option<ReleasePlan> {
+        let slot = self.first_tenant_segment(tenant)?;
+        self.stop_appending_to(slot);
+        Some(ReleasePlan {
+            slot,
+            sequence: self.segment(slot).sequence,
+            items: self
+                .live_offsets(slot)
+                .into_iter()
+                .map(|offset| (offset, true))
+                .collect(),
+            next: 0,
+        })
+    }
+
+    /// Picks the segment to empty (among the tenant's 8 oldest, the one with the fewest live bytes) and
+    /// orders its items: expired first, then alternately the least recent and the least frequent, until
+    /// all but `CAREFUL_KEEP_RATIO` of its live bytes are victims.
+    fn plan_careful_release(&mut self, tenant: TenantId, now_ms: u64) -> Option<ReleasePlan> {
+        const CANDIDATES: usize = 8;
+        let candidates = self.tenant_segments(tenant, CANDIDATES);
+        // Sealed segments only while there are any: the active one holds the survivors of earlier
+        // releases and fresh writes, the last place to look for victims.
+        let sealed: Vec<u32> = candidates
+            .iter()
+            .copied()
+            .filter(|&slot| !self.is_active(slot))
+            .collect();
+        let pool = if sealed.is_empty() {
+            candidates
+        } else {
+            sealed
+        };
+        let slot = pool
+            .into_iter()
+            .min_by_key(|&slot| self.segment(slot).live_bytes())?;
+        self.stop_appending_to(slot);
         let segment = self.segment(slot);
-        let items: Vec<(u32, usize, bool, u32, u8)> = self
+        let items: Vec<Candidate> = self
             .live_offsets(slot)
             .into_iter()
             .map(|offset| {
                 let header = segment.header(offset);
-                let expired = header.expire_at_ms != 0 && header.expire_at_ms <= now_ms;
-                let size = header.item_bytes();
-                (offset, size, expired, header.access_s, header.lfu_counter)
+                Candidate {
+                    offset,
+                    bytes: header.item_bytes(),
+                    expired: header.expire_at_ms != 0 && header.expire_at_ms <= now_ms,
+                    access_s: header.access_s,
+                    lfu: header.lfu_counter,
+                }
             })
             .collect();
-        let live_bytes: usize = items.iter().map(|item| item.1).sum();
+        let live_bytes: usize = items.iter().map(|item| item.bytes).sum();
         let evict_bytes_min = (live_bytes as f64 * (1.0 - CAREFUL_KEEP_RATIO)) as usize;
         let mut chosen = vec![false; items.len()];
         let mut order = Vec::with_capacity(items.len());
         let mut evicted_bytes = 0;
         for (index, item) in items.iter().enumerate() {
-            if item.2 {
+            if item.expired {
                 chosen[index] = true;
-                order.push((item.0, true));
-                evicted_bytes += item.1;
+                order.push((item.offset, true));
+                evicted_bytes += item.bytes;
             }
         }
-        let mut by_recency: Vec<usize> = (0..items.len()).collect();
-        by_recency.sort_by_key(|&index| items[index].3);
-        let mut by_frequency: Vec<usize> = (0..items.len()).collect();
-        by_frequency.sort_by_key(|&index| items[index].4);
+        // Ties (the access clock has one-second steps) are broken by the other measure. Packed keys and an
+        // unstable sort keep planning a segment of small items well under a millisecond.
+        let ranked = |key: &dyn Fn(&Candidate) -> u64| {
+            let mut keyed: Vec<(u64, u32)> = items
+                .iter()
+                .enumerate()
+                .map(|(index, item)| (key(item), index as u32))
+                .collect();
+            keyed.sort_unstable();
+            keyed
+                .into_iter()
+                .map(|(_, index)| index as usize)
+                .collect::<Vec<usize>>()
+        };
+        let by_recency = ranked(&|item| ((item.access_s as u64) << 8) | item.lfu as u64);
+        let by_frequency = ranked(&|item| ((item.lfu as u64) << 32) | item.access_s as u64);
         let (mut recency_at, mut frequency_at) = (0, 0);
         let mut take_recent = true;
         while evicted_bytes < evict_bytes_min {
@@ -1660,17 +1721,17 @@ impl Shard {
             }
             if let Some(&index) = list.get(*at) {
                 chosen[index] = true;
-                order.push((items[index].0, true));
-                evicted_bytes += items[index].1;
+                order.push((items[index].offset, true));
+                evicted_bytes += items[index].bytes;
             }
             take_recent = !take_recent;
         }
         order.extend(
             (0..items.len())
                 .filter(|&index| !chosen[index])
-                .map(|index| (items[index].0, false)),
+                .map(|index| (items[index].offset, false)),
         );
-        Some(CarefulPlan {
+        Some(ReleasePlan {
             slot,
             sequence: self.segment(slot).sequence,
             items: order,
