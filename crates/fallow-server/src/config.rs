@@ -152,6 +152,14 @@ pub struct Cli {
     /// Log level: error, warn, info, debug, trace (or a tracing filter).
     #[arg(long, env = "FALLOW_LOG_LEVEL")]
     pub log_level: Option<String>,
+    /// A tenant, `name:weight[:ephemeral|persistent[:yes|no (shared)]]`; repeatable, added after the
+    /// file's `tenants`. A RESP user's tenant is the one named like the user.
+    #[arg(long = "tenant", env = "FALLOW_TENANTS", value_delimiter = ',')]
+    pub tenants: Vec<String>,
+    /// Tenant of the memcached listener (the default tenant while none of that name exists).
+    /// Changeable with CONFIG SET.
+    #[arg(long, env = "FALLOW_MEMCACHE_TENANT")]
+    pub memcache_tenant: Option<String>,
 }
 
 /// Every setting of a running fallow, after defaults, file, environment and flags were merged.
@@ -195,6 +203,9 @@ pub struct Config {
     pub hz: u64,
     pub pubsub_queue_messages_max: usize,
     pub log_level: String,
+    /// Tenants defined at startup, `name:weight[:kind[:shared]]` each.
+    pub tenants: Vec<String>,
+    pub memcache_tenant: String,
     /// The TOML file the settings were read from (INFO config_file); not a setting itself.
     #[serde(skip)]
     pub config_file: Option<String>,
@@ -231,6 +242,8 @@ impl Default for Config {
             hz: 10,
             pubsub_queue_messages_max: 100_000,
             log_level: "info".into(),
+            tenants: Vec::new(),
+            memcache_tenant: "default".into(),
             config_file: None,
         }
     }
@@ -284,8 +297,10 @@ impl Config {
             timeout,
             hz,
             pubsub_queue_messages_max,
-            log_level
+            log_level,
+            memcache_tenant
         );
+        self.tenants.extend(cli.tenants.iter().cloned());
         bytes!(
             maxmemory,
             proto_max_bulk_len,
@@ -352,6 +367,22 @@ impl Config {
         }
         if self.hz == 0 || self.hz > 500 {
             return Err("hz must be 1..500".into());
+        }
+        self.validate_tenants()
+    }
+
+    fn validate_tenants(&self) -> Result<(), String> {
+        for declaration in &self.tenants {
+            let spec = crate::tenants::parse_declaration(declaration)?;
+            if spec.name == "default" && !spec.shared {
+                return Err("tenant 'default' lives in the common keyspace (shared)".into());
+            }
+        }
+        if !crate::tenants::valid_name(&self.memcache_tenant) {
+            return Err(format!(
+                "invalid memcache-tenant '{}'",
+                self.memcache_tenant
+            ));
         }
         Ok(())
     }
@@ -432,6 +463,7 @@ impl Config {
                 self.pubsub_queue_messages_max.to_string(),
             ),
             ("log-level", self.log_level.clone()),
+            ("memcache-tenant", self.memcache_tenant.clone()),
             // Settings Redis clients and tools ask for; fallow has no persistence.
             ("save", String::new()),
             ("appendonly", "no".into()),
@@ -485,6 +517,12 @@ impl Config {
                 self.pubsub_queue_messages_max = value.parse().map_err(bad_value)?
             }
             "log-level" => self.log_level = value.to_string(),
+            "memcache-tenant" => {
+                if !crate::tenants::valid_name(value) {
+                    return Err("argument must be a tenant name".into());
+                }
+                self.memcache_tenant = value.to_string();
+            }
             "save" | "appendonly" => {}
             other if self.entries().iter().any(|(known, _)| *known == other) => {
                 return Err("can't set immutable config".into())
@@ -528,6 +566,40 @@ mod tests {
         assert_eq!(config.maxmemory, 10 << 20);
         assert_eq!(config.maxmemory_policy, "allkeys-lru");
         assert!(config.shards >= 1);
+    }
+
+    #[test]
+    fn tenants_from_file_then_flags() {
+        let path = std::env::temp_dir().join(format!("fallow-tenants-{}", std::process::id()));
+        std::fs::write(
+            &path,
+            "tenants = [\"web:200\", \"vault:50:persistent\"]\nmemcache-tenant = \"web\"\n",
+        )
+        .unwrap();
+        let cli = Cli {
+            config: Some(path.clone()),
+            tenants: vec!["web:300:ephemeral:yes".into()],
+            ..Cli::default()
+        };
+        let config = Config::load(&cli).unwrap();
+        assert_eq!(
+            config.tenants,
+            ["web:200", "vault:50:persistent", "web:300:ephemeral:yes"],
+            "flags come after the file, so they win per name"
+        );
+        assert_eq!(config.memcache_tenant, "web");
+        let bad = Cli {
+            config: Some(path.clone()),
+            tenants: vec!["default:1:ephemeral:no".into()],
+            ..Cli::default()
+        };
+        let refused = Config::load(&bad);
+        std::fs::remove_file(path).unwrap();
+        assert!(refused.is_err());
+        let mut config = Config::default();
+        config.set("memcache-tenant", "vault").unwrap();
+        assert_eq!(config.memcache_tenant, "vault");
+        assert!(config.set("memcache-tenant", "a:b").is_err());
     }
 
     #[test]

@@ -9,4 +9,5 @@ pub mod metrics;
 pub mod net;
 pub mod pubsub;
 pub mod server;
+pub mod tenants;
 pub mod tools;

@@ -75,6 +75,8 @@ pub struct Server {
     pub config: RwLock<Config>,
     /// Bumped on every CONFIG SET, so connections know to refresh cached limits.
     pub config_generation: AtomicU64,
+    /// Bumped when tenants change (TENANT SET), so connections re-resolve their tenant.
+    tenant_generation: AtomicU64,
     pub clients: Mutex<HashMap<u64, Arc<ClientHandle>>>,
     next_client_id: AtomicU64,
     pub pubsub: PubSub,
@@ -94,7 +96,17 @@ pub struct Server {
 }
 
 impl Server {
+    /// A server with the configuration's tenants defined (validated by `Config::load`).
     pub fn new(config: Config) -> Server {
+        let tenants = config.tenants.clone();
+        let server = Server::without_tenants(config);
+        if let Err(error) = crate::tenants::define_configured(&server, &tenants) {
+            tracing::error!(%error, "a configured tenant was not defined");
+        }
+        server
+    }
+
+    fn without_tenants(config: Config) -> Server {
         let store = Store::new(&StoreConfig {
             shards: config.shards,
             databases: config.databases,
@@ -111,6 +123,7 @@ impl Server {
             acl_default_unrestricted: AtomicBool::new(true),
             config: RwLock::new(config),
             config_generation: AtomicU64::new(0),
+            tenant_generation: AtomicU64::new(0),
             clients: Mutex::new(HashMap::new()),
             next_client_id: AtomicU64::new(1),
             pubsub: PubSub::default(),
@@ -125,6 +138,15 @@ impl Server {
             shutting_down: AtomicBool::new(false),
             elastic: crate::elastic::Elastic::default(),
         }
+    }
+
+    pub fn tenant_generation(&self) -> u64 {
+        self.tenant_generation.load(Ordering::Relaxed)
+    }
+
+    /// Call after defining or changing a tenant: connections re-resolve theirs before their next batch.
+    pub fn tenants_changed(&self) {
+        self.tenant_generation.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Call after changing users, with the ACL still locked.

@@ -3,7 +3,7 @@
 //! eviction and compaction. Every method runs under the shard's lock, so commands on one shard are
 //! linearizable.
 use crate::memory::segment::{item_bytes, ItemHeader, Segment};
-use crate::pool::{Address, TenantId};
+use crate::pool::{Address, TenantId, TenantKind};
 use crate::types::{Collection, CollectionType, Kind};
 use crate::{hash_key, MemoryCounters, WrongType};
 use hashbrown::HashTable;
@@ -1356,6 +1356,11 @@ impl Shard {
         for _ in 0..4 {
             let sampled = self.sample_locations(EVICTION_SAMPLES, policy.volatile_only());
             for candidate in sampled {
+                // Persistent tenants' data is never evicted, in fixed mode either.
+                let tenant = self.segment(slot_of(candidate)).tenant;
+                if self.memory.pool.kind(tenant) == TenantKind::Persistent {
+                    continue;
+                }
                 let header = self.header(candidate);
                 let clock = self.access_clock_s(now_ms);
                 // Higher score = better victim.
