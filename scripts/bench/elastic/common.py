@@ -440,6 +440,7 @@ class ClientSpec:
     start_at: float = 0.0  # time.time() at which to start (so that all processes start together)
     duration_s: float = 10.0
     seed: int = 1
+    servers_file: str | None = None  # JSON [[protocol, port], ...] read at start_at (servers started later)
 
 
 def key_of(app: int, record_id: int) -> bytes:
@@ -479,12 +480,13 @@ def client_worker(spec: ClientSpec, index: int, queue) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     rng = np.random.default_rng(spec.seed * 1000 + index)
     zipf = Zipf(spec.records, spec.alpha, seed=spec.seed)
-    caches = [_Cache(p, port) for p, port in spec.servers]
     backend = make_backend(spec.backend, spec.value_bytes)
     ts, lats, hits, owners = [], [], [], []
     set_errors = 0
     while time.time() < spec.start_at:
         time.sleep(0.001)
+    servers = json.loads(Path(spec.servers_file).read_text()) if spec.servers_file else spec.servers
+    caches = [_Cache(p, port) for p, port in servers]
     t_origin = time.monotonic() - (time.time() - spec.start_at)
     t_end = t_origin + spec.duration_s
     interval = 1.0 / spec.rate_per_s if spec.rate_per_s else 0.0
@@ -537,10 +539,18 @@ class Clients:
         """Waits for all workers; returns the merged arrays sorted by time (t relative to start_at)."""
         import numpy as np
 
+        import queue as queue_module
+
         parts = []
-        deadline = time.monotonic() + self.spec.duration_s + 120
-        for _ in self.procs:
-            parts.append(self.queue.get(timeout=max(1.0, deadline - time.monotonic())))
+        deadline = self.start_monotonic + self.spec.duration_s + 120
+        while len(parts) < len(self.procs):
+            try:
+                parts.append(self.queue.get(timeout=1.0))
+            except queue_module.Empty:
+                failed = [p.exitcode for p in self.procs if p.exitcode not in (None, 0)]
+                if failed or time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"client processes failed (exit codes {failed}) or did not finish")
         for p in self.procs:
             p.join(10)
         merged = {k: np.concatenate([p[k] for p in parts]) for k in ("t", "lat", "hit", "server")}

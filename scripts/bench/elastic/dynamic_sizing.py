@@ -142,16 +142,18 @@ def run_target(target: str, host: Host, args, backend: dict, hog_trace: Path) ->
     hog = HogProc(hog_trace, args.hog_step_mib)
     if not hog.ready.wait(300):
         raise RuntimeError("the hog did not reach the trace's first target")
+    servers_file = hog_trace.with_name(f"servers-{target}.json")
     spec = c.ClientSpec(servers=[], records=args.records, alpha=args.alpha, value_bytes=args.value_bytes,
                         rate_per_s=args.rate / args.workers, backend=backend, duration_s=args.duration_s,
-                        seed=args.seed)
+                        seed=args.seed, servers_file=str(servers_file))
     server = None
     try:
-        time.sleep(0.5)
+        # the clients start first (they wait for start_at), so that the elastic reserve counts their memory
+        clients = c.Clients(spec, args.workers, start_delay_s=12.0)
+        time.sleep(6.0)
         args.hog_rss_now = hog.rss()
         server, protocol, port, flags = start_cache(target, host, args)
-        spec.servers = [(protocol, port)]
-        clients = c.Clients(spec, args.workers, start_delay_s=6.0)
+        servers_file.write_text(json.dumps([[protocol, port]]))
         admin = _stats_client(protocol, port)
         sampler = c.Sampler(lambda: dict(cache=cache_bytes(target, server, admin), rss=c.vm_rss_bytes(server.pid),
                                          hog=hog.rss(), avail=c.meminfo()["MemAvailable"]),
