@@ -1,6 +1,7 @@
 //! Configuration: embedded defaults, overlaid by a TOML file (`--config`), then by `FALLOW_*` environment
 //! variables, then by command-line flags (highest precedence). Names are Redis's `CONFIG GET` names where
 //! Redis has the setting. The settings that can change at run time go through `Config::set` (CONFIG SET).
+use crate::elastic::settings::{MemoryMode, Reserve, POLL_INTERVAL_MS_MAX};
 use clap::Parser;
 use serde::Deserialize;
 
@@ -27,6 +28,10 @@ pub fn parse_bytes(text: &str) -> Result<u64, String> {
     value
         .checked_mul(multiplier)
         .ok_or_else(|| format!("memory size '{text}' is too large"))
+}
+
+fn parse_memory_mode(text: &str) -> Result<MemoryMode, String> {
+    MemoryMode::from_name(text).ok_or_else(|| "argument must be 'elastic' or 'fixed'".to_string())
 }
 
 fn deserialize_bytes<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
@@ -82,9 +87,37 @@ pub struct Cli {
     /// Number of databases (SELECT 0..N-1).
     #[arg(long, env = "FALLOW_DATABASES")]
     pub databases: Option<usize>,
-    /// Memory limit for data, e.g. 100mb or 2gb; 0 = unlimited. Changeable with CONFIG SET.
+    /// Memory limit for data, e.g. 100mb or 2gb; 0 = unlimited. N > 0 selects memory-mode fixed unless
+    /// memory-mode is given. Changeable with CONFIG SET.
     #[arg(long, env = "FALLOW_MAXMEMORY")]
     pub maxmemory: Option<String>,
+    /// elastic (the pool follows the host's free memory) or fixed (capped by maxmemory).
+    #[arg(long, env = "FALLOW_MEMORY_MODE")]
+    pub memory_mode: Option<String>,
+    /// Memory left to the host in elastic mode: bytes (2gb) or a percent of host RAM (10%).
+    #[arg(long, env = "FALLOW_ELASTIC_RESERVE")]
+    pub elastic_reserve: Option<String>,
+    /// Smallest elastic pool target, e.g. 256mb.
+    #[arg(long, env = "FALLOW_ELASTIC_MIN")]
+    pub elastic_min: Option<String>,
+    /// Largest elastic pool target; 0 = host RAM.
+    #[arg(long, env = "FALLOW_ELASTIC_MAX")]
+    pub elastic_max: Option<String>,
+    /// How fast the elastic target may grow, in bytes per second (e.g. 256mb); shrinking is immediate.
+    #[arg(long, env = "FALLOW_ELASTIC_GROW_BYTES_PER_SEC")]
+    pub elastic_grow_bytes_per_sec: Option<String>,
+    /// How often the controller samples host memory without a pressure event, in ms (1..100).
+    #[arg(long, env = "FALLOW_ELASTIC_POLL_INTERVAL_MS")]
+    pub elastic_poll_interval_ms: Option<u64>,
+    /// A reclaim larger than this drops whole segments (fast path) instead of choosing victims.
+    #[arg(long, env = "FALLOW_RECLAIM_FAST_THRESHOLD")]
+    pub reclaim_fast_threshold: Option<String>,
+    /// Replay this file as the host's available memory instead of reading /proc (tests, experiments).
+    #[arg(long, env = "FALLOW_HOST_MEMORY_TRACE")]
+    pub host_memory_trace: Option<String>,
+    /// Port of the Prometheus endpoint (GET /metrics); 0 disables it.
+    #[arg(long, env = "FALLOW_METRICS_PORT")]
+    pub metrics_port: Option<u16>,
     /// What happens at maxmemory: noeviction, allkeys-lru, allkeys-lfu, allkeys-random, volatile-lru,
     /// volatile-lfu, volatile-random, volatile-ttl. Changeable with CONFIG SET.
     #[arg(long, env = "FALLOW_MAXMEMORY_POLICY")]
@@ -119,6 +152,14 @@ pub struct Cli {
     /// Log level: error, warn, info, debug, trace (or a tracing filter).
     #[arg(long, env = "FALLOW_LOG_LEVEL")]
     pub log_level: Option<String>,
+    /// A tenant, `name:weight[:ephemeral|persistent[:yes|no (shared)]]`; repeatable, added after the
+    /// file's `tenants`. A RESP user's tenant is the one named like the user.
+    #[arg(long = "tenant", env = "FALLOW_TENANTS", value_delimiter = ',')]
+    pub tenants: Vec<String>,
+    /// Tenant of the memcached listener (the default tenant while none of that name exists).
+    /// Changeable with CONFIG SET.
+    #[arg(long, env = "FALLOW_MEMCACHE_TENANT")]
+    pub memcache_tenant: Option<String>,
 }
 
 /// Every setting of a running fallow, after defaults, file, environment and flags were merged.
@@ -135,6 +176,19 @@ pub struct Config {
     #[serde(deserialize_with = "deserialize_bytes")]
     pub maxmemory: u64,
     pub maxmemory_policy: String,
+    pub memory_mode: MemoryMode,
+    pub elastic_reserve: Reserve,
+    #[serde(deserialize_with = "deserialize_bytes")]
+    pub elastic_min: u64,
+    #[serde(deserialize_with = "deserialize_bytes")]
+    pub elastic_max: u64,
+    #[serde(deserialize_with = "deserialize_bytes")]
+    pub elastic_grow_bytes_per_sec: u64,
+    pub elastic_poll_interval_ms: u64,
+    #[serde(deserialize_with = "deserialize_bytes")]
+    pub reclaim_fast_threshold: u64,
+    pub host_memory_trace: String,
+    pub metrics_port: u16,
     pub requirepass: String,
     pub maxclients: usize,
     pub timeout: u64,
@@ -149,6 +203,9 @@ pub struct Config {
     pub hz: u64,
     pub pubsub_queue_messages_max: usize,
     pub log_level: String,
+    /// Tenants defined at startup, `name:weight[:kind[:shared]]` each.
+    pub tenants: Vec<String>,
+    pub memcache_tenant: String,
     /// The TOML file the settings were read from (INFO config_file); not a setting itself.
     #[serde(skip)]
     pub config_file: Option<String>,
@@ -166,16 +223,27 @@ impl Default for Config {
             databases: 16,
             maxmemory: 0,
             maxmemory_policy: "noeviction".into(),
+            memory_mode: MemoryMode::Elastic,
+            elastic_reserve: Reserve::default(),
+            elastic_min: 0,
+            elastic_max: 0,
+            elastic_grow_bytes_per_sec: 256 << 20,
+            elastic_poll_interval_ms: POLL_INTERVAL_MS_MAX,
+            reclaim_fast_threshold: 1 << 30,
+            host_memory_trace: String::new(),
+            metrics_port: 0,
             requirepass: String::new(),
             maxclients: 10000,
             timeout: 0,
             proto_max_bulk_len: 512 << 20,
             client_query_buffer_limit: 1 << 30,
             memcache_item_size_max: 1 << 20,
-            segment_size: 1 << 20,
+            segment_size: 2 << 20,
             hz: 10,
             pubsub_queue_messages_max: 100_000,
             log_level: "info".into(),
+            tenants: Vec::new(),
+            memcache_tenant: "default".into(),
             config_file: None,
         }
     }
@@ -184,18 +252,27 @@ impl Default for Config {
 impl Config {
     /// Merges defaults, the TOML file, then environment and flags (clap has already merged those two).
     pub fn load(cli: &Cli) -> Result<Config, String> {
-        let mut config = match &cli.config {
+        let (mut config, mut mode_explicit) = match &cli.config {
             Some(path) => {
                 let text = std::fs::read_to_string(path)
                     .map_err(|error| format!("cannot read {}: {error}", path.display()))?;
-                toml::from_str(&text).map_err(|error| format!("{}: {error}", path.display()))?
+                let config: Config = toml::from_str(&text)
+                    .map_err(|error| format!("{}: {error}", path.display()))?;
+                (
+                    config,
+                    text.parse::<toml::Table>()
+                        .is_ok_and(|table| table.contains_key("memory-mode")),
+                )
             }
-            None => Config::default(),
+            None => (Config::default(), false),
         };
         config.config_file = cli.config.as_ref().map(|path| path.display().to_string());
         config.apply_cli(cli)?;
+        mode_explicit |= cli.memory_mode.is_some();
         config.resolve_defaults();
+        config.resolve_memory_mode(mode_explicit)?;
         config.validate()?;
+        config.check_trace_file()?;
         Ok(config)
     }
 
@@ -220,15 +297,28 @@ impl Config {
             timeout,
             hz,
             pubsub_queue_messages_max,
-            log_level
+            log_level,
+            memcache_tenant
         );
+        self.tenants.extend(cli.tenants.iter().cloned());
         bytes!(
             maxmemory,
             proto_max_bulk_len,
             client_query_buffer_limit,
             memcache_item_size_max,
-            segment_size
+            segment_size,
+            elastic_min,
+            elastic_max,
+            elastic_grow_bytes_per_sec,
+            reclaim_fast_threshold
         );
+        plain!(elastic_poll_interval_ms, host_memory_trace, metrics_port);
+        if let Some(mode) = &cli.memory_mode {
+            self.memory_mode = parse_memory_mode(mode)?;
+        }
+        if let Some(reserve) = &cli.elastic_reserve {
+            self.elastic_reserve = Reserve::parse(reserve)?;
+        }
         Ok(())
     }
 
@@ -243,7 +333,23 @@ impl Config {
         }
     }
 
-    fn validate(&self) -> Result<(), String> {
+    /// `maxmemory N>0` without an explicit `memory-mode` means fixed; elastic mode ignores no limit silently.
+    fn resolve_memory_mode(&mut self, explicit: bool) -> Result<(), String> {
+        if !explicit && self.maxmemory > 0 {
+            self.memory_mode = MemoryMode::Fixed;
+        }
+        if self.memory_mode == MemoryMode::Elastic && self.maxmemory > 0 {
+            return Err(
+                "maxmemory applies to memory-mode fixed; cap an elastic pool with elastic-max"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+
+    /// Checks every setting; CONFIG SET calls it after applying all its pairs.
+    pub fn validate(&self) -> Result<(), String> {
+        self.validate_elastic()?;
         if !(1..=64).contains(&self.shards) {
             return Err("shards must be 1..64".into());
         }
@@ -262,6 +368,49 @@ impl Config {
         if self.hz == 0 || self.hz > 500 {
             return Err("hz must be 1..500".into());
         }
+        self.validate_tenants()
+    }
+
+    fn validate_tenants(&self) -> Result<(), String> {
+        for declaration in &self.tenants {
+            let spec = crate::tenants::parse_declaration(declaration)?;
+            if spec.name == "default" && !spec.shared {
+                return Err("tenant 'default' lives in the common keyspace (shared)".into());
+            }
+        }
+        if !crate::tenants::valid_name(&self.memcache_tenant) {
+            return Err(format!(
+                "invalid memcache-tenant '{}'",
+                self.memcache_tenant
+            ));
+        }
+        Ok(())
+    }
+
+    /// A bad `--host-memory-trace` file stops the start with the file's line, not later in the controller.
+    fn check_trace_file(&self) -> Result<(), String> {
+        if self.host_memory_trace.is_empty() {
+            return Ok(());
+        }
+        let text = std::fs::read_to_string(&self.host_memory_trace)
+            .map_err(|error| format!("cannot read {}: {error}", self.host_memory_trace))?;
+        crate::elastic::trace::Trace::parse(&text)
+            .map(|_| ())
+            .map_err(|error| format!("{}: {error}", self.host_memory_trace))
+    }
+
+    fn validate_elastic(&self) -> Result<(), String> {
+        if self.elastic_max != 0 && self.elastic_min > self.elastic_max {
+            return Err("elastic-min must not exceed elastic-max".into());
+        }
+        if !(1..=POLL_INTERVAL_MS_MAX).contains(&self.elastic_poll_interval_ms) {
+            return Err(format!(
+                "elastic-poll-interval-ms must be 1..{POLL_INTERVAL_MS_MAX}"
+            ));
+        }
+        if self.elastic_grow_bytes_per_sec == 0 {
+            return Err("elastic-grow-bytes-per-sec must be above 0".into());
+        }
         Ok(())
     }
 
@@ -277,6 +426,24 @@ impl Config {
             ("databases", self.databases.to_string()),
             ("maxmemory", self.maxmemory.to_string()),
             ("maxmemory-policy", self.maxmemory_policy.clone()),
+            ("memory-mode", self.memory_mode.name().into()),
+            ("elastic-reserve", self.elastic_reserve.to_string()),
+            ("elastic-min", self.elastic_min.to_string()),
+            ("elastic-max", self.elastic_max.to_string()),
+            (
+                "elastic-grow-bytes-per-sec",
+                self.elastic_grow_bytes_per_sec.to_string(),
+            ),
+            (
+                "elastic-poll-interval-ms",
+                self.elastic_poll_interval_ms.to_string(),
+            ),
+            (
+                "reclaim-fast-threshold",
+                self.reclaim_fast_threshold.to_string(),
+            ),
+            ("host-memory-trace", self.host_memory_trace.clone()),
+            ("metrics-port", self.metrics_port.to_string()),
             ("requirepass", self.requirepass.clone()),
             ("maxclients", self.maxclients.to_string()),
             ("timeout", self.timeout.to_string()),
@@ -296,6 +463,7 @@ impl Config {
                 self.pubsub_queue_messages_max.to_string(),
             ),
             ("log-level", self.log_level.clone()),
+            ("memcache-tenant", self.memcache_tenant.clone()),
             // Settings Redis clients and tools ask for; fallow has no persistence.
             ("save", String::new()),
             ("appendonly", "no".into()),
@@ -306,7 +474,26 @@ impl Config {
     pub fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
         let bad_value = |_| "argument couldn't be parsed into an integer".to_string();
         match name.to_ascii_lowercase().as_str() {
-            "maxmemory" => self.maxmemory = parse_bytes(value)?,
+            "maxmemory" => {
+                self.maxmemory = parse_bytes(value)?;
+                if self.maxmemory > 0 {
+                    self.memory_mode = MemoryMode::Fixed;
+                }
+            }
+            "memory-mode" => {
+                self.memory_mode = parse_memory_mode(value)?;
+                if self.memory_mode == MemoryMode::Elastic {
+                    self.maxmemory = 0;
+                }
+            }
+            "elastic-reserve" => self.elastic_reserve = Reserve::parse(value)?,
+            "elastic-min" => self.elastic_min = parse_bytes(value)?,
+            "elastic-max" => self.elastic_max = parse_bytes(value)?,
+            "elastic-grow-bytes-per-sec" => self.elastic_grow_bytes_per_sec = parse_bytes(value)?,
+            "elastic-poll-interval-ms" => {
+                self.elastic_poll_interval_ms = value.parse().map_err(bad_value)?
+            }
+            "reclaim-fast-threshold" => self.reclaim_fast_threshold = parse_bytes(value)?,
             "maxmemory-policy" => {
                 if fallow_store::EvictionPolicy::from_name(value).is_none() {
                     return Err("argument(s) must be one of the following: volatile-lru, allkeys-lru, volatile-lfu, allkeys-lfu, volatile-random, allkeys-random, volatile-ttl, noeviction".into());
@@ -330,6 +517,12 @@ impl Config {
                 self.pubsub_queue_messages_max = value.parse().map_err(bad_value)?
             }
             "log-level" => self.log_level = value.to_string(),
+            "memcache-tenant" => {
+                if !crate::tenants::valid_name(value) {
+                    return Err("argument must be a tenant name".into());
+                }
+                self.memcache_tenant = value.to_string();
+            }
             "save" | "appendonly" => {}
             other if self.entries().iter().any(|(known, _)| *known == other) => {
                 return Err("can't set immutable config".into())
@@ -376,6 +569,40 @@ mod tests {
     }
 
     #[test]
+    fn tenants_from_file_then_flags() {
+        let path = std::env::temp_dir().join(format!("fallow-tenants-{}", std::process::id()));
+        std::fs::write(
+            &path,
+            "tenants = [\"web:200\", \"vault:50:persistent\"]\nmemcache-tenant = \"web\"\n",
+        )
+        .unwrap();
+        let cli = Cli {
+            config: Some(path.clone()),
+            tenants: vec!["web:300:ephemeral:yes".into()],
+            ..Cli::default()
+        };
+        let config = Config::load(&cli).unwrap();
+        assert_eq!(
+            config.tenants,
+            ["web:200", "vault:50:persistent", "web:300:ephemeral:yes"],
+            "flags come after the file, so they win per name"
+        );
+        assert_eq!(config.memcache_tenant, "web");
+        let bad = Cli {
+            config: Some(path.clone()),
+            tenants: vec!["default:1:ephemeral:no".into()],
+            ..Cli::default()
+        };
+        let refused = Config::load(&bad);
+        std::fs::remove_file(path).unwrap();
+        assert!(refused.is_err());
+        let mut config = Config::default();
+        config.set("memcache-tenant", "vault").unwrap();
+        assert_eq!(config.memcache_tenant, "vault");
+        assert!(config.set("memcache-tenant", "a:b").is_err());
+    }
+
+    #[test]
     fn unknown_file_keys_are_rejected() {
         let parsed: Result<Config, _> = toml::from_str("prot = 1\n");
         assert!(parsed.is_err());
@@ -388,5 +615,106 @@ mod tests {
         assert_eq!(config.maxmemory, 1 << 20);
         assert!(config.set("port", "1").is_err());
         assert!(config.set("maxmemory-policy", "bogus").is_err());
+    }
+
+    #[test]
+    fn maxmemory_implies_fixed_unless_mode_is_explicit() {
+        let fixed = Config::load(&Cli {
+            maxmemory: Some("1gb".into()),
+            ..Cli::default()
+        })
+        .unwrap();
+        assert_eq!(fixed.memory_mode, MemoryMode::Fixed);
+        let elastic = Config::load(&Cli::default()).unwrap();
+        assert_eq!(elastic.memory_mode, MemoryMode::Elastic);
+        let conflicting = Config::load(&Cli {
+            maxmemory: Some("1gb".into()),
+            memory_mode: Some("elastic".into()),
+            ..Cli::default()
+        });
+        assert!(conflicting.unwrap_err().contains("elastic-max"));
+        let unlimited_fixed = Config::load(&Cli {
+            memory_mode: Some("fixed".into()),
+            ..Cli::default()
+        })
+        .unwrap();
+        assert_eq!(
+            (unlimited_fixed.memory_mode, unlimited_fixed.maxmemory),
+            (MemoryMode::Fixed, 0)
+        );
+    }
+
+    #[test]
+    fn elastic_settings_from_file_and_flags() {
+        let path = std::env::temp_dir().join(format!("fallow-elastic-{}.toml", std::process::id()));
+        std::fs::write(
+            &path,
+            "memory-mode = \"elastic\"\nelastic-reserve = \"5%\"\nelastic-min = \"1gb\"\nelastic-max = 4294967296\n",
+        )
+        .unwrap();
+        let config = Config::load(&Cli {
+            config: Some(path.clone()),
+            elastic_grow_bytes_per_sec: Some("64mb".into()),
+            elastic_poll_interval_ms: Some(20),
+            ..Cli::default()
+        });
+        std::fs::remove_file(path).unwrap();
+        let config = config.unwrap();
+        assert_eq!(config.elastic_reserve, Reserve::Percent(5.0));
+        assert_eq!((config.elastic_min, config.elastic_max), (1 << 30, 4 << 30));
+        assert_eq!(config.elastic_grow_bytes_per_sec, 64 << 20);
+        assert_eq!(config.elastic_poll_interval_ms, 20);
+        let too_slow = Cli {
+            elastic_poll_interval_ms: Some(101),
+            ..Cli::default()
+        };
+        assert!(Config::load(&too_slow).is_err());
+        let inverted = Cli {
+            elastic_min: Some("2gb".into()),
+            elastic_max: Some("1gb".into()),
+            ..Cli::default()
+        };
+        assert!(Config::load(&inverted).is_err());
+        let missing_trace = Cli {
+            host_memory_trace: Some("/nonexistent/trace".into()),
+            ..Cli::default()
+        };
+        assert!(Config::load(&missing_trace)
+            .unwrap_err()
+            .contains("/nonexistent/trace"));
+    }
+
+    #[test]
+    fn runtime_mode_switches() {
+        let mut config = Config::default();
+        config.set("maxmemory", "100mb").unwrap();
+        assert_eq!(config.memory_mode, MemoryMode::Fixed);
+        config.set("memory-mode", "elastic").unwrap();
+        assert_eq!(
+            (config.memory_mode, config.maxmemory),
+            (MemoryMode::Elastic, 0)
+        );
+        config.set("elastic-reserve", "2gb").unwrap();
+        assert_eq!(config.elastic_reserve, Reserve::Bytes(2 << 30));
+        config.set("elastic-max", "1gb").unwrap();
+        config.set("elastic-min", "2gb").unwrap();
+        assert!(
+            config.validate().is_err(),
+            "min above max is caught after the pairs"
+        );
+        assert!(config.set("memory-mode", "auto").is_err());
+        assert!(config.set("host-memory-trace", "/tmp/x").is_err());
+        assert!(config.set("metrics-port", "9100").is_err());
+        let entries = config.entries();
+        let get = |name: &str| {
+            entries
+                .iter()
+                .find(|(key, _)| *key == name)
+                .unwrap()
+                .1
+                .clone()
+        };
+        assert_eq!(get("elastic-reserve"), (2u64 << 30).to_string());
+        assert_eq!(get("memory-mode"), "elastic");
     }
 }

@@ -1,7 +1,8 @@
-//! Per-connection state of a RESP client: selected database, protocol version, authentication, MULTI
-//! queue, watched keys, subscriptions, reply mode and a pending blocking request.
+//! Per-connection state of a RESP client: selected database, tenant, protocol version, authentication,
+//! MULTI queue, watched keys, subscriptions, reply mode and a pending blocking request.
 use crate::pubsub::PubSubMessage;
 use crate::server::{ClientHandle, Server};
+use crate::tenants::TenantBinding;
 use fallow_proto::ReplyWriter;
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
@@ -35,6 +36,7 @@ pub struct BlockRequest {
 /// A key WATCHed by a connection and the CAS it had then (None = absent).
 #[derive(Clone, Debug)]
 pub struct Watch {
+    /// Keyspace address (tenant, namespace, database).
     pub db: usize,
     pub key: Vec<u8>,
     pub cas: Option<u64>,
@@ -42,7 +44,10 @@ pub struct Watch {
 
 pub struct ConnState {
     pub handle: Arc<ClientHandle>,
+    /// The SELECTed database, 0..databases-1, within the tenant's namespace.
     pub db: usize,
+    /// The tenant the connection writes as (named like its user) and the namespace it sees.
+    pub tenant: TenantBinding,
     pub authenticated: bool,
     pub user: String,
     pub name: String,
@@ -82,6 +87,7 @@ impl ConnState {
         ConnState {
             handle,
             db: 0,
+            tenant: TenantBinding::DEFAULT,
             authenticated,
             user: "default".into(),
             name: String::new(),
@@ -105,6 +111,23 @@ impl ConnState {
 
     pub fn id(&self) -> u64 {
         self.handle.id
+    }
+
+    /// The keyspace address of the selected database: what every shard method takes as `db`.
+    pub fn address(&self) -> usize {
+        self.tenant.address(self.db)
+    }
+
+    /// Re-resolves the tenant if tenants changed since it was resolved (checked once per batch).
+    pub fn refresh_tenant(&mut self, server: &Server) {
+        if self.tenant.is_stale(server) {
+            self.rebind_tenant(server);
+        }
+    }
+
+    /// Resolves the tenant from the current user (after AUTH, HELLO AUTH, RESET, TENANT SET).
+    pub fn rebind_tenant(&mut self, server: &Server) {
+        self.tenant = TenantBinding::resolve(server, &self.user);
     }
 
     pub fn in_multi(&self) -> bool {

@@ -75,6 +75,8 @@ pub struct Server {
     pub config: RwLock<Config>,
     /// Bumped on every CONFIG SET, so connections know to refresh cached limits.
     pub config_generation: AtomicU64,
+    /// Bumped when tenants change (TENANT SET), so connections re-resolve their tenant.
+    tenant_generation: AtomicU64,
     pub clients: Mutex<HashMap<u64, Arc<ClientHandle>>>,
     next_client_id: AtomicU64,
     pub pubsub: PubSub,
@@ -89,10 +91,22 @@ pub struct Server {
     /// Per-command call counts and microseconds, indexed like the command table.
     pub command_stats: Vec<(AtomicU64, AtomicU64)>,
     pub shutting_down: AtomicBool,
+    /// The elastic controller's shared state (wake-ups, last host sample, counters).
+    pub elastic: crate::elastic::Elastic,
 }
 
 impl Server {
+    /// A server with the configuration's tenants defined (validated by `Config::load`).
     pub fn new(config: Config) -> Server {
+        let tenants = config.tenants.clone();
+        let server = Server::without_tenants(config);
+        if let Err(error) = crate::tenants::define_configured(&server, &tenants) {
+            tracing::error!(%error, "a configured tenant was not defined");
+        }
+        server
+    }
+
+    fn without_tenants(config: Config) -> Server {
         let store = Store::new(&StoreConfig {
             shards: config.shards,
             databases: config.databases,
@@ -109,6 +123,7 @@ impl Server {
             acl_default_unrestricted: AtomicBool::new(true),
             config: RwLock::new(config),
             config_generation: AtomicU64::new(0),
+            tenant_generation: AtomicU64::new(0),
             clients: Mutex::new(HashMap::new()),
             next_client_id: AtomicU64::new(1),
             pubsub: PubSub::default(),
@@ -121,7 +136,17 @@ impl Server {
                 .map(|_| (AtomicU64::new(0), AtomicU64::new(0)))
                 .collect(),
             shutting_down: AtomicBool::new(false),
+            elastic: crate::elastic::Elastic::default(),
         }
+    }
+
+    pub fn tenant_generation(&self) -> u64 {
+        self.tenant_generation.load(Ordering::Relaxed)
+    }
+
+    /// Call after defining or changing a tenant: connections re-resolve theirs before their next batch.
+    pub fn tenants_changed(&self) {
+        self.tenant_generation.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Call after changing users, with the ACL still locked.
@@ -172,14 +197,20 @@ impl Server {
         self.pubsub.unsubscribe_all(id);
     }
 
-    /// Applies a CONFIG SET to the parts that cache settings (store limits, users).
+    /// Applies a CONFIG SET to the parts that cache settings (store limits, users) and wakes the elastic
+    /// controller, so a new bound or mode takes effect at once.
     pub fn config_changed(&self) {
         let config = self.config.read().clone();
         self.store.set_maxmemory_bytes(config.maxmemory as usize);
+        if config.memory_mode == crate::elastic::settings::MemoryMode::Fixed {
+            // At once, not at the controller's next step: fixed mode has no pool limit.
+            self.store.set_pool_limit_bytes(0);
+        }
         self.store.set_policy(
             EvictionPolicy::from_name(&config.maxmemory_policy).expect("validated policy"),
         );
         self.acl.write().set_default_password(&config.requirepass);
         self.config_generation.fetch_add(1, Ordering::Relaxed);
+        self.elastic.wake.config_changed();
     }
 }

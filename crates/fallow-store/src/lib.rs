@@ -8,10 +8,15 @@
 //! message-shaped (key + operation), so shards can later live on other nodes.
 pub mod glob;
 pub mod memory;
+pub mod pool;
 pub mod shard;
 pub mod types;
 
 pub use memory::MemoryCounters;
+pub use pool::{
+    keyspace, Address, PathStats, ReclaimPath, ReclaimReport, ReclaimStats, TenantId, TenantKind,
+    TenantSnapshot, TenantSpec,
+};
 pub use shard::{EvictionPolicy, ItemInfo, OwnedData, OwnedValue, Shard, ShardConfig};
 pub use types::{Collection, Kind};
 
@@ -19,6 +24,7 @@ use parking_lot::{Mutex, MutexGuard};
 use smallvec::SmallVec;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 /// The key holds a value of another type than the command works on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,7 +72,7 @@ impl Default for StoreConfig {
         StoreConfig {
             shards: 16,
             databases: 16,
-            segment_bytes: 1 << 20,
+            segment_bytes: 2 << 20,
             maxmemory_bytes: 0,
             policy: EvictionPolicy::NoEviction,
         }
@@ -80,6 +86,8 @@ pub struct Store {
     policy: AtomicU8,
     databases: usize,
     pub epoch_ms: u64,
+    /// Shard where the next reclaim starts, so successive reclaims spread over the shards.
+    reclaim_cursor: AtomicUsize,
 }
 
 impl Store {
@@ -102,6 +110,7 @@ impl Store {
             policy: AtomicU8::new(0),
             databases: config.databases,
             epoch_ms,
+            reclaim_cursor: AtomicUsize::new(0),
         };
         store.set_policy(config.policy);
         store
@@ -189,9 +198,192 @@ impl Store {
         self.policy.store(index as u8, Ordering::Relaxed);
     }
 
+    /// True when a write must first make room: over the elastic pool limit (resident bytes) or, in fixed
+    /// mode, over maxmemory (used bytes, as Redis counts).
     pub fn over_maxmemory(&self) -> bool {
+        if self.pool_limit_bytes() != 0 {
+            return self.memory.over_pool_limit();
+        }
         let max = self.maxmemory_bytes();
         max != 0 && self.used_bytes() > max
+    }
+
+    // ----- the elastic pool ------------------------------------------------------------------------
+
+    /// Bytes the store keeps resident: segments, collections and indexes.
+    pub fn resident_bytes(&self) -> usize {
+        self.memory.resident_bytes.load(Ordering::Relaxed)
+    }
+
+    /// The elastic pool limit on resident bytes; 0 = none.
+    pub fn pool_limit_bytes(&self) -> usize {
+        self.memory.pool_limit_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Sets the elastic pool limit. It does not reclaim by itself: writes make room as they go and the
+    /// controller calls `reclaim` for the excess.
+    pub fn set_pool_limit_bytes(&self, bytes: usize) {
+        self.memory.pool_limit_bytes.store(bytes, Ordering::Relaxed);
+    }
+
+    /// Bytes of persistent tenants: a floor no shrink goes under.
+    pub fn persistent_bytes(&self) -> usize {
+        self.memory.pool.persistent_bytes()
+    }
+
+    pub fn define_tenant(&self, spec: TenantSpec) -> Result<TenantId, String> {
+        self.memory.pool.define(spec)
+    }
+
+    pub fn tenant_id(&self, name: &str) -> Option<TenantId> {
+        self.memory.pool.id(name)
+    }
+
+    pub fn tenant_spec(&self, id: TenantId) -> Option<TenantSpec> {
+        self.memory.pool.spec(id)
+    }
+
+    /// Every tenant with its usage, share, fairness (against the pool limit, or the resident bytes when
+    /// there is none) and counters summed over the shards.
+    pub fn tenant_snapshots(&self) -> Vec<TenantSnapshot> {
+        let pool_bytes = match self.pool_limit_bytes() {
+            0 => self.resident_bytes(),
+            limit => limit,
+        };
+        let mut snapshots = self.memory.pool.snapshots(pool_bytes);
+        for shard in self.shards.iter() {
+            let shard = shard.lock();
+            for (id, stats) in shard.tenant_stats.iter().enumerate() {
+                if let Some(snapshot) = snapshots.get_mut(id) {
+                    snapshot.hits += stats.hits;
+                    snapshot.misses += stats.misses;
+                    snapshot.evicted_keys += stats.evicted_keys;
+                    snapshot.evicted_bytes += stats.evicted_bytes;
+                }
+            }
+        }
+        snapshots
+    }
+
+    pub fn reclaim_stats(&self) -> ReclaimStats {
+        self.memory.pool.reclaim_stats()
+    }
+
+    /// Gives `bytes` of resident memory back to the OS: spare segments first, then segments of the
+    /// ephemeral tenant with the largest fairness, one segment (careful: one bounded slice) per shard lock
+    /// hold, round robin over the shards, unmapping outside the lock. One worker per core, each on its own
+    /// shards: index removals and unmaps are per-core work (8 GiB fast: ~180 ms on one core here). Stops
+    /// early when nothing ephemeral is left. Persistent data is never touched.
+    pub fn reclaim(&self, bytes: usize, path: ReclaimPath) -> ReclaimReport {
+        let started = Instant::now();
+        // The careful path re-appends survivors: it keeps the spare segments (already faulted in, so no
+        // page is cleared under a shard lock) until it is done.
+        let release_spares = || -> usize {
+            self.shards
+                .iter()
+                .map(|shard| shard.lock().release_spare_segments())
+                .sum()
+        };
+        let spare_bytes = match path {
+            ReclaimPath::Fast => release_spares(),
+            ReclaimPath::Careful => 0,
+        };
+        let progress = ReclaimProgress {
+            wanted_bytes: bytes,
+            released_bytes: AtomicUsize::new(spare_bytes),
+            grown_bytes: AtomicUsize::new(0),
+            objects: AtomicUsize::new(0),
+            longest_hold_ns: AtomicUsize::new(0),
+        };
+        let workers = std::thread::available_parallelism()
+            .map_or(1, |cores| cores.get())
+            .min(self.shards.len());
+        let first = self.reclaim_cursor.fetch_add(1, Ordering::Relaxed);
+        if workers == 1 || bytes <= spare_bytes {
+            self.reclaim_worker(path, first, 1, &progress);
+        } else {
+            std::thread::scope(|scope| {
+                for worker in 0..workers {
+                    let progress = &progress;
+                    scope.spawn(move || {
+                        self.reclaim_worker(path, first + worker, workers, progress)
+                    });
+                }
+            });
+        }
+        if path == ReclaimPath::Careful {
+            progress
+                .released_bytes
+                .fetch_add(release_spares(), Ordering::Relaxed);
+        }
+        let report = ReclaimReport {
+            path,
+            requested_bytes: bytes,
+            released_bytes: progress.net_released_bytes(),
+            objects: progress.objects.load(Ordering::Relaxed) as u64,
+            duration: started.elapsed(),
+            longest_hold: std::time::Duration::from_nanos(
+                progress.longest_hold_ns.load(Ordering::Relaxed) as u64,
+            ),
+        };
+        self.memory.pool.record_reclaim(report);
+        report
+    }
+
+    /// One reclaim worker: visits the shards `first`, `first + stride`, ... round robin, one step per lock
+    /// hold, until the reclaim has released what was wanted or its shards hold nothing of the victim.
+    fn reclaim_worker(
+        &self,
+        path: ReclaimPath,
+        first: usize,
+        stride: usize,
+        progress: &ReclaimProgress,
+    ) {
+        let shard_count = self.shards.len();
+        let mine: Vec<usize> = (0..shard_count)
+            .filter(|index| index % stride == first % stride)
+            .collect();
+        let mut cursor = first / stride;
+        while progress.net_released_bytes() < progress.wanted_bytes {
+            let Some(victim) = self.memory.pool.victim() else {
+                return;
+            };
+            let mut progressed = false;
+            for _ in 0..mine.len() {
+                let index = mine[cursor % mine.len()];
+                cursor += 1;
+                let step = {
+                    let mut shard = self.shards[index].lock();
+                    let held_since = Instant::now();
+                    let step = match path {
+                        ReclaimPath::Fast => shard.fast_release_step(victim),
+                        ReclaimPath::Careful => shard.careful_release_step(victim, now_ms()),
+                    };
+                    progress
+                        .longest_hold_ns
+                        .fetch_max(held_since.elapsed().as_nanos() as usize, Ordering::Relaxed);
+                    step
+                };
+                // The detached segment is unmapped here, after the shard lock was released.
+                drop(step.detached);
+                if step.progressed {
+                    progress
+                        .released_bytes
+                        .fetch_add(step.released_bytes, Ordering::Relaxed);
+                    progress
+                        .grown_bytes
+                        .fetch_add(step.grown_bytes, Ordering::Relaxed);
+                    progress
+                        .objects
+                        .fetch_add(step.objects as usize, Ordering::Relaxed);
+                    progressed = true;
+                    break;
+                }
+            }
+            if !progressed {
+                return;
+            }
+        }
     }
 
     /// Active expiry on one shard: checks `items_max` items, and goes on (up to 16 rounds) while more than
@@ -231,6 +423,23 @@ impl Store {
     }
 }
 
+/// What the workers of one reclaim share.
+struct ReclaimProgress {
+    wanted_bytes: usize,
+    released_bytes: AtomicUsize,
+    grown_bytes: AtomicUsize,
+    objects: AtomicUsize,
+    longest_hold_ns: AtomicUsize,
+}
+
+impl ReclaimProgress {
+    fn net_released_bytes(&self) -> usize {
+        self.released_bytes
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.grown_bytes.load(Ordering::Relaxed))
+    }
+}
+
 /// The shards one command holds, locked in ascending order.
 pub struct Guards<'a> {
     store: &'a Store,
@@ -262,6 +471,9 @@ impl<'a> Guards<'a> {
     /// that are free right now (`try_lock`, so lock order cannot deadlock). Err when the policy allows no
     /// eviction or nothing evictable can be reached.
     pub fn make_room(&mut self) -> Result<(), OutOfMemory> {
+        if self.store.pool_limit_bytes() != 0 {
+            return self.make_pool_room();
+        }
         let policy = self.store.policy();
         let now = now_ms();
         while self.store.over_maxmemory() {
@@ -277,6 +489,60 @@ impl<'a> Guards<'a> {
             }
         }
         Ok(())
+    }
+
+    /// Elastic mode: releases (carefully) segments of the ephemeral tenant with the largest fairness until
+    /// resident bytes are under the pool limit; held shards first, then shards free right now. Err when
+    /// only persistent data is left (the persistent floor is reached) or nothing reachable can go.
+    fn make_pool_room(&mut self) -> Result<(), OutOfMemory> {
+        let now = now_ms();
+        for (_, shard) in self.guards.iter_mut() {
+            shard.release_spare_segments();
+        }
+        while self.store.memory.over_pool_limit() {
+            let victim = self.store.memory.pool.victim().ok_or(OutOfMemory)?;
+            let mut progressed = false;
+            for (_, shard) in self.guards.iter_mut() {
+                progressed = shard.careful_release_step(victim, now).progressed;
+                if progressed {
+                    break;
+                }
+            }
+            // Shards busy with other commands are skipped (try_lock); give them a few chances before
+            // calling the pool full, so contention alone does not fail a write.
+            for attempt in 0..4 {
+                if progressed {
+                    break;
+                }
+                if attempt > 0 {
+                    std::thread::yield_now();
+                }
+                progressed = self.release_from_unlocked(victim, now);
+            }
+            if !progressed {
+                return Err(OutOfMemory);
+            }
+        }
+        Ok(())
+    }
+
+    /// One careful release slice for `victim` on a shard this command does not hold (try_lock).
+    fn release_from_unlocked(&self, victim: TenantId, now: u64) -> bool {
+        for (index, shard) in self.store.shards.iter().enumerate() {
+            if self.guards.iter().any(|(held, _)| *held == index) {
+                continue;
+            }
+            let Some(mut shard) = shard.try_lock() else {
+                continue;
+            };
+            let step = shard.careful_release_step(victim, now);
+            drop(shard);
+            drop(step.detached);
+            if step.progressed {
+                return true;
+            }
+        }
+        false
     }
 
     /// One eviction round over the shards this command does not hold; false when none freed anything.

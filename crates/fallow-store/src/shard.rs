@@ -3,6 +3,7 @@
 //! eviction and compaction. Every method runs under the shard's lock, so commands on one shard are
 //! linearizable.
 use crate::memory::segment::{item_bytes, ItemHeader, Segment};
+use crate::pool::{Address, TenantId, TenantKind};
 use crate::types::{Collection, CollectionType, Kind};
 use crate::{hash_key, MemoryCounters, WrongType};
 use hashbrown::HashTable;
@@ -53,6 +54,59 @@ pub struct ShardStats {
     pub segments_unmapped: u64,
     /// Segments taken from the spare pool instead of being mapped afresh.
     pub segments_reused: u64,
+}
+
+/// Per-tenant event counters of one shard (hits and misses stay shard-local: no shared cache line on the
+/// read path); `Store::tenant_snapshots` sums them.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TenantShardStats {
+    pub hits: u64,
+    pub misses: u64,
+    pub evicted_keys: u64,
+    pub evicted_bytes: u64,
+}
+
+/// What one reclaim step on a shard did. The detached segment is unmapped by the caller once the shard
+/// lock is released, so the lock is not held across munmap.
+pub struct ReclaimStep {
+    pub released_bytes: usize,
+    /// Bytes the step added (survivors re-appended into a freshly mapped segment).
+    pub grown_bytes: usize,
+    pub objects: u64,
+    pub detached: Option<Segment>,
+    /// False when the shard holds no segment of the tenant to work on.
+    pub progressed: bool,
+}
+
+impl ReclaimStep {
+    fn nothing() -> ReclaimStep {
+        ReclaimStep {
+            released_bytes: 0,
+            grown_bytes: 0,
+            objects: 0,
+            detached: None,
+            progressed: false,
+        }
+    }
+}
+
+/// One live item of a segment a careful release ranks.
+struct Candidate {
+    offset: u32,
+    bytes: usize,
+    expired: bool,
+    access_s: u32,
+    lfu: u8,
+}
+
+/// A release in progress on one segment: which items go and which stay (careful path) or that all go
+/// (fast path), worked through a bounded number of items per lock hold.
+struct ReleasePlan {
+    slot: u32,
+    sequence: u64,
+    /// (offset, evict) in victim order; survivors are re-appended.
+    items: Vec<(u32, bool)>,
+    next: usize,
 }
 
 /// A value taken out of (or copied from) the keyspace, to be put under another key.
@@ -142,11 +196,18 @@ impl EvictionPolicy {
     }
 }
 
+#[derive(Default)]
 struct Db {
     index: HashTable<Location>,
     /// Keys with an expiry: active expiry skips a shard that has none.
     volatile_keys: usize,
 }
+
+/// Items a release handles per lock hold (bounds how long a client waits behind it: ~1024 index removals
+/// or item moves, well under a millisecond).
+const RELEASE_ITEMS_PER_HOLD: usize = 1024;
+/// Share of a segment's live bytes a careful release keeps (the hottest items), re-appended elsewhere.
+const CAREFUL_KEEP_RATIO: f64 = 0.25;
 
 /// Keys sampled per eviction, as Redis's maxmemory-samples.
 const EVICTION_SAMPLES: usize = 5;
@@ -161,20 +222,25 @@ const SPARE_SEGMENTS_MAX: usize = 2;
 pub struct Shard {
     pub id: usize,
     config: ShardConfig,
-    dbs: Vec<Db>,
+    /// Keyspaces by namespace (0 = common, else a tenant's own), each `config.databases` databases;
+    /// namespaces are added on their first write.
+    spaces: Vec<Vec<Db>>,
     segments: Vec<Option<Segment>>,
     free_slots: Vec<u32>,
     /// Emptied segments kept mapped for reuse (at most `SPARE_SEGMENTS_MAX`, standard size only).
     spare_segments: Vec<Segment>,
     /// Slot of each segment by creation sequence, for ordered walks (SCAN, expiry).
     by_sequence: BTreeMap<u64, u32>,
-    active_slot: Option<u32>,
+    /// The segment each tenant appends to in this shard (indexed by tenant id).
+    active_slots: Vec<Option<u32>>,
     next_sequence: u64,
     collections: Vec<Option<Collection>>,
     free_collections: Vec<u32>,
     cas_counter: u64,
     /// Bytes this shard has reported into `memory.used_bytes`.
     accounted_bytes: usize,
+    /// Bytes this shard has reported into `memory.resident_bytes`.
+    accounted_resident_bytes: usize,
     collection_bytes: usize,
     /// Bytes of live items in segments (what `used_bytes` counts; dead space is compaction's business).
     live_item_bytes: usize,
@@ -191,8 +257,25 @@ pub struct Shard {
     /// Smoothed TTL of keys with an expiry, from active-expiry samples (INFO keyspace avg_ttl).
     average_ttl_ms: u64,
     pub stats: ShardStats,
+    /// Indexed by tenant id, grown on demand.
+    pub tenant_stats: Vec<TenantShardStats>,
+    /// A release half-way through a segment.
+    release_plan: Option<ReleasePlan>,
+    /// The segment a release is emptying; it is detached by the release, not kept as a spare.
+    draining_slot: Option<u32>,
     /// Connections blocked (BLPOP and friends) on a key of this shard, woken when it may be ready.
-    waiters: hashbrown::HashMap<(u8, Box<[u8]>), Waiters>,
+    waiters: hashbrown::HashMap<(u32, Box<[u8]>), Waiters>,
+}
+
+/// The space (namespace and database) of an address, as the waiters map and headers know it.
+fn space_id(address: usize) -> u32 {
+    let address = Address::of(address);
+    ((address.namespace as u32) << 16) | address.db as u32
+}
+
+/// The address (tenant 0) of the space an item header records.
+fn space_of(header: &ItemHeader) -> usize {
+    crate::pool::keyspace(0, header.namespace, header.db as usize)
 }
 
 impl Shard {
@@ -201,23 +284,19 @@ impl Shard {
         assert!(config.segment_bytes >= 4096 && config.segment_bytes <= 16 << 20);
         Shard {
             id,
-            dbs: (0..config.databases)
-                .map(|_| Db {
-                    index: HashTable::new(),
-                    volatile_keys: 0,
-                })
-                .collect(),
+            spaces: vec![(0..config.databases).map(|_| Db::default()).collect()],
             config,
             segments: Vec::new(),
             free_slots: Vec::new(),
             spare_segments: Vec::new(),
             by_sequence: BTreeMap::new(),
-            active_slot: None,
+            active_slots: Vec::new(),
             next_sequence: 1,
             collections: Vec::new(),
             free_collections: Vec::new(),
             cas_counter: 0,
             accounted_bytes: 0,
+            accounted_resident_bytes: 0,
             collection_bytes: 0,
             live_item_bytes: 0,
             mapped_bytes: 0,
@@ -229,12 +308,70 @@ impl Shard {
             compacting: None,
             compaction_scratch: Vec::new(),
             stats: ShardStats::default(),
+            tenant_stats: Vec::new(),
+            release_plan: None,
+            draining_slot: None,
             waiters: hashbrown::HashMap::new(),
         }
     }
 
     pub fn databases(&self) -> usize {
-        self.dbs.len()
+        self.config.databases
+    }
+
+    /// The database at `address`, if its namespace exists here.
+    fn db_at(&self, address: usize) -> Option<&Db> {
+        let address = Address::of(address);
+        self.spaces
+            .get(address.namespace as usize)
+            .map(|space| &space[address.db])
+    }
+
+    /// The database at `address`, creating its namespace.
+    fn db_at_mut(&mut self, address: usize) -> &mut Db {
+        let address = Address::of(address);
+        let namespace = address.namespace as usize;
+        while self.spaces.len() <= namespace {
+            let databases = self.config.databases;
+            self.spaces
+                .push((0..databases).map(|_| Db::default()).collect());
+        }
+        &mut self.spaces[namespace][address.db]
+    }
+
+    fn tenant_stats_mut(&mut self, tenant: TenantId) -> &mut TenantShardStats {
+        let index = tenant as usize;
+        if self.tenant_stats.len() <= index {
+            self.tenant_stats
+                .resize(index + 1, TenantShardStats::default());
+        }
+        &mut self.tenant_stats[index]
+    }
+
+    /// Adds to (or takes from) a tenant's resident bytes, which the pool reads without shard locks.
+    fn charge(&self, tenant: TenantId, bytes: usize, add: bool) {
+        let counter = &self.memory.pool.counters(tenant).resident_bytes;
+        if add {
+            counter.fetch_add(bytes, Ordering::Relaxed);
+        } else {
+            counter.fetch_sub(bytes, Ordering::Relaxed);
+        }
+    }
+
+    fn active_slot(&self, tenant: TenantId) -> Option<u32> {
+        self.active_slots.get(tenant as usize).copied().flatten()
+    }
+
+    fn set_active_slot(&mut self, tenant: TenantId, slot: Option<u32>) {
+        let index = tenant as usize;
+        if self.active_slots.len() <= index {
+            self.active_slots.resize(index + 1, None);
+        }
+        self.active_slots[index] = slot;
+    }
+
+    fn is_active(&self, slot: u32) -> bool {
+        self.active_slots.contains(&Some(slot))
     }
 
     // ----- clocks and accounting -------------------------------------------------------------------
@@ -254,10 +391,17 @@ impl Shard {
     }
 
     fn index_bytes(&self) -> usize {
-        self.dbs
+        self.spaces
             .iter()
+            .flatten()
             .map(|db| db.index.capacity() * (std::mem::size_of::<Location>() + 1))
             .sum()
+    }
+
+    /// Bytes this shard keeps resident: mapped segments (live, dead and free space alike), collection
+    /// values and the indexes. The elastic pool is a budget on this figure.
+    pub fn resident_bytes(&self) -> usize {
+        self.mapped_bytes + self.collection_bytes + self.index_bytes()
     }
 
     /// Bytes this shard holds for data: live items, collection values and the indexes. Like Redis's
@@ -266,20 +410,26 @@ impl Shard {
         self.live_item_bytes + self.collection_bytes + self.index_bytes()
     }
 
-    /// Pushes the change in `used_bytes` since the last call into the store-wide counter.
+    /// Pushes the change in `used_bytes` and `resident_bytes` since the last call into the store-wide
+    /// counters.
     fn sync_accounting(&mut self) {
-        let now = self.used_bytes();
-        let before = self.accounted_bytes;
-        if now > before {
-            self.memory
-                .used_bytes
-                .fetch_add(now - before, Ordering::Relaxed);
-        } else {
-            self.memory
-                .used_bytes
-                .fetch_sub(before - now, Ordering::Relaxed);
+        fn push(counter: &std::sync::atomic::AtomicUsize, before: usize, now: usize) {
+            if now > before {
+                counter.fetch_add(now - before, Ordering::Relaxed);
+            } else if now < before {
+                counter.fetch_sub(before - now, Ordering::Relaxed);
+            }
         }
-        self.accounted_bytes = now;
+        let used = self.used_bytes();
+        push(&self.memory.used_bytes, self.accounted_bytes, used);
+        self.accounted_bytes = used;
+        let resident = self.resident_bytes();
+        push(
+            &self.memory.resident_bytes,
+            self.accounted_resident_bytes,
+            resident,
+        );
+        self.accounted_resident_bytes = resident;
     }
 
     pub fn mapped_bytes(&self) -> usize {
@@ -295,13 +445,13 @@ impl Shard {
     }
 
     pub fn key_count(&self, db: usize) -> usize {
-        self.dbs[db].index.len()
+        self.db_at(db).map_or(0, |db| db.index.len())
     }
 
     /// Keys of `db` with an expiry, and the sum of their TTLs estimated from the average TTL seen by
     /// active expiry (as Redis's avg_ttl). O(1): INFO must not walk the keyspace.
     pub fn volatile_stats(&self, db: usize) -> (usize, u64) {
-        let count = self.dbs[db].volatile_keys;
+        let count = self.db_at(db).map_or(0, |db| db.volatile_keys);
         (count, count as u64 * self.average_ttl_ms)
     }
 
@@ -319,10 +469,10 @@ impl Shard {
             .expect("a location points at a mapped segment")
     }
 
-    fn map_segment(&mut self, capacity_bytes: usize) -> u32 {
+    fn map_segment(&mut self, capacity_bytes: usize, tenant: TenantId) -> u32 {
         let sequence = self.next_sequence;
         self.next_sequence += 1;
-        let segment = match self.spare_segments.pop() {
+        let mut segment = match self.spare_segments.pop() {
             Some(mut spare) if spare.capacity_bytes() == capacity_bytes => {
                 spare.recycle(sequence);
                 self.stats.segments_reused += 1;
@@ -339,6 +489,8 @@ impl Shard {
                 segment
             }
         };
+        segment.tenant = tenant;
+        self.charge(tenant, segment.capacity_bytes(), true);
         let slot = match self.free_slots.pop() {
             Some(slot) => {
                 self.segments[slot as usize] = Some(segment);
@@ -353,24 +505,39 @@ impl Shard {
         slot
     }
 
-    fn unmap_segment(&mut self, slot: u32) {
+    /// Takes an empty segment out of the shard's books and returns it (still mapped).
+    fn detach_segment(&mut self, slot: u32) -> Segment {
         let segment = self.segments[slot as usize]
             .take()
-            .expect("unmapping a mapped segment");
-        assert_eq!(segment.live_bytes(), 0, "only empty segments are unmapped");
+            .expect("detaching a mapped segment");
+        assert_eq!(segment.live_bytes(), 0, "only empty segments are detached");
         self.dead_bytes -= segment.used_bytes();
         self.by_sequence.remove(&segment.sequence);
         self.free_slots.push(slot);
-        if self.active_slot == Some(slot) {
-            self.active_slot = None;
+        if self.active_slot(segment.tenant) == Some(slot) {
+            self.set_active_slot(segment.tenant, None);
         }
+        self.charge(segment.tenant, segment.capacity_bytes(), false);
+        segment
+    }
+
+    /// Gives an emptied segment back: kept as a spare (standard size, room left, no reclaim asked for
+    /// memory) or unmapped.
+    fn unmap_segment(&mut self, slot: u32) {
+        let segment = self.detach_segment(slot);
         let standard = segment.capacity_bytes() == self.config.segment_bytes;
-        if standard && self.spare_segments.len() < SPARE_SEGMENTS_MAX {
+        let over_pool = self.memory.over_pool_limit();
+        if standard && !over_pool && self.spare_segments.len() < SPARE_SEGMENTS_MAX {
             self.spare_segments.push(segment);
         } else {
-            self.mapped_bytes -= segment.capacity_bytes();
-            self.stats.segments_unmapped += 1;
+            self.forget_segment(&segment);
         }
+    }
+
+    /// Counts a detached segment as unmapped; the caller drops it (munmap), ideally outside the lock.
+    fn forget_segment(&mut self, segment: &Segment) {
+        self.mapped_bytes -= segment.capacity_bytes();
+        self.stats.segments_unmapped += 1;
     }
 
     /// Unmaps the spare segments (MEMORY PURGE; the elastic controller when the host needs memory back).
@@ -384,6 +551,7 @@ impl Shard {
         self.stats.segments_unmapped += self.spare_segments.len() as u64;
         self.spare_segments.clear();
         self.mapped_bytes -= released_bytes;
+        self.sync_accounting();
         released_bytes
     }
 
@@ -395,36 +563,49 @@ impl Shard {
             .sum()
     }
 
-    /// Appends an item, mapping a new segment when needed.
-    fn append(&mut self, header: &ItemHeader, key: &[u8], value: &[u8]) -> Location {
+    /// Appends an item to `tenant`'s segments, mapping a new segment when needed.
+    fn append(
+        &mut self,
+        tenant: TenantId,
+        header: &ItemHeader,
+        key: &[u8],
+        value: &[u8],
+    ) -> Location {
         let size = item_bytes(key.len(), value.len());
         self.live_item_bytes += size;
         if header.expire_at_ms != 0 {
-            self.dbs[header.db as usize].volatile_keys += 1;
+            self.db_at_mut(space_of(header)).volatile_keys += 1;
         }
         if size > self.config.segment_bytes / 2 {
-            let slot = self.map_segment(size);
+            let slot = self.map_segment(size, tenant);
             let offset = self.segment_mut(slot).append(header, key, value);
             return location(slot, offset.expect("a dedicated segment fits its item"));
         }
-        if let Some(slot) = self.active_slot {
+        if let Some(slot) = self.active_slot(tenant) {
             if let Some(offset) = self.segment_mut(slot).append(header, key, value) {
                 return location(slot, offset);
             }
             self.seal(slot);
         }
-        let slot = self.map_segment(self.config.segment_bytes);
-        self.active_slot = Some(slot);
+        let slot = self.map_segment(self.config.segment_bytes, tenant);
+        self.set_active_slot(tenant, Some(slot));
         let offset = self.segment_mut(slot).append(header, key, value);
         location(slot, offset.expect("an empty segment fits a small item"))
     }
 
     /// Stops appending to a full segment, unmapping it if nothing in it lives.
     fn seal(&mut self, slot: u32) {
-        self.active_slot = None;
-        if self.segment(slot).live_bytes() == 0 {
+        let tenant = self.segment(slot).tenant;
+        self.set_active_slot(tenant, None);
+        if self.segment(slot).live_bytes() == 0 && !self.is_draining(slot) {
             self.unmap_segment(slot);
         }
+    }
+
+    /// True for the segment a careful release is emptying: it is detached by the release, not unmapped
+    /// as a spare when its last item goes.
+    fn is_draining(&self, slot: u32) -> bool {
+        self.draining_slot == Some(slot)
     }
 
     /// Marks an item dead and unmaps its segment when nothing in it lives any more.
@@ -432,12 +613,13 @@ impl Shard {
         let slot = slot_of(location);
         let header = *self.header(location);
         if header.expire_at_ms != 0 {
-            self.dbs[header.db as usize].volatile_keys -= 1;
+            self.db_at_mut(space_of(&header)).volatile_keys -= 1;
         }
         let freed = self.segment_mut(slot).kill(offset_of(location));
         self.dead_bytes += freed;
         self.live_item_bytes -= freed;
-        if self.segment(slot).live_bytes() == 0 && self.active_slot != Some(slot) {
+        if self.segment(slot).live_bytes() == 0 && !self.is_active(slot) && !self.is_draining(slot)
+        {
             self.unmap_segment(slot);
         }
     }
@@ -463,7 +645,7 @@ impl Shard {
 
     fn find(&self, db: usize, hash: u64, key: &[u8]) -> Option<Location> {
         let segments = &self.segments;
-        self.dbs[db]
+        self.db_at(db)?
             .index
             .find(hash, |&candidate| {
                 let segment = segments[slot_of(candidate) as usize]
@@ -475,7 +657,8 @@ impl Shard {
     }
 
     fn replace_location(&mut self, db: usize, hash: u64, old: Location, new: Location) {
-        let entry = self.dbs[db]
+        let entry = self
+            .db_at_mut(db)
             .index
             .find_mut(hash, |&candidate| candidate == old)
             .expect("a live item is indexed");
@@ -483,8 +666,11 @@ impl Shard {
     }
 
     fn insert_location(&mut self, db: usize, hash: u64, new: Location) {
+        self.db_at_mut(db);
+        let address = Address::of(db);
         let segments = &self.segments;
-        self.dbs[db].index.insert_unique(hash, new, |&existing| {
+        let db = &mut self.spaces[address.namespace as usize][address.db];
+        db.index.insert_unique(hash, new, |&existing| {
             let segment = segments[slot_of(existing) as usize]
                 .as_ref()
                 .expect("indexed items live in mapped segments");
@@ -493,7 +679,8 @@ impl Shard {
     }
 
     fn remove_location(&mut self, db: usize, hash: u64, old: Location) {
-        let Ok(entry) = self.dbs[db]
+        let Ok(entry) = self
+            .db_at_mut(db)
             .index
             .find_entry(hash, |&candidate| candidate == old)
         else {
@@ -513,6 +700,11 @@ impl Shard {
             .take()
             .expect("a collection item owns its handle");
         self.collection_bytes -= collection.memory_bytes();
+        self.charge(
+            self.segment(slot_of(location)).tenant,
+            collection.memory_bytes(),
+            false,
+        );
         self.free_collections.push(handle);
     }
 
@@ -587,11 +779,13 @@ impl Shard {
         match self.lookup(db, key, now_ms) {
             Some((_, location)) => {
                 self.stats.keyspace_hits += 1;
+                self.tenant_stats_mut(Address::of(db).tenant).hits += 1;
                 self.touch(location, now_ms);
                 Some(location)
             }
             None => {
                 self.stats.keyspace_misses += 1;
+                self.tenant_stats_mut(Address::of(db).tenant).misses += 1;
                 None
             }
         }
@@ -634,7 +828,7 @@ impl Shard {
                 let was_volatile = header.expire_at_ms != 0;
                 header.expire_at_ms = at_ms.unwrap_or(0);
                 header.cas = cas;
-                let volatile_keys = &mut self.dbs[db].volatile_keys;
+                let volatile_keys = &mut self.db_at_mut(db).volatile_keys;
                 match (was_volatile, at_ms.is_some()) {
                     (false, true) => *volatile_keys += 1,
                     (true, false) => *volatile_keys -= 1,
@@ -674,7 +868,7 @@ impl Shard {
         client_flags: u32,
         now_ms: u64,
     ) -> u64 {
-        let mut header = ItemHeader::new(Kind::String as u8, db as u8, key.len(), value.len());
+        let mut header = new_header(Kind::String, db, key.len(), value.len());
         header.expire_at_ms = expire_at_ms;
         header.client_flags = client_flags;
         self.put_item(db, key, header, value, now_ms)
@@ -698,7 +892,7 @@ impl Shard {
         if let Some(old) = old {
             self.free_collection_of(old);
         }
-        let new = self.append(&header, key, value);
+        let new = self.append(Address::of(db).tenant, &header, key, value);
         match old {
             Some(old) => {
                 self.replace_location(db, hash, old, new);
@@ -793,6 +987,12 @@ impl Shard {
         let bytes_after = collection.memory_bytes();
         let now_empty = collection.is_empty();
         self.collection_bytes = self.collection_bytes + bytes_after - bytes_before;
+        let tenant = self.segment(slot_of(location)).tenant;
+        self.charge(
+            tenant,
+            bytes_after.abs_diff(bytes_before),
+            bytes_after > bytes_before,
+        );
         if now_empty {
             self.remove_item(db, hash, location);
         } else {
@@ -816,6 +1016,7 @@ impl Shard {
         assert!(!collection.is_empty() || collection.memory_bytes() < 4096);
         let kind = collection.kind();
         self.collection_bytes += collection.memory_bytes();
+        self.charge(Address::of(db).tenant, collection.memory_bytes(), true);
         let handle = match self.free_collections.pop() {
             Some(handle) => {
                 self.collections[handle as usize] = Some(collection);
@@ -827,7 +1028,7 @@ impl Shard {
             }
         };
         let value = handle.to_le_bytes();
-        let mut header = ItemHeader::new(kind as u8, db as u8, key.len(), value.len());
+        let mut header = new_header(kind, db, key.len(), value.len());
         header.expire_at_ms = expire_at_ms;
         self.put_item(db, key, header, &value, now_ms);
     }
@@ -924,8 +1125,12 @@ impl Shard {
 
     /// Deletes every key of one database.
     pub fn flush_db(&mut self, db: usize) {
-        let locations: Vec<Location> = self.dbs[db].index.iter().copied().collect();
-        self.dbs[db].index = HashTable::new();
+        if self.db_at(db).is_none() {
+            return;
+        }
+        let target = self.db_at_mut(db);
+        let locations: Vec<Location> = target.index.iter().copied().collect();
+        target.index = HashTable::new();
         for location in locations {
             self.free_collection_of(location);
             self.kill_item(location);
@@ -939,15 +1144,20 @@ impl Shard {
         if first == second {
             return;
         }
-        self.dbs.swap(first, second);
+        let namespace = Address::of(first).namespace;
+        assert_eq!(namespace, Address::of(second).namespace);
+        self.db_at_mut(first);
+        let space = &mut self.spaces[namespace as usize];
+        space.swap(Address::of(first).db, Address::of(second).db);
         for db in [first, second] {
-            let locations: Vec<Location> = self.dbs[db].index.iter().copied().collect();
+            let locations: Vec<Location> = self.db_at_mut(db).index.iter().copied().collect();
             for location in locations {
-                self.header_mut(location).db = db as u8;
+                self.header_mut(location).db = Address::of(db).db as u8;
             }
         }
-        for ((db, _), waiters) in &self.waiters {
-            if *db as usize == first || *db as usize == second {
+        let spaces = [space_id(first), space_id(second)];
+        for ((space, _), waiters) in &self.waiters {
+            if spaces.contains(space) {
                 waiters.iter().for_each(|waiter| waiter.notify_one());
             }
         }
@@ -978,6 +1188,7 @@ impl Shard {
         let mut sequence = cursor >> 22;
         let mut offset = ((cursor & ((1 << 22) - 1)) * 8) as u32;
         let mut visited = 0;
+        let space = space_id(db);
         loop {
             let Some((&found_sequence, &slot)) = self.by_sequence.range(sequence..).next() else {
                 return 0;
@@ -993,7 +1204,7 @@ impl Shard {
             while next {
                 let header = segment.header(offset);
                 let expired = header.expire_at_ms != 0 && header.expire_at_ms <= now_ms;
-                if header.alive == 1 && header.db as usize == db && !expired {
+                if header.alive == 1 && space_id(space_of(header)) == space && !expired {
                     visit(
                         segment.key(offset),
                         Kind::from_u8(header.kind),
@@ -1023,14 +1234,14 @@ impl Shard {
     /// A random live key of `db`, if any.
     pub fn random_key(&mut self, db: usize, now_ms: u64) -> Option<Vec<u8>> {
         for _ in 0..16 {
-            if self.dbs[db].index.is_empty() {
+            if self.key_count(db) == 0 {
                 return None;
             }
             let Some(location) = self.sample_locations(1, false).first().copied() else {
                 continue;
             };
             let header = *self.header(location);
-            if header.db as usize != db {
+            if space_id(space_of(&header)) != space_id(db) {
                 continue;
             }
             let key = self.item_key(location).to_vec();
@@ -1074,7 +1285,7 @@ impl Shard {
     /// Checks up to `items_max` items for expiry, resuming where the last cycle stopped; returns how many
     /// keys it deleted.
     pub fn expire_cycle(&mut self, now_ms: u64, items_max: usize) -> usize {
-        if self.dbs.iter().all(|db| db.volatile_keys == 0) {
+        if self.spaces.iter().flatten().all(|db| db.volatile_keys == 0) {
             return 0;
         }
         let (mut ttl_samples, mut ttl_sum_ms) = (0u64, 0u64);
@@ -1097,7 +1308,7 @@ impl Shard {
                 let header = segment.header(at);
                 if header.alive == 1 && header.expire_at_ms != 0 {
                     if header.expire_at_ms <= now_ms {
-                        expired.push((header.db as usize, location(slot, at)));
+                        expired.push((space_of(header), location(slot, at)));
                     } else {
                         ttl_samples += 1;
                         ttl_sum_ms = ttl_sum_ms.saturating_add(header.expire_at_ms - now_ms);
@@ -1145,6 +1356,11 @@ impl Shard {
         for _ in 0..4 {
             let sampled = self.sample_locations(EVICTION_SAMPLES, policy.volatile_only());
             for candidate in sampled {
+                // Persistent tenants' data is never evicted, in fixed mode either.
+                let tenant = self.segment(slot_of(candidate)).tenant;
+                if self.memory.pool.kind(tenant) == TenantKind::Persistent {
+                    continue;
+                }
                 let header = self.header(candidate);
                 let clock = self.access_clock_s(now_ms);
                 // Higher score = better victim.
@@ -1168,12 +1384,17 @@ impl Shard {
         }
         let (_, victim) = best?;
         let before = self.used_bytes();
-        let db = self.header(victim).db as usize;
+        let db = space_of(self.header(victim));
         let hash = hash_key(self.item_key(victim));
+        let tenant = self.segment(slot_of(victim)).tenant;
         self.remove_item(db, hash, victim);
         self.stats.evicted_keys += 1;
         self.sync_accounting();
-        Some(before.saturating_sub(self.used_bytes()))
+        let freed = before.saturating_sub(self.used_bytes());
+        let stats = self.tenant_stats_mut(tenant);
+        stats.evicted_keys += 1;
+        stats.evicted_bytes += freed as u64;
+        Some(freed)
     }
 
     /// One bounded slice of compaction: moves up to `items_max` live items out of the sealed segment with
@@ -1221,7 +1442,7 @@ impl Shard {
         self.by_sequence
             .values()
             .copied()
-            .filter(|&slot| Some(slot) != self.active_slot)
+            .filter(|&slot| !self.is_active(slot) && !self.is_draining(slot))
             .map(|slot| {
                 let segment = self.segment(slot);
                 (
@@ -1241,8 +1462,9 @@ impl Shard {
         scratch.extend_from_slice(self.item_key(old));
         scratch.extend_from_slice(self.item_value(old));
         let (key, value) = scratch.split_at(header.key_len as usize);
-        let new = self.append(&header, key, value);
-        self.replace_location(header.db as usize, hash_key(key), old, new);
+        let tenant = self.segment(slot_of(old)).tenant;
+        let new = self.append(tenant, &header, key, value);
+        self.replace_location(space_of(&header), hash_key(key), old, new);
         self.kill_item(old);
         self.compaction_scratch = scratch;
     }
@@ -1270,12 +1492,264 @@ impl Shard {
         self.dead_bytes > 2 * self.config.segment_bytes && self.dead_bytes * 4 > self.mapped_bytes
     }
 
+    // ----- releasing memory: the fast and careful paths ---------------------------------------------
+
+    /// Resident bytes that a release changes: segments and collection values.
+    fn releasable_bytes(&self) -> usize {
+        self.mapped_bytes + self.collection_bytes
+    }
+
+    /// The segments of `tenant` in creation order, sealed ones first, at most `count`.
+    fn tenant_segments(&self, tenant: TenantId, count: usize) -> Vec<u32> {
+        let (sealed, active): (Vec<u32>, Vec<u32>) = self
+            .by_sequence
+            .values()
+            .copied()
+            .filter(|&slot| self.segment(slot).tenant == tenant && !self.is_draining(slot))
+            .partition(|&slot| !self.is_active(slot));
+        sealed.into_iter().chain(active).take(count).collect()
+    }
+
+    /// The oldest sealed segment of `tenant`, else its active one: found without walking every segment.
+    fn first_tenant_segment(&self, tenant: TenantId) -> Option<u32> {
+        self.by_sequence
+            .values()
+            .copied()
+            .find(|&slot| {
+                self.segment(slot).tenant == tenant
+                    && !self.is_active(slot)
+                    && !self.is_draining(slot)
+            })
+            .or_else(|| self.active_slot(tenant))
+    }
+
+    /// Removes the live item at `location` as an eviction of its tenant.
+    fn evict_at(&mut self, location: Location) {
+        let header = *self.header(location);
+        let tenant = self.segment(slot_of(location)).tenant;
+        let hash = hash_key(self.item_key(location));
+        let bytes = header.item_bytes();
+        self.remove_item(space_of(&header), hash, location);
+        self.stats.evicted_keys += 1;
+        let stats = self.tenant_stats_mut(tenant);
+        stats.evicted_keys += 1;
+        stats.evicted_bytes += bytes as u64;
+    }
+
+    /// The live items of a segment.
+    fn live_offsets(&self, slot: u32) -> Vec<u32> {
+        let segment = self.segment(slot);
+        let mut offsets = Vec::new();
+        let mut offset = segment.first_offset();
+        while let Some(at) = offset {
+            if segment.header(at).alive == 1 {
+                offsets.push(at);
+            }
+            offset = segment.next_offset(at);
+        }
+        offsets
+    }
+
+    /// Takes the emptied draining segment out of the books and hands it to the caller to unmap.
+    fn finish_draining(&mut self, slot: u32) -> Segment {
+        self.draining_slot = None;
+        let segment = self.detach_segment(slot);
+        self.forget_segment(&segment);
+        segment
+    }
+
+    /// FCRA: one bounded slice of evicting every item of one segment of `tenant`, in slot order with no
+    /// regard for recency; the emptied segment is detached for the caller to unmap outside the lock.
+    pub fn fast_release_step(&mut self, tenant: TenantId) -> ReclaimStep {
+        self.release_step(tenant, None)
+    }
+
+    /// SCRA: one bounded slice of emptying the coldest segment of `tenant`. Expired items go first, then
+    /// victims alternate between the least recently and the least frequently used; the hottest quarter of
+    /// the segment's bytes survives and is re-appended.
+    pub fn careful_release_step(&mut self, tenant: TenantId, now_ms: u64) -> ReclaimStep {
+        self.release_step(tenant, Some(now_ms))
+    }
+
+    /// One slice of a release: plans one (careful when `careful_now_ms` is given) unless a slice before
+    /// left one unfinished, whichever path planned it, then works through at most
+    /// `RELEASE_ITEMS_PER_HOLD` of its items.
+    fn release_step(&mut self, tenant: TenantId, careful_now_ms: Option<u64>) -> ReclaimStep {
+        let before = self.releasable_bytes();
+        if self.release_plan.is_none() {
+            let plan = match careful_now_ms {
+                Some(now_ms) => self.plan_careful_release(tenant, now_ms),
+                None => self.plan_fast_release(tenant),
+            };
+            let Some(plan) = plan else {
+                return ReclaimStep::nothing();
+            };
+            self.draining_slot = Some(plan.slot);
+            self.release_plan = Some(plan);
+        }
+        let mut plan = self.release_plan.take().expect("planned above");
+        let mut objects = 0;
+        let end = (plan.next + RELEASE_ITEMS_PER_HOLD).min(plan.items.len());
+        for index in plan.next..end {
+            let (offset, evict) = plan.items[index];
+            let at = location(plan.slot, offset);
+            // Items may have been overwritten or deleted between slices.
+            if self.header(at).alive != 1 {
+                continue;
+            }
+            if evict {
+                self.evict_at(at);
+                objects += 1;
+            } else {
+                let header = *self.header(at);
+                self.move_item(at, header);
+            }
+        }
+        plan.next = end;
+        let detached = if plan.next == plan.items.len() {
+            debug_assert_eq!(self.segment(plan.slot).sequence, plan.sequence);
+            Some(self.finish_draining(plan.slot))
+        } else {
+            self.release_plan = Some(plan);
+            None
+        };
+        self.sync_accounting();
+        let after = self.releasable_bytes();
+        ReclaimStep {
+            released_bytes: before.saturating_sub(after),
+            grown_bytes: after.saturating_sub(before),
+            objects,
+            detached,
+            progressed: true,
+        }
+    }
+
+    /// Takes `slot` out of its tenant's appends so a release can empty it.
+    fn stop_appending_to(&mut self, slot: u32) {
+        if self.is_active(slot) {
+            let owner = self.segment(slot).tenant;
+            self.set_active_slot(owner, None);
+        }
+    }
+
+    /// The fast path's plan: every live item of the tenant's oldest segment goes.
+    fn plan_fast_release(&mut self, tenant: TenantId) -> Option<ReleasePlan> {
+        let slot = self.first_tenant_segment(tenant)?;
+        self.stop_appending_to(slot);
+        Some(ReleasePlan {
+            slot,
+            sequence: self.segment(slot).sequence,
+            items: self
+                .live_offsets(slot)
+                .into_iter()
+                .map(|offset| (offset, true))
+                .collect(),
+            next: 0,
+        })
+    }
+
+    /// Picks the segment to empty (among the tenant's 8 oldest, the one with the fewest live bytes) and
+    /// orders its items: expired first, then alternately the least recent and the least frequent, until
+    /// all but `CAREFUL_KEEP_RATIO` of its live bytes are victims.
+    fn plan_careful_release(&mut self, tenant: TenantId, now_ms: u64) -> Option<ReleasePlan> {
+        const CANDIDATES: usize = 8;
+        let candidates = self.tenant_segments(tenant, CANDIDATES);
+        // Sealed segments only while there are any: the active one holds the survivors of earlier
+        // releases and fresh writes, the last place to look for victims.
+        let sealed: Vec<u32> = candidates
+            .iter()
+            .copied()
+            .filter(|&slot| !self.is_active(slot))
+            .collect();
+        let pool = if sealed.is_empty() {
+            candidates
+        } else {
+            sealed
+        };
+        let slot = pool
+            .into_iter()
+            .min_by_key(|&slot| self.segment(slot).live_bytes())?;
+        self.stop_appending_to(slot);
+        let segment = self.segment(slot);
+        let items: Vec<Candidate> = self
+            .live_offsets(slot)
+            .into_iter()
+            .map(|offset| {
+                let header = segment.header(offset);
+                Candidate {
+                    offset,
+                    bytes: header.item_bytes(),
+                    expired: header.expire_at_ms != 0 && header.expire_at_ms <= now_ms,
+                    access_s: header.access_s,
+                    lfu: header.lfu_counter,
+                }
+            })
+            .collect();
+        let live_bytes: usize = items.iter().map(|item| item.bytes).sum();
+        let evict_bytes_min = (live_bytes as f64 * (1.0 - CAREFUL_KEEP_RATIO)) as usize;
+        let mut chosen = vec![false; items.len()];
+        let mut order = Vec::with_capacity(items.len());
+        let mut evicted_bytes = 0;
+        for (index, item) in items.iter().enumerate() {
+            if item.expired {
+                chosen[index] = true;
+                order.push((item.offset, true));
+                evicted_bytes += item.bytes;
+            }
+        }
+        // Ties (the access clock has one-second steps) are broken by the other measure. Packed keys and an
+        // unstable sort keep planning a segment of small items well under a millisecond.
+        let ranked = |key: &dyn Fn(&Candidate) -> u64| {
+            let mut keyed: Vec<(u64, u32)> = items
+                .iter()
+                .enumerate()
+                .map(|(index, item)| (key(item), index as u32))
+                .collect();
+            keyed.sort_unstable();
+            keyed
+                .into_iter()
+                .map(|(_, index)| index as usize)
+                .collect::<Vec<usize>>()
+        };
+        let by_recency = ranked(&|item| ((item.access_s as u64) << 8) | item.lfu as u64);
+        let by_frequency = ranked(&|item| ((item.lfu as u64) << 32) | item.access_s as u64);
+        let (mut recency_at, mut frequency_at) = (0, 0);
+        let mut take_recent = true;
+        while evicted_bytes < evict_bytes_min {
+            let (list, at) = if take_recent {
+                (&by_recency, &mut recency_at)
+            } else {
+                (&by_frequency, &mut frequency_at)
+            };
+            while *at < list.len() && chosen[list[*at]] {
+                *at += 1;
+            }
+            if let Some(&index) = list.get(*at) {
+                chosen[index] = true;
+                order.push((items[index].offset, true));
+                evicted_bytes += items[index].bytes;
+            }
+            take_recent = !take_recent;
+        }
+        order.extend(
+            (0..items.len())
+                .filter(|&index| !chosen[index])
+                .map(|index| (items[index].offset, false)),
+        );
+        Some(ReleasePlan {
+            slot,
+            sequence: self.segment(slot).sequence,
+            items: order,
+            next: 0,
+        })
+    }
+
     // ----- blocking operations -------------------------------------------------------------------
 
     /// Registers a blocked client's wake-up for `key`.
     pub fn add_waiter(&mut self, db: usize, key: &[u8], notify: Arc<tokio::sync::Notify>) {
         self.waiters
-            .entry((db as u8, key.into()))
+            .entry((space_id(db), key.into()))
             .or_default()
             .push(notify);
     }
@@ -1284,7 +1758,7 @@ impl Shard {
     /// the next client is woken: the key may still hold something for it (one wake-up per push only
     /// reaches the head of the line, which keeps serving first-come first-served).
     pub fn remove_waiter(&mut self, db: usize, key: &[u8], notify: &Arc<tokio::sync::Notify>) {
-        let map_key = (db as u8, Box::<[u8]>::from(key));
+        let map_key = (space_id(db), Box::<[u8]>::from(key));
         if let Some(list) = self.waiters.get_mut(&map_key) {
             let was_head = list.first().is_some_and(|head| Arc::ptr_eq(head, notify));
             list.retain(|waiter| !Arc::ptr_eq(waiter, notify));
@@ -1306,12 +1780,20 @@ impl Shard {
         }
         if let Some(head) = self
             .waiters
-            .get(&(db as u8, Box::<[u8]>::from(key)))
+            .get(&(space_id(db), Box::<[u8]>::from(key)))
             .and_then(|list| list.first())
         {
             head.notify_one();
         }
     }
+}
+
+/// A header for an item of `kind` in the space of `address`.
+fn new_header(kind: Kind, address: usize, key_len: usize, value_len: usize) -> ItemHeader {
+    let address = Address::of(address);
+    let mut header = ItemHeader::new(kind as u8, address.db as u8, key_len, value_len);
+    header.namespace = address.namespace;
+    header
 }
 
 fn collection_handle(value: &[u8]) -> u32 {

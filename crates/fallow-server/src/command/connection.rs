@@ -131,6 +131,7 @@ fn reset(ctx: &mut Ctx, _args: &[&[u8]]) {
     conn.reply_mode = ReplyMode::On;
     conn.name.clear();
     conn.user = "default".into();
+    conn.rebind_tenant(ctx.server);
     conn.authenticated = !ctx.server.acl.read().default_user_requires_auth();
     ctx.out.simple("RESET");
 }
@@ -141,6 +142,8 @@ fn authenticate(ctx: &mut Ctx, user: &[u8], password: &[u8]) -> Result<(), Strin
     ctx.server.acl.read().authenticate(&user, password)?;
     ctx.conn.user = user;
     ctx.conn.authenticated = true;
+    // The connection's tenant is the one named like its user.
+    ctx.conn.rebind_tenant(ctx.server);
     Ok(())
 }
 

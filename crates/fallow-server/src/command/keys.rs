@@ -524,7 +524,7 @@ fn put_and_wake(
     }
 }
 
-/// Parses a database index argument: Ok(index), Err(reply).
+/// Parses a database index argument: Ok(its keyspace address in the connection's namespace), Err(reply).
 fn parse_db(ctx: &Ctx, arg: &[u8]) -> Result<usize, &'static str> {
     let index = parse_int(arg).ok_or(NOT_INTEGER)?;
     if i32::try_from(index).is_err() {
@@ -533,6 +533,7 @@ fn parse_db(ctx: &Ctx, arg: &[u8]) -> Result<usize, &'static str> {
     usize::try_from(index)
         .ok()
         .filter(|&index| index < ctx.server.store.databases())
+        .map(|index| ctx.db_at(index))
         .ok_or("ERR DB index is out of range")
 }
 
@@ -609,8 +610,10 @@ fn swapdb(ctx: &mut Ctx, args: &[&[u8]]) {
     if !(0..databases).contains(&first) || !(0..databases).contains(&second) {
         return ctx.out.error("ERR DB index is out of range");
     }
+    // Both databases of the connection's namespace: a tenant swaps only its own.
+    let (first, second) = (ctx.db_at(first as usize), ctx.db_at(second as usize));
     for shard in ctx.guards.iter_mut() {
-        shard.swap_dbs(first as usize, second as usize);
+        shard.swap_dbs(first, second);
     }
     ctx.out.ok();
 }
@@ -830,8 +833,13 @@ fn flushall(ctx: &mut Ctx, args: &[&[u8]]) {
     if !flush_mode_ok(args) {
         return ctx.out.error(SYNTAX);
     }
+    // Every database of the caller's namespace only: a non-shared tenant flushes its own keys, the
+    // default and shared tenants the common keyspace.
+    let addresses: Vec<usize> = (0..ctx.server.store.databases())
+        .map(|db| ctx.db_at(db))
+        .collect();
     for shard in ctx.guards.iter_mut() {
-        (0..shard.databases()).for_each(|db| shard.flush_db(db));
+        addresses.iter().for_each(|&db| shard.flush_db(db));
     }
     ctx.out.ok();
 }

@@ -5,6 +5,7 @@
 pub mod acl;
 pub mod bulk;
 pub mod connection;
+pub mod elastic;
 pub mod hash;
 pub mod keys;
 pub mod list;
@@ -12,6 +13,7 @@ pub mod pubsub;
 pub mod server;
 pub mod set;
 pub mod string;
+pub mod tenant;
 pub mod transaction;
 pub mod zset;
 
@@ -161,7 +163,7 @@ pub const ONE_KEY: Keys = Keys::Range {
 };
 
 static TABLE: LazyLock<Vec<&'static CommandSpec>> = LazyLock::new(|| {
-    let families: [&'static [CommandSpec]; 12] = [
+    let families: [&'static [CommandSpec]; 14] = [
         string::COMMANDS,
         keys::COMMANDS,
         hash::COMMANDS,
@@ -174,6 +176,8 @@ static TABLE: LazyLock<Vec<&'static CommandSpec>> = LazyLock::new(|| {
         server::COMMANDS,
         acl::COMMANDS,
         bulk::COMMANDS,
+        elastic::COMMANDS,
+        tenant::COMMANDS,
     ];
     let table: Vec<&'static CommandSpec> =
         families.iter().flat_map(|family| family.iter()).collect();
@@ -231,8 +235,15 @@ pub struct Ctx<'a, 's> {
 }
 
 impl Ctx<'_, '_> {
+    /// The keyspace address of the connection's selected database (its tenant and namespace).
     pub fn db(&self) -> usize {
-        self.conn.db
+        self.conn.address()
+    }
+
+    /// The keyspace address of database `index` in the connection's namespace (MOVE, COPY DB,
+    /// SWAPDB, FLUSHALL, INFO keyspace).
+    pub fn db_at(&self, index: usize) -> usize {
+        self.conn.tenant.address(index)
     }
 }
 
@@ -434,7 +445,7 @@ pub fn run_with_guards<'s>(
         && guards.make_room().is_err()
     {
         server.stats.oom_rejections.fetch_add(1, Ordering::Relaxed);
-        out.error(OOM);
+        out.error(&oom_error(server, conn.tenant.tenant));
         return guards;
     }
     let errors_before = out.buf.len();
@@ -452,6 +463,22 @@ pub fn run_with_guards<'s>(
         server.stats.error_replies.fetch_add(1, Ordering::Relaxed);
     }
     ctx.guards
+}
+
+/// The reply to a write that found no room. In elastic mode (a pool limit is set) a persistent tenant
+/// is told that the pool is full of persistent data: nothing evictable is left to make room with.
+pub fn oom_error(server: &Server, tenant: fallow_store::TenantId) -> String {
+    if server.store.pool_limit_bytes() != 0 {
+        if let Some(spec) = server.store.tenant_spec(tenant) {
+            if spec.kind == fallow_store::TenantKind::Persistent {
+                return format!(
+                    "OOM command not allowed: no room for persistent data of tenant '{}' (the pool is full of persistent data)",
+                    spec.name
+                );
+            }
+        }
+    }
+    OOM.to_string()
 }
 
 impl CommandSpec {

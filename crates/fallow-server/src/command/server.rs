@@ -6,7 +6,7 @@ use super::{
     Ctx, Group, Keys, NOT_INTEGER, NO_SUCH_KEY, SYNTAX,
 };
 use fallow_store::shard::ShardStats;
-use fallow_store::Shard;
+use fallow_store::{keyspace, Shard};
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 
@@ -178,7 +178,7 @@ fn subcommand_arity_error(ctx: &mut Ctx, command: &str, sub: &[u8]) {
 
 /// Visits every shard: through the locks the command holds when it holds them all (inside EXEC),
 /// otherwise locking one shard at a time, so INFO never stalls the whole store.
-fn for_each_shard(ctx: &mut Ctx, mut visit: impl FnMut(&mut Shard)) {
+pub(super) fn for_each_shard(ctx: &mut Ctx, mut visit: impl FnMut(&mut Shard)) {
     if ctx.guards.holds_all() {
         ctx.guards.iter_mut().for_each(visit);
     } else {
@@ -203,6 +203,8 @@ struct ShardTotals {
 
 fn shard_totals(ctx: &mut Ctx, with_keyspace: bool) -> ShardTotals {
     let databases = ctx.server.store.databases();
+    // INFO keyspace lists the databases of the caller's namespace.
+    let addresses: Vec<usize> = (0..databases).map(|db| ctx.db_at(db)).collect();
     let mut totals = ShardTotals {
         keyspace: vec![(0, 0, 0); databases],
         ..ShardTotals::default()
@@ -223,7 +225,7 @@ fn shard_totals(ctx: &mut Ctx, with_keyspace: bool) -> ShardTotals {
         totals.dead_bytes += shard.dead_bytes();
         totals.segments += shard.segment_count();
         if with_keyspace {
-            for (db, entry) in totals.keyspace.iter_mut().enumerate() {
+            for (&db, entry) in addresses.iter().zip(totals.keyspace.iter_mut()) {
                 let keys = shard.key_count(db);
                 if keys > 0 {
                     let (volatile, ttl_sum_ms) = shard.volatile_stats(db);
@@ -307,7 +309,7 @@ fn unix_time_us() -> u128 {
 // ----- INFO ------------------------------------------------------------------------------------------
 
 /// Sections INFO prints without arguments, in order.
-const DEFAULT_SECTIONS: [&str; 10] = [
+const DEFAULT_SECTIONS: [&str; 12] = [
     "server",
     "clients",
     "memory",
@@ -318,6 +320,8 @@ const DEFAULT_SECTIONS: [&str; 10] = [
     "cluster",
     "keyspace",
     "fallow",
+    "elastic",
+    "tenants",
 ];
 
 /// Which sections an INFO call asked for, in the canonical order.
@@ -382,6 +386,8 @@ fn info_text(ctx: &mut Ctx, sections: &[&str]) -> String {
             "cluster" => text.push_str("# Cluster\r\ncluster_enabled:0\r\n"),
             "keyspace" => keyspace_section(&totals, &mut text),
             "fallow" => fallow_section(ctx, &totals, &mut text),
+            "elastic" => crate::elastic::report::info_section(ctx.server, &mut text),
+            "tenants" => super::tenant::info_section(ctx, &mut text),
             "commandstats" => commandstats_section(ctx, &mut text),
             _ => {}
         }
@@ -741,6 +747,9 @@ fn config_set(ctx: &mut Ctx, pairs: &[&[u8]]) {
         }
         seen.push(name);
     }
+    if let Err(message) = updated.validate() {
+        return ctx.out.error(&format!("ERR CONFIG SET failed - {message}"));
+    }
     *ctx.server.config.write() = updated;
     ctx.server.config_changed();
     ctx.out.ok();
@@ -1079,10 +1088,18 @@ fn memory_stats(ctx: &mut Ctx) {
     let (used, peak) = used_memory(ctx);
     let dataset = ctx.server.store.used_bytes();
     let keys: usize = {
+        // Keys of every namespace: the dataset figures are the whole store's.
         let databases = ctx.server.store.databases();
+        let addresses: Vec<usize> = crate::tenants::namespaces(ctx.server)
+            .into_iter()
+            .flat_map(|namespace| (0..databases).map(move |db| keyspace(0, namespace, db)))
+            .collect();
         let mut keys = 0;
         for_each_shard(ctx, |shard| {
-            keys += (0..databases).map(|db| shard.key_count(db)).sum::<usize>();
+            keys += addresses
+                .iter()
+                .map(|&db| shard.key_count(db))
+                .sum::<usize>();
         });
         keys
     };

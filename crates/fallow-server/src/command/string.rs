@@ -5,7 +5,7 @@ use super::{
     is, parse_float, parse_int, spec, CommandSpec, Ctx, Group, Keys, NOT_INTEGER, ONE_KEY, SYNTAX,
     WRONGTYPE,
 };
-use fallow_store::WrongType;
+use fallow_store::{Kind, OwnedData, OwnedValue, WrongType};
 
 const ALL_KEYS: Keys = Keys::Range {
     first: 1,
@@ -237,6 +237,28 @@ fn read_owned(ctx: &mut Ctx, key: &[u8]) -> Result<Option<(Vec<u8>, u64)>, Wrong
         .map(|(value, info)| (value.to_vec(), info.expire_at_ms)))
 }
 
+/// `read_owned` for a command that only writes (APPEND, SETRANGE, INCR...): no hit or miss is counted
+/// and the access time is not touched, as Redis's lookupKeyWrite; the per-tenant hit rates stay those
+/// of reads.
+fn read_owned_for_write(ctx: &mut Ctx, key: &[u8]) -> Result<Option<(Vec<u8>, u64)>, WrongType> {
+    let db = ctx.db();
+    let now = ctx.now_ms;
+    let shard = ctx.guards.shard(key);
+    match shard.peek(db, key, now) {
+        None => return Ok(None),
+        Some(info) if info.kind != Kind::String => return Err(WrongType),
+        Some(_) => {}
+    }
+    match shard.clone_value(db, key, now) {
+        Some(OwnedValue {
+            data: OwnedData::String { bytes, .. },
+            expire_at_ms,
+        }) => Ok(Some((bytes, expire_at_ms))),
+        Some(_) => Err(WrongType),
+        None => Ok(None),
+    }
+}
+
 /// Expiry options shared by SET and GETEX.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum ExpiryOption {
@@ -332,14 +354,16 @@ fn set(ctx: &mut Ctx, args: &[&[u8]]) {
     let db = ctx.db();
     let now = ctx.now_ms;
     let shard = ctx.guards.shard(key);
-    let old = match shard.get_string(db, key, now) {
-        Ok(found) => {
-            found.map(|(value, info)| (return_old.then(|| value.to_vec()), info.expire_at_ms))
+    let old = if return_old {
+        match shard.get_string(db, key, now) {
+            Ok(found) => found.map(|(value, info)| (Some(value.to_vec()), info.expire_at_ms)),
+            Err(WrongType) => return ctx.out.error(WRONGTYPE),
         }
-        Err(WrongType) if return_old => return ctx.out.error(WRONGTYPE),
-        Err(WrongType) => shard
+    } else {
+        // A plain SET reads nothing: no hit or miss is counted (Redis's lookupKeyWrite).
+        shard
             .peek(db, key, now)
-            .map(|info| (None, info.expire_at_ms)),
+            .map(|info| (None, info.expire_at_ms))
     };
     let exists = old.is_some();
     let allowed = if exists { !only_new } else { !only_existing };
@@ -517,7 +541,7 @@ fn msetnx(ctx: &mut Ctx, args: &[&[u8]]) {
 }
 
 fn append(ctx: &mut Ctx, args: &[&[u8]]) {
-    let (mut value, expire_at) = match read_owned(ctx, args[1]) {
+    let (mut value, expire_at) = match read_owned_for_write(ctx, args[1]) {
         Ok(Some(found)) => found,
         Ok(None) => (Vec::new(), 0),
         Err(WrongType) => return ctx.out.error(WRONGTYPE),
@@ -589,7 +613,7 @@ fn setrange(ctx: &mut Ctx, args: &[&[u8]]) {
         return ctx.out.error("ERR offset is out of range");
     }
     let offset = offset as usize;
-    let (mut value, expire_at) = match read_owned(ctx, args[1]) {
+    let (mut value, expire_at) = match read_owned_for_write(ctx, args[1]) {
         Ok(Some(found)) => found,
         Ok(None) => (Vec::new(), 0),
         Err(WrongType) => return ctx.out.error(WRONGTYPE),
@@ -617,7 +641,7 @@ fn setrange(ctx: &mut Ctx, args: &[&[u8]]) {
 
 /// Adds `delta` to the integer at `key`, keeping its TTL; writes the reply.
 fn increment(ctx: &mut Ctx, key: &[u8], delta: i64) {
-    let (current, expire_at) = match read_owned(ctx, key) {
+    let (current, expire_at) = match read_owned_for_write(ctx, key) {
         Ok(Some((value, expire_at))) => match parse_int(&value) {
             Some(current) => (current, expire_at),
             None => return ctx.out.error(NOT_INTEGER),
@@ -664,7 +688,7 @@ fn incrbyfloat(ctx: &mut Ctx, args: &[&[u8]]) {
     let Some(delta) = parse_float(args[2]) else {
         return ctx.out.error(super::NOT_FLOAT);
     };
-    let (current, expire_at) = match read_owned(ctx, args[1]) {
+    let (current, expire_at) = match read_owned_for_write(ctx, args[1]) {
         Ok(Some((value, expire_at))) => match parse_float(&value) {
             Some(current) => (current, expire_at),
             None => return ctx.out.error(super::NOT_FLOAT),

@@ -44,8 +44,18 @@ pub async fn serve(
         tracing::info!(path = %path, "RESP listening on Unix socket");
         tasks.push(tokio::spawn(accept_unix(server.clone(), listener)));
     }
+    if config.metrics_port != 0 {
+        let listener = TcpListener::bind((config.bind.as_str(), config.metrics_port)).await?;
+        tracing::info!(address = %listener.local_addr()?, "Prometheus metrics at /metrics");
+        tasks.push(tokio::spawn(crate::metrics::serve(
+            server.clone(),
+            listener,
+        )));
+    }
     tasks.push(tokio::spawn(housekeeping(server.clone())));
+    crate::elastic::start(&server).map_err(std::io::Error::other)?;
     shutdown.await;
+    server.elastic.stop();
     tracing::info!("shutting down");
     server.shutting_down.store(true, Ordering::Relaxed);
     for task in &tasks {
@@ -156,7 +166,11 @@ async fn housekeeping(server: Arc<Server>) {
                 tokio::task::yield_now().await;
             }
         }
-        store.enforce_maxmemory();
+        // Under an elastic pool limit the controller reclaims the excess (in bounded slices); evicting here
+        // too would hold every shard lock for the whole excess and release it twice.
+        if store.pool_limit_bytes() == 0 {
+            store.enforce_maxmemory();
+        }
         store.memory.sample_peak();
     }
 }

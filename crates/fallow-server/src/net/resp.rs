@@ -193,6 +193,7 @@ fn process_input(
     let mut start = 0;
     let mut flow = Flow::Read;
     conn.now_ms = fallow_store::now_ms();
+    conn.refresh_tenant(server);
     while start < input.len() {
         let pending = &input[start..];
         match parse_request(pending, &limits.resp, &mut ranges) {
@@ -274,7 +275,7 @@ where
     let args_owned = std::mem::take(&mut conn.blocked_args);
     let args: Vec<&[u8]> = args_owned.iter().map(|arg| arg.as_slice()).collect();
     let notify = Arc::new(tokio::sync::Notify::new());
-    let db = conn.db;
+    let db = conn.address();
     for key in &request.keys {
         server
             .store

@@ -1,23 +1,35 @@
-//! Memory: segments mapped from the OS, and the store-wide accounting of used bytes.
+//! Memory: segments mapped from the OS, the store-wide accounting of used and resident bytes, and the
+//! pool (tenants and reclaim counters).
 pub mod segment;
 
-use std::sync::atomic::AtomicUsize;
+use crate::pool::Pool;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Store-wide memory counters, updated by every shard as it maps, fills and frees memory.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct MemoryCounters {
-    /// Bytes held by all shards: mapped segments, collection values and indexes.
+    /// Bytes of data: live items, collection values and indexes (Redis's used_memory; maxmemory's base).
     pub used_bytes: AtomicUsize,
+    /// Bytes kept resident: mapped segments (with their dead and free space), collections and indexes.
+    pub resident_bytes: AtomicUsize,
     /// Highest `used_bytes` seen when sampled (every housekeeping tick and every INFO/MEMORY STATS).
     pub peak_bytes: AtomicUsize,
+    /// The elastic pool's limit on `resident_bytes`; 0 = none (fixed mode uses maxmemory instead).
+    pub pool_limit_bytes: AtomicUsize,
+    pub pool: Pool,
 }
 
 impl MemoryCounters {
     /// Samples usage into the peak; returns (used, peak).
     pub fn sample_peak(&self) -> (usize, usize) {
-        use std::sync::atomic::Ordering;
         let used = self.used_bytes.load(Ordering::Relaxed);
         let peak = self.peak_bytes.fetch_max(used, Ordering::Relaxed).max(used);
         (used, peak)
+    }
+
+    /// True when an elastic pool limit is set and resident bytes exceed it.
+    pub fn over_pool_limit(&self) -> bool {
+        let limit = self.pool_limit_bytes.load(Ordering::Relaxed);
+        limit != 0 && self.resident_bytes.load(Ordering::Relaxed) > limit
     }
 }

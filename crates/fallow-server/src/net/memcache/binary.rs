@@ -35,7 +35,7 @@ pub(super) fn execute(exec: &mut Exec, request: &BinaryRequest) {
             exec.close = true;
         }
         Flush => {
-            items::flush_all(exec.server, i64::from(request.u32_extra()));
+            items::flush_all(exec.server, exec.db, i64::from(request.u32_extra()));
             status(exec, request, BinaryStatus::NoError, 0);
         }
         Noop | Verbosity => status(exec, request, BinaryStatus::NoError, 0),
@@ -77,10 +77,10 @@ fn get(exec: &mut Exec, request: &BinaryRequest, touch_exptime: Option<u32>) {
     if let Some(exptime) = touch_exptime {
         count_touch(
             exec.server,
-            items::touch(shard, key, i64::from(exptime), now),
+            items::touch(shard, exec.db, key, i64::from(exptime), now),
         );
     }
-    match items::read(shard, key, now) {
+    match items::read(shard, exec.db, key, now) {
         Some((value, info)) => {
             bump(&mc.get_hits);
             encode_binary_get_hit(exec.out, request, info.client_flags, info.cas, value);
@@ -120,8 +120,8 @@ fn touch(exec: &mut Exec, request: &BinaryRequest) {
     let now = now_ms();
     let exptime = i64::from(request.u32_extra());
     let touched = items::with_shard(exec.server, key, |shard| {
-        items::touch(shard, key, exptime, now)
-            .then(|| items::peek(shard, key, now))
+        items::touch(shard, exec.db, key, exptime, now)
+            .then(|| items::peek(shard, exec.db, key, now))
             .flatten()
     });
     count_touch(exec.server, touched.is_some());
@@ -161,7 +161,7 @@ fn store(exec: &mut Exec, request: &BinaryRequest, base_mode: StoreMode) {
     let now = now_ms();
     let value_len_max = exec.value_len_max;
     let outcome = items::with_room(exec.server, &request.key, |shard| {
-        items::store(shard, &args, value_len_max, now)
+        items::store(shard, exec.db, &args, value_len_max, now)
     });
     let Ok(outcome) = outcome else {
         return status(exec, request, BinaryStatus::OutOfMemory, 0);
@@ -186,7 +186,7 @@ fn delete(exec: &mut Exec, request: &BinaryRequest) {
     let key = &request.key[..];
     let now = now_ms();
     let outcome = items::with_shard(exec.server, key, |shard| {
-        items::delete(shard, key, compare_cas(request), now)
+        items::delete(shard, exec.db, key, compare_cas(request), now)
     });
     count_delete(exec.server, outcome == DeleteOutcome::Deleted);
     let code = match outcome {
@@ -206,9 +206,10 @@ fn arith(exec: &mut Exec, request: &BinaryRequest, incr: bool) {
     let key = &request.key[..];
     let now = now_ms();
     let outcome = items::with_room(exec.server, key, |shard| {
-        match items::arith(shard, key, incr, delta, compare_cas(request), now) {
+        match items::arith(shard, exec.db, key, incr, delta, compare_cas(request), now) {
             ArithOutcome::NotFound if exptime != NO_AUTO_CREATE => {
-                let cas = items::create_counter(shard, key, initial, i64::from(exptime), now);
+                let cas =
+                    items::create_counter(shard, exec.db, key, initial, i64::from(exptime), now);
                 ArithOutcome::Done {
                     value: initial,
                     cas,
@@ -241,7 +242,7 @@ fn stat(exec: &mut Exec, request: &BinaryRequest) {
         exec.server.memcache.reset();
         return encode_binary_stat(exec.out, request, b"", b"");
     }
-    let Some(lines) = stats::report(exec.server, group) else {
+    let Some(lines) = stats::report(exec.server, exec.db, group) else {
         return status(exec, request, BinaryStatus::KeyNotFound, 0);
     };
     for (name, value) in lines {

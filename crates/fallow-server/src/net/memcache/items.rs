@@ -1,5 +1,6 @@
 //! Item operations shared by the text, meta and binary protocols: expiry conversion, reads, the store
-//! modes, counters, touch and delete. memcached items are strings with client flags in database 0.
+//! modes, counters, touch and delete. memcached items are strings with client flags in database 0 of
+//! the listener's tenant: every function takes that keyspace address as `db` (see `crate::tenants`).
 use crate::server::Server;
 use fallow_proto::memcache::StoreMode;
 use fallow_store::{now_ms, ItemInfo, Kind, OutOfMemory, Shard};
@@ -7,8 +8,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// memcached items live in database 0 of the shared store.
-pub const DB: usize = 0;
+/// memcached items live in database 0 of the listener tenant's namespace.
+pub const DB_INDEX: usize = 0;
 /// memcached reads a larger exptime as an absolute Unix time.
 pub const RELATIVE_EXPTIME_MAX_S: i64 = 60 * 60 * 24 * 30;
 
@@ -75,15 +76,20 @@ pub fn with_room<R>(
 }
 
 /// The string item under `key` without recording an access; other types are invisible to memcached.
-pub fn peek(shard: &mut Shard, key: &[u8], now_ms: u64) -> Option<ItemInfo> {
+pub fn peek(shard: &mut Shard, db: usize, key: &[u8], now_ms: u64) -> Option<ItemInfo> {
     shard
-        .peek(DB, key, now_ms)
+        .peek(db, key, now_ms)
         .filter(|info| info.kind == Kind::String)
 }
 
 /// Reads an item as a fetch (records the access).
-pub fn read<'s>(shard: &'s mut Shard, key: &[u8], now_ms: u64) -> Option<(&'s [u8], ItemInfo)> {
-    shard.get_string(DB, key, now_ms).ok().flatten()
+pub fn read<'s>(
+    shard: &'s mut Shard,
+    db: usize,
+    key: &[u8],
+    now_ms: u64,
+) -> Option<(&'s [u8], ItemInfo)> {
+    shard.get_string(db, key, now_ms).ok().flatten()
 }
 
 /// A storage request, whatever protocol it came in.
@@ -108,14 +114,15 @@ pub enum StoreOutcome {
 /// Executes set/add/replace/append/prepend/cas on the locked shard.
 pub fn store(
     shard: &mut Shard,
+    db: usize,
     args: &StoreArgs,
     value_len_max: usize,
     now_ms: u64,
 ) -> StoreOutcome {
-    let existing = peek(shard, args.key, now_ms);
+    let existing = peek(shard, db, args.key, now_ms);
     let cas_mismatch = |info: &ItemInfo| args.compare_cas.is_some_and(|cas| cas != info.cas);
     match (args.mode, existing) {
-        (StoreMode::Add, _) if shard.exists(DB, args.key, now_ms) => StoreOutcome::NotStored,
+        (StoreMode::Add, _) if shard.exists(db, args.key, now_ms) => StoreOutcome::NotStored,
         (StoreMode::Replace | StoreMode::Append | StoreMode::Prepend, None) => {
             StoreOutcome::NotStored
         }
@@ -126,12 +133,13 @@ pub fn store(
             StoreOutcome::Exists
         }
         (StoreMode::Append | StoreMode::Prepend, Some(info)) => {
-            concatenate(shard, args, &info, value_len_max, now_ms)
+            concatenate(shard, db, args, &info, value_len_max, now_ms)
         }
         _ => {
             let expiry = Expiry::from_exptime(args.exptime_s, now_ms);
             write(
                 shard,
+                db,
                 args.key,
                 args.value,
                 expiry,
@@ -145,12 +153,13 @@ pub fn store(
 /// append/prepend: the item keeps its flags and expiry.
 fn concatenate(
     shard: &mut Shard,
+    db: usize,
     args: &StoreArgs,
     info: &ItemInfo,
     value_len_max: usize,
     now_ms: u64,
 ) -> StoreOutcome {
-    let Some((old, _)) = read(shard, args.key, now_ms) else {
+    let Some((old, _)) = read(shard, db, args.key, now_ms) else {
         return StoreOutcome::NotStored;
     };
     if old.len().saturating_add(args.value.len()) > value_len_max {
@@ -165,7 +174,7 @@ fn concatenate(
         value.extend_from_slice(old);
     }
     let cas = shard.set_string(
-        DB,
+        db,
         args.key,
         &value,
         info.expire_at_ms,
@@ -178,6 +187,7 @@ fn concatenate(
 /// Writes an item; one that is expired on arrival replaces (deletes) the old one, as in memcached.
 fn write(
     shard: &mut Shard,
+    db: usize,
     key: &[u8],
     value: &[u8],
     expiry: Expiry,
@@ -186,10 +196,10 @@ fn write(
 ) -> StoreOutcome {
     match expiry.expire_at_ms() {
         Some(expire_at_ms) => StoreOutcome::Stored {
-            cas: shard.set_string(DB, key, value, expire_at_ms, client_flags, now_ms),
+            cas: shard.set_string(db, key, value, expire_at_ms, client_flags, now_ms),
         },
         None => {
-            shard.remove(DB, key, now_ms);
+            shard.remove(db, key, now_ms);
             StoreOutcome::Stored { cas: 0 }
         }
     }
@@ -244,19 +254,20 @@ pub enum ArithOutcome {
 /// incr/decr an existing counter, keeping its flags and expiry.
 pub fn arith(
     shard: &mut Shard,
+    db: usize,
     key: &[u8],
     incr: bool,
     delta: u64,
     compare_cas: Option<u64>,
     now_ms: u64,
 ) -> ArithOutcome {
-    let Some(info) = peek(shard, key, now_ms) else {
+    let Some(info) = peek(shard, db, key, now_ms) else {
         return ArithOutcome::NotFound;
     };
     if compare_cas.is_some_and(|cas| cas != info.cas) {
         return ArithOutcome::Exists;
     }
-    let Some((old, _)) = read(shard, key, now_ms) else {
+    let Some((old, _)) = read(shard, db, key, now_ms) else {
         return ArithOutcome::NotFound;
     };
     let Some(current) = parse_counter(old) else {
@@ -265,7 +276,7 @@ pub fn arith(
     let value = apply_delta(current, incr, delta);
     let bytes = counter_bytes(value, old.len());
     let cas = shard.set_string(
-        DB,
+        db,
         key,
         &bytes,
         info.expire_at_ms,
@@ -278,6 +289,7 @@ pub fn arith(
 /// Creates a counter on an incr/decr miss (binary initial value, meta `N`/`J`); returns its CAS.
 pub fn create_counter(
     shard: &mut Shard,
+    db: usize,
     key: &[u8],
     initial: u64,
     exptime_s: i64,
@@ -285,15 +297,15 @@ pub fn create_counter(
 ) -> u64 {
     let expiry = Expiry::from_exptime(exptime_s, now_ms);
     let text = itoa::Buffer::new().format(initial).as_bytes().to_vec();
-    match write(shard, key, &text, expiry, 0, now_ms) {
+    match write(shard, db, key, &text, expiry, 0, now_ms) {
         StoreOutcome::Stored { cas } => cas,
         _ => 0,
     }
 }
 
 /// Sets a new expiry on an item; false when it does not exist.
-pub fn touch(shard: &mut Shard, key: &[u8], exptime_s: i64, now_ms: u64) -> bool {
-    if peek(shard, key, now_ms).is_none() {
+pub fn touch(shard: &mut Shard, db: usize, key: &[u8], exptime_s: i64, now_ms: u64) -> bool {
+    if peek(shard, db, key, now_ms).is_none() {
         return false;
     }
     let at_ms = match Expiry::from_exptime(exptime_s, now_ms) {
@@ -301,7 +313,7 @@ pub fn touch(shard: &mut Shard, key: &[u8], exptime_s: i64, now_ms: u64) -> bool
         Expiry::AtMs(at_ms) => Some(at_ms),
         Expiry::Expired => Some(now_ms),
     };
-    shard.set_expire_at(DB, key, now_ms, at_ms)
+    shard.set_expire_at(db, key, now_ms, at_ms)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -314,23 +326,24 @@ pub enum DeleteOutcome {
 /// Deletes an item, optionally only when its CAS matches.
 pub fn delete(
     shard: &mut Shard,
+    db: usize,
     key: &[u8],
     compare_cas: Option<u64>,
     now_ms: u64,
 ) -> DeleteOutcome {
-    let Some(info) = peek(shard, key, now_ms) else {
+    let Some(info) = peek(shard, db, key, now_ms) else {
         return DeleteOutcome::NotFound;
     };
     if compare_cas.is_some_and(|cas| cas != info.cas) {
         return DeleteOutcome::Exists;
     }
-    shard.remove(DB, key, now_ms);
+    shard.remove(db, key, now_ms);
     DeleteOutcome::Deleted
 }
 
 /// flush_all [delay]: now, or at the deadline (a later flush_all cancels a pending one, as a new
 /// flush_all replaces memcached's single flush deadline).
-pub fn flush_all(server: &Arc<Server>, delay_s: i64) {
+pub fn flush_all(server: &Arc<Server>, db: usize, delay_s: i64) {
     let generation = server
         .memcache
         .flush_generation
@@ -339,21 +352,21 @@ pub fn flush_all(server: &Arc<Server>, delay_s: i64) {
     server.memcache.cmd_flush.fetch_add(1, Ordering::Relaxed);
     let now = now_ms();
     let Expiry::AtMs(at_ms) = Expiry::from_exptime(delay_s, now) else {
-        return flush_now(server);
+        return flush_now(server, db);
     };
     let server = server.clone();
     tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(at_ms - now)).await;
         if server.memcache.flush_generation.load(Ordering::Relaxed) == generation {
-            flush_now(&server);
+            flush_now(&server, db);
         }
     });
 }
 
-/// Empties database 0, one shard at a time (memcached's flush is not atomic either).
-fn flush_now(server: &Server) {
+/// Empties the listener's database (`db`), one shard at a time (memcached's flush is not atomic either).
+fn flush_now(server: &Server, db: usize) {
     for index in 0..server.store.shard_count() {
-        server.store.lock(index).flush_db(DB);
+        server.store.lock(index).flush_db(db);
     }
 }
 
@@ -363,6 +376,8 @@ mod tests {
     use fallow_store::{MemoryCounters, ShardConfig};
 
     const NOW_MS: u64 = 1_700_000_000_000;
+    /// The default tenant's database 0.
+    const DB: usize = 0;
 
     fn shard() -> Shard {
         let config = ShardConfig {
@@ -385,7 +400,7 @@ mod tests {
     }
 
     fn value_of(shard: &mut Shard) -> Option<Vec<u8>> {
-        read(shard, b"k", NOW_MS).map(|(value, _)| value.to_vec())
+        read(shard, DB, b"k", NOW_MS).map(|(value, _)| value.to_vec())
     }
 
     #[test]
@@ -428,8 +443,8 @@ mod tests {
     fn peek_after_set(shard: &mut Shard, exptime_s: i64) -> ItemInfo {
         let mut a = args(StoreMode::Set, b"v", None);
         a.exptime_s = exptime_s;
-        store(shard, &a, 1024, NOW_MS);
-        peek(shard, b"k", NOW_MS).expect("stored")
+        store(shard, DB, &a, 1024, NOW_MS);
+        peek(shard, DB, b"k", NOW_MS).expect("stored")
     }
 
     #[test]
@@ -463,32 +478,32 @@ mod tests {
     fn arith_on_items() {
         let mut s = shard();
         assert_eq!(
-            arith(&mut s, b"k", true, 1, None, NOW_MS),
+            arith(&mut s, DB, b"k", true, 1, None, NOW_MS),
             ArithOutcome::NotFound
         );
-        store(&mut s, &args(StoreMode::Set, b"10", None), 1024, NOW_MS);
+        store(&mut s, DB, &args(StoreMode::Set, b"10", None), 1024, NOW_MS);
         assert!(matches!(
-            arith(&mut s, b"k", false, 1, None, NOW_MS),
+            arith(&mut s, DB, b"k", false, 1, None, NOW_MS),
             ArithOutcome::Done { value: 9, .. }
         ));
         assert_eq!(value_of(&mut s).unwrap(), b"9 ");
         assert!(matches!(
-            arith(&mut s, b"k", true, 991, None, NOW_MS),
+            arith(&mut s, DB, b"k", true, 991, None, NOW_MS),
             ArithOutcome::Done { value: 1000, .. }
         ));
         assert_eq!(value_of(&mut s).unwrap(), b"1000");
-        assert_eq!(peek(&mut s, b"k", NOW_MS).unwrap().client_flags, 7);
+        assert_eq!(peek(&mut s, DB, b"k", NOW_MS).unwrap().client_flags, 7);
         assert_eq!(
-            arith(&mut s, b"k", true, 1, Some(1), NOW_MS),
+            arith(&mut s, DB, b"k", true, 1, Some(1), NOW_MS),
             ArithOutcome::Exists
         );
-        store(&mut s, &args(StoreMode::Set, b"x1", None), 1024, NOW_MS);
+        store(&mut s, DB, &args(StoreMode::Set, b"x1", None), 1024, NOW_MS);
         assert_eq!(
-            arith(&mut s, b"k", true, 1, None, NOW_MS),
+            arith(&mut s, DB, b"k", true, 1, None, NOW_MS),
             ArithOutcome::NonNumeric
         );
-        assert!(create_counter(&mut s, b"n", 5, 0, NOW_MS) > 0);
-        assert_eq!(read(&mut s, b"n", NOW_MS).unwrap().0, b"5");
+        assert!(create_counter(&mut s, DB, b"n", 5, 0, NOW_MS) > 0);
+        assert_eq!(read(&mut s, DB, b"n", NOW_MS).unwrap().0, b"5");
     }
 
     #[test]
@@ -496,41 +511,73 @@ mod tests {
         let mut s = shard();
         let limit = 8;
         assert_eq!(
-            store(&mut s, &args(StoreMode::Replace, b"a", None), limit, NOW_MS),
+            store(
+                &mut s,
+                DB,
+                &args(StoreMode::Replace, b"a", None),
+                limit,
+                NOW_MS
+            ),
             StoreOutcome::NotStored
         );
         assert_eq!(
-            store(&mut s, &args(StoreMode::Append, b"a", None), limit, NOW_MS),
+            store(
+                &mut s,
+                DB,
+                &args(StoreMode::Append, b"a", None),
+                limit,
+                NOW_MS
+            ),
             StoreOutcome::NotStored
         );
         assert_eq!(
-            store(&mut s, &args(StoreMode::Cas, b"a", Some(1)), limit, NOW_MS),
+            store(
+                &mut s,
+                DB,
+                &args(StoreMode::Cas, b"a", Some(1)),
+                limit,
+                NOW_MS
+            ),
             StoreOutcome::NotFound
         );
         assert!(matches!(
-            store(&mut s, &args(StoreMode::Add, b"b", None), limit, NOW_MS),
+            store(&mut s, DB, &args(StoreMode::Add, b"b", None), limit, NOW_MS),
             StoreOutcome::Stored { .. }
         ));
         assert_eq!(
-            store(&mut s, &args(StoreMode::Add, b"c", None), limit, NOW_MS),
+            store(&mut s, DB, &args(StoreMode::Add, b"c", None), limit, NOW_MS),
             StoreOutcome::NotStored
         );
-        store(&mut s, &args(StoreMode::Append, b"c", None), limit, NOW_MS);
-        store(&mut s, &args(StoreMode::Prepend, b"a", None), limit, NOW_MS);
+        store(
+            &mut s,
+            DB,
+            &args(StoreMode::Append, b"c", None),
+            limit,
+            NOW_MS,
+        );
+        store(
+            &mut s,
+            DB,
+            &args(StoreMode::Prepend, b"a", None),
+            limit,
+            NOW_MS,
+        );
         assert_eq!(value_of(&mut s).unwrap(), b"abc");
         assert_eq!(
             store(
                 &mut s,
+                DB,
                 &args(StoreMode::Append, b"123456", None),
                 limit,
                 NOW_MS
             ),
             StoreOutcome::NotStored
         );
-        let cas = peek(&mut s, b"k", NOW_MS).unwrap().cas;
+        let cas = peek(&mut s, DB, b"k", NOW_MS).unwrap().cas;
         assert_eq!(
             store(
                 &mut s,
+                DB,
                 &args(StoreMode::Cas, b"x", Some(cas + 1)),
                 limit,
                 NOW_MS
@@ -538,13 +585,13 @@ mod tests {
             StoreOutcome::Exists
         );
         assert!(matches!(
-            store(&mut s, &args(StoreMode::Cas, b"x", Some(cas)), limit, NOW_MS),
+            store(&mut s, DB, &args(StoreMode::Cas, b"x", Some(cas)), limit, NOW_MS),
             StoreOutcome::Stored { cas: new } if new != cas
         ));
         let mut expired = args(StoreMode::Set, b"y", None);
         expired.exptime_s = -1;
         assert!(matches!(
-            store(&mut s, &expired, limit, NOW_MS),
+            store(&mut s, DB, &expired, limit, NOW_MS),
             StoreOutcome::Stored { .. }
         ));
         assert_eq!(value_of(&mut s), None);
@@ -553,24 +600,27 @@ mod tests {
     #[test]
     fn touch_and_delete() {
         let mut s = shard();
-        assert!(!touch(&mut s, b"k", 10, NOW_MS));
+        assert!(!touch(&mut s, DB, b"k", 10, NOW_MS));
         peek_after_set(&mut s, 0);
-        assert!(touch(&mut s, b"k", 10, NOW_MS));
+        assert!(touch(&mut s, DB, b"k", 10, NOW_MS));
         assert_eq!(
-            peek(&mut s, b"k", NOW_MS).unwrap().expire_at_ms,
+            peek(&mut s, DB, b"k", NOW_MS).unwrap().expire_at_ms,
             NOW_MS + 10_000
         );
-        assert!(touch(&mut s, b"k", -1, NOW_MS));
-        assert!(peek(&mut s, b"k", NOW_MS).is_none());
+        assert!(touch(&mut s, DB, b"k", -1, NOW_MS));
+        assert!(peek(&mut s, DB, b"k", NOW_MS).is_none());
         let cas = peek_after_set(&mut s, 0).cas;
         assert_eq!(
-            delete(&mut s, b"k", Some(cas + 1), NOW_MS),
+            delete(&mut s, DB, b"k", Some(cas + 1), NOW_MS),
             DeleteOutcome::Exists
         );
         assert_eq!(
-            delete(&mut s, b"k", Some(cas), NOW_MS),
+            delete(&mut s, DB, b"k", Some(cas), NOW_MS),
             DeleteOutcome::Deleted
         );
-        assert_eq!(delete(&mut s, b"k", None, NOW_MS), DeleteOutcome::NotFound);
+        assert_eq!(
+            delete(&mut s, DB, b"k", None, NOW_MS),
+            DeleteOutcome::NotFound
+        );
     }
 }

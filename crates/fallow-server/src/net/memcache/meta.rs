@@ -98,9 +98,9 @@ fn meta_get(exec: &mut Exec, key: &[u8], flags: &MetaFlags) {
     let now = now_ms();
     let mut guards = exec.server.store.lock_keys([key]);
     let shard = guards.shard(key);
-    let before = items::peek(shard, key, now);
+    let before = items::peek(shard, exec.db, key, now);
     if let (Some(_), Some(ttl)) = (before, flags.ttl) {
-        count_touch(exec.server, items::touch(shard, key, ttl, now));
+        count_touch(exec.server, items::touch(shard, exec.db, key, ttl, now));
     }
     let Some(before) = before else {
         bump(&mc.get_misses);
@@ -108,7 +108,7 @@ fn meta_get(exec: &mut Exec, key: &[u8], flags: &MetaFlags) {
         return reply.send(exec.out, MetaStatus::En, &none, None);
     };
     let idle_s = shard.idle_s(&before, now);
-    let Some((value, info)) = items::read(shard, key, now) else {
+    let Some((value, info)) = items::read(shard, exec.db, key, now) else {
         bump(&mc.get_misses);
         let none = MetaItemInfo::default();
         return reply.send(exec.out, MetaStatus::En, &none, None);
@@ -153,7 +153,7 @@ fn meta_set(exec: &mut Exec, key: &[u8], value: &[u8], flags: &MetaFlags) {
     let now = now_ms();
     let value_len_max = exec.value_len_max;
     let outcome = items::with_room(exec.server, key, |shard| {
-        items::store(shard, &args, value_len_max, now)
+        items::store(shard, exec.db, &args, value_len_max, now)
     });
     let Ok(outcome) = outcome else {
         exec.out.extend_from_slice(OOM_REPLY);
@@ -181,7 +181,7 @@ fn meta_delete(exec: &mut Exec, key: &[u8], flags: &MetaFlags) {
     };
     let now = now_ms();
     let outcome = items::with_shard(exec.server, key, |shard| {
-        items::delete(shard, key, flags.compare_cas, now)
+        items::delete(shard, exec.db, key, flags.compare_cas, now)
     });
     count_delete(exec.server, outcome == DeleteOutcome::Deleted);
     let status = match outcome {
@@ -203,15 +203,15 @@ fn meta_arith(exec: &mut Exec, key: &[u8], flags: &MetaFlags) {
     let delta = flags.delta.unwrap_or(1);
     let now = now_ms();
     let result = items::with_room(exec.server, key, |shard| {
-        let mut outcome = items::arith(shard, key, incr, delta, flags.compare_cas, now);
+        let mut outcome = items::arith(shard, exec.db, key, incr, delta, flags.compare_cas, now);
         if let (ArithOutcome::NotFound, Some(ttl)) = (outcome, flags.vivify_ttl) {
             let value = flags.initial.unwrap_or(0);
-            let cas = items::create_counter(shard, key, value, ttl, now);
+            let cas = items::create_counter(shard, exec.db, key, value, ttl, now);
             outcome = ArithOutcome::Done { value, cas };
         } else if let (ArithOutcome::Done { .. }, Some(ttl)) = (outcome, flags.ttl) {
-            items::touch(shard, key, ttl, now);
+            items::touch(shard, exec.db, key, ttl, now);
         }
-        let info = items::peek(shard, key, now)
+        let info = items::peek(shard, exec.db, key, now)
             .map(|info| item_info(shard, &info, &info, 0, now))
             .unwrap_or_default();
         (outcome, info)
@@ -240,8 +240,8 @@ fn meta_arith(exec: &mut Exec, key: &[u8], flags: &MetaFlags) {
 fn meta_debug(exec: &mut Exec, key: &[u8], base64: bool) {
     let now = now_ms();
     let found = items::with_shard(exec.server, key, |shard| {
-        let info = items::peek(shard, key, now)?;
-        let size = shard.memory_usage(items::DB, key, now).unwrap_or(0);
+        let info = items::peek(shard, exec.db, key, now)?;
+        let size = shard.memory_usage(exec.db, key, now).unwrap_or(0);
         Some((info, shard.idle_s(&info, now), size, shard.id))
     });
     let Some((info, idle_s, size, shard_id)) = found else {

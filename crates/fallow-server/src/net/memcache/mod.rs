@@ -10,6 +10,7 @@ mod text;
 pub use stats::McStats;
 
 use crate::server::{ClientHandle, Server};
+use crate::tenants::TenantBinding;
 use fallow_proto::memcache::{parse, McLimits, McRequest, Parsed};
 use stats::bump;
 use std::sync::atomic::Ordering;
@@ -28,18 +29,21 @@ const PARTIAL_REQUEST_OVERHEAD_BYTES: usize = 512 << 10;
 /// Reply to a write that cannot be made room for under maxmemory.
 pub(crate) const OOM_REPLY: &[u8] = b"SERVER_ERROR out of memory storing object\r\n";
 
-/// Settings a connection caches; refreshed when CONFIG SET changes them.
+/// Settings a connection caches; refreshed when CONFIG SET changes them or tenants change.
 struct Limits {
     generation: u64,
     codec: McLimits,
     /// A buffered, still incomplete request larger than this closes the connection.
     partial_request_bytes_max: usize,
+    /// The listener's tenant (`memcache-tenant`, else the default tenant).
+    tenant: TenantBinding,
 }
 
 impl Limits {
     fn load(server: &Server) -> Limits {
         let generation = server.config_generation.load(Ordering::Relaxed);
-        let value_len_max = server.config.read().memcache_item_size_max as usize;
+        let config = server.config.read();
+        let value_len_max = config.memcache_item_size_max as usize;
         Limits {
             generation,
             codec: McLimits {
@@ -47,11 +51,14 @@ impl Limits {
                 ..McLimits::default()
             },
             partial_request_bytes_max: value_len_max.saturating_add(PARTIAL_REQUEST_OVERHEAD_BYTES),
+            tenant: TenantBinding::resolve(server, &config.memcache_tenant),
         }
     }
 
     fn refresh(&mut self, server: &Server) {
-        if server.config_generation.load(Ordering::Relaxed) != self.generation {
+        if server.config_generation.load(Ordering::Relaxed) != self.generation
+            || self.tenant.is_stale(server)
+        {
             *self = Limits::load(server);
         }
     }
@@ -62,6 +69,8 @@ pub(crate) struct Exec<'a> {
     pub server: &'a Arc<Server>,
     pub out: &'a mut Vec<u8>,
     pub value_len_max: usize,
+    /// Keyspace address of the items: database 0 of the listener's tenant.
+    pub db: usize,
     /// Set by quit (and binary quit): close once the replies are written.
     pub close: bool,
 }
@@ -194,6 +203,7 @@ fn process_input(server: &Arc<Server>, conn: &mut Conn) -> Flow {
         server,
         out: &mut conn.out,
         value_len_max: conn.limits.codec.value_len_max,
+        db: conn.limits.tenant.address(items::DB_INDEX),
         close: false,
     };
     while conn.skip_bytes == 0 && start < conn.input.len() {

@@ -1,6 +1,5 @@
 //! memcached counters and the `stats` reports (general, settings, items, slabs). fallow has no slab
 //! classes: `items` and `slabs` report each shard and its segments in their place.
-use super::items::DB;
 use super::VERSION;
 use crate::server::{ClientKind, Server};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -85,11 +84,12 @@ fn stat(name: &str, value: impl ToString) -> Stat {
 }
 
 /// The report for `stats [group]`; None for a group fallow does not know (memcached: ERROR).
-pub fn report(server: &Server, group: Option<&str>) -> Option<Vec<Stat>> {
+/// A `stats` report; `db` is the keyspace address of the listener's tenant (item counts are its).
+pub fn report(server: &Server, db: usize, group: Option<&str>) -> Option<Vec<Stat>> {
     match group {
-        None | Some("") => Some(general(server)),
+        None | Some("") => Some(general(server, db)),
         Some("settings") => Some(settings(server)),
-        Some("items") => Some(items(server)),
+        Some("items") => Some(items(server, db)),
         Some("slabs") => Some(slabs(server)),
         Some("sizes") => Some(vec![stat("sizes_status", "disabled")]),
         _ => None,
@@ -107,7 +107,7 @@ fn rusage_s() -> (String, String) {
     (seconds(usage.ru_utime), seconds(usage.ru_stime))
 }
 
-fn general(server: &Server) -> Vec<Stat> {
+fn general(server: &Server, db: usize) -> Vec<Stat> {
     let config = server.config.read().clone();
     let mc = &server.memcache;
     let curr_connections = server
@@ -141,7 +141,7 @@ fn general(server: &Server) -> Vec<Stat> {
             .filter(|(name, _)| *name != "total_items")
             .map(|(name, counter)| stat(name, counter.load(Ordering::Relaxed))),
     );
-    let curr_items = server.store.sum_shards(|shard| shard.key_count(DB) as u64);
+    let curr_items = server.store.sum_shards(|shard| shard.key_count(db) as u64);
     let evictions = server.store.sum_shards(|shard| shard.stats.evicted_keys);
     let expired = server.store.sum_shards(|shard| shard.stats.expired_keys);
     stats.extend([
@@ -191,13 +191,13 @@ fn settings(server: &Server) -> Vec<Stat> {
 }
 
 /// Per shard ("class" in memcached terms): its items and the segments holding them.
-fn items(server: &Server) -> Vec<Stat> {
+fn items(server: &Server, db: usize) -> Vec<Stat> {
     let mut stats = Vec::new();
     for index in 0..server.store.shard_count() {
         let shard = server.store.lock(index);
         let prefix = format!("items:{index}:");
         stats.extend([
-            stat(&format!("{prefix}number"), shard.key_count(DB)),
+            stat(&format!("{prefix}number"), shard.key_count(db)),
             stat(&format!("{prefix}segments"), shard.segment_count()),
             stat(&format!("{prefix}evicted"), shard.stats.evicted_keys),
             stat(&format!("{prefix}expired"), shard.stats.expired_keys),

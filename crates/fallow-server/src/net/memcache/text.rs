@@ -52,7 +52,7 @@ pub(super) fn execute(exec: &mut Exec, request: McRequest) {
             noreply,
         } => touch(exec, &key, exptime, noreply),
         McRequest::FlushAll { delay_s, noreply } => {
-            items::flush_all(exec.server, delay_s);
+            items::flush_all(exec.server, exec.db, delay_s);
             reply(exec, noreply, TextReply::Ok);
         }
         McRequest::Stats { group, args } => stats_command(exec, group.as_deref(), &args),
@@ -86,14 +86,14 @@ fn get(exec: &mut Exec, keys: &[Bytes], return_cas: bool, touch_exptime: Option<
         let shard = guards.shard(key);
         if let Some(exptime) = touch_exptime {
             bump(&mc.cmd_touch);
-            let touched = items::touch(shard, key, exptime, now);
+            let touched = items::touch(shard, exec.db, key, exptime, now);
             bump(if touched {
                 &mc.touch_hits
             } else {
                 &mc.touch_misses
             });
         }
-        match items::read(shard, key, now) {
+        match items::read(shard, exec.db, key, now) {
             Some((value, info)) => {
                 bump(&mc.get_hits);
                 let cas = return_cas.then_some(info.cas);
@@ -111,7 +111,7 @@ fn store(exec: &mut Exec, args: &StoreArgs, noreply: bool) {
     let now = now_ms();
     let value_len_max = exec.value_len_max;
     let outcome = items::with_room(exec.server, args.key, |shard| {
-        items::store(shard, args, value_len_max, now)
+        items::store(shard, exec.db, args, value_len_max, now)
     });
     let Ok(outcome) = outcome else {
         exec.out.extend_from_slice(OOM_REPLY);
@@ -145,7 +145,7 @@ pub(super) fn count_store(server: &crate::server::Server, mode: StoreMode, outco
 fn delete(exec: &mut Exec, key: &[u8], noreply: bool) {
     let now = now_ms();
     let outcome = items::with_shard(exec.server, key, |shard| {
-        items::delete(shard, key, None, now)
+        items::delete(shard, exec.db, key, None, now)
     });
     let deleted = outcome == DeleteOutcome::Deleted;
     count_delete(exec.server, deleted);
@@ -169,7 +169,7 @@ pub(super) fn count_delete(server: &crate::server::Server, deleted: bool) {
 fn arith(exec: &mut Exec, key: &[u8], incr: bool, delta: u64, noreply: bool) {
     let now = now_ms();
     let outcome = items::with_room(exec.server, key, |shard| {
-        items::arith(shard, key, incr, delta, None, now)
+        items::arith(shard, exec.db, key, incr, delta, None, now)
     });
     let Ok(outcome) = outcome else {
         exec.out.extend_from_slice(OOM_REPLY);
@@ -201,7 +201,7 @@ pub(super) fn count_arith(server: &crate::server::Server, incr: bool, outcome: &
 fn touch(exec: &mut Exec, key: &[u8], exptime: i64, noreply: bool) {
     let now = now_ms();
     let touched = items::with_shard(exec.server, key, |shard| {
-        items::touch(shard, key, exptime, now)
+        items::touch(shard, exec.db, key, exptime, now)
     });
     count_touch(exec.server, touched);
     let text = if touched {
@@ -233,7 +233,7 @@ fn stats_command(exec: &mut Exec, group: Option<&str>, args: &[String]) {
         (Some("detail"), Some("dump")) => return encode_end(exec.out),
         _ => {}
     }
-    match stats::report(exec.server, group) {
+    match stats::report(exec.server, exec.db, group) {
         Some(lines) => {
             for (name, value) in lines {
                 encode_stat(exec.out, &name, value.as_bytes());

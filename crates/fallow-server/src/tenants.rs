@@ -1,0 +1,286 @@
+//! Tenants as the server sees them (Mortar §5.2, DESIGN.md "Tenants"): parsing tenant declarations
+//! (`name:weight[:kind[:shared]]` from the TOML `tenants` list and `--tenant` flags), which tenant a
+//! connection writes as and which keyspace it sees (`TenantBinding`), and per-tenant figures summed over
+//! the shards (INFO tenants, TENANT GET).
+//!
+//! A RESP connection is the tenant named like its ACL user, else `default`; the memcached listener is the
+//! tenant named by the `memcache-tenant` setting, else `default`. Bindings are re-resolved when
+//! `Server::tenant_generation` moves (TENANT SET, CONFIG SET memcache-tenant) or the user changes.
+use crate::server::Server;
+use fallow_store::{keyspace, Shard, TenantId, TenantKind, TenantSnapshot, TenantSpec};
+
+/// Most bytes in a tenant name.
+pub const NAME_BYTES_MAX: usize = 64;
+/// Largest weight (the store's limit).
+pub const WEIGHT_MAX: u32 = 1_000_000;
+/// Weight of a tenant declared without one.
+pub const WEIGHT_DEFAULT: u32 = 100;
+
+/// Tenant names appear in INFO lines (`tenant_<name>:...`), so they are printable ASCII without the
+/// characters INFO and the declaration syntax use as separators.
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= NAME_BYTES_MAX
+        && name
+            .bytes()
+            .all(|byte| byte.is_ascii_graphic() && !matches!(byte, b':' | b',' | b'='))
+}
+
+pub fn parse_weight(text: &str) -> Result<u32, String> {
+    text.parse::<u32>()
+        .ok()
+        .filter(|weight| (1..=WEIGHT_MAX).contains(weight))
+        .ok_or_else(|| format!("weight must be an integer 1..{WEIGHT_MAX}, got '{text}'"))
+}
+
+pub fn parse_kind(text: &str) -> Result<TenantKind, String> {
+    TenantKind::from_name(text)
+        .ok_or_else(|| format!("kind must be ephemeral or persistent, got '{text}'"))
+}
+
+pub fn parse_shared(text: &str) -> Result<bool, String> {
+    match text.to_ascii_lowercase().as_str() {
+        "yes" | "true" => Ok(true),
+        "no" | "false" => Ok(false),
+        _ => Err(format!("shared must be yes or no, got '{text}'")),
+    }
+}
+
+/// Parses a declaration `name:weight[:kind[:shared]]` (kind defaults to ephemeral, shared to no).
+pub fn parse_declaration(text: &str) -> Result<TenantSpec, String> {
+    let parts: Vec<&str> = text.trim().split(':').collect();
+    if !(2..=4).contains(&parts.len()) {
+        return Err(format!(
+            "tenant '{text}': expected name:weight[:kind[:shared]]"
+        ));
+    }
+    let name = parts[0];
+    if !valid_name(name) {
+        return Err(format!(
+            "tenant '{text}': names are 1..{NAME_BYTES_MAX} printable characters without ':' ',' '='"
+        ));
+    }
+    let context = |error: String| format!("tenant '{text}': {error}");
+    Ok(TenantSpec {
+        name: name.to_string(),
+        weight: parse_weight(parts[1]).map_err(context)?,
+        kind: parts
+            .get(2)
+            .map_or(Ok(TenantKind::Ephemeral), |kind| parse_kind(kind))
+            .map_err(context)?,
+        // The default tenant always lives in the common keyspace.
+        shared: match parts.get(3) {
+            Some(shared) => parse_shared(shared).map_err(context)?,
+            None => name == "default",
+        },
+    })
+}
+
+/// Which tenant a connection writes as and which namespace its keys live in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TenantBinding {
+    pub tenant: TenantId,
+    pub namespace: u16,
+    /// `Server::tenant_generation` when this was resolved.
+    pub generation: u64,
+}
+
+impl TenantBinding {
+    /// The default tenant in the common keyspace; `generation` u64::MAX so the first check resolves.
+    pub const DEFAULT: TenantBinding = TenantBinding {
+        tenant: 0,
+        namespace: 0,
+        generation: u64::MAX,
+    };
+
+    /// The tenant named `name`, or the default tenant when there is none.
+    pub fn resolve(server: &Server, name: &str) -> TenantBinding {
+        let generation = server.tenant_generation();
+        let tenant = server.store.tenant_id(name).unwrap_or(0);
+        let namespace = server
+            .store
+            .tenant_spec(tenant)
+            .map_or(0, |spec| spec.namespace(tenant));
+        TenantBinding {
+            tenant,
+            namespace,
+            generation,
+        }
+    }
+
+    /// True when tenants changed since this binding was resolved.
+    pub fn is_stale(&self, server: &Server) -> bool {
+        self.generation != server.tenant_generation()
+    }
+
+    /// The keyspace address of database `db` for this tenant.
+    pub fn address(&self, db: usize) -> usize {
+        keyspace(self.tenant, self.namespace, db)
+    }
+}
+
+/// Every tenant with its counters summed over the shards `visit_shards` walks (so callers that already
+/// hold every shard, inside EXEC, can pass their own guards instead of locking again).
+pub fn snapshots(
+    server: &Server,
+    visit_shards: impl FnOnce(&mut dyn FnMut(&mut Shard)),
+) -> Vec<TenantSnapshot> {
+    let store = &server.store;
+    let pool_bytes = match store.pool_limit_bytes() {
+        0 => store.resident_bytes(),
+        limit => limit,
+    };
+    let mut snapshots = store.memory.pool.snapshots(pool_bytes);
+    visit_shards(&mut |shard: &mut Shard| {
+        for (id, stats) in shard.tenant_stats.iter().enumerate() {
+            if let Some(snapshot) = snapshots.get_mut(id) {
+                snapshot.hits += stats.hits;
+                snapshot.misses += stats.misses;
+                snapshot.evicted_keys += stats.evicted_keys;
+                snapshot.evicted_bytes += stats.evicted_bytes;
+            }
+        }
+    });
+    snapshots
+}
+
+/// The fields of one tenant as INFO and TENANT GET list them, in order.
+pub fn fields(snapshot: &TenantSnapshot) -> [(&'static str, String); 11] {
+    [
+        ("id", snapshot.id.to_string()),
+        ("weight", snapshot.weight.to_string()),
+        ("kind", snapshot.kind.name().to_string()),
+        ("shared", yes_no(snapshot.shared).to_string()),
+        ("resident_bytes", snapshot.resident_bytes.to_string()),
+        ("share", format!("{:.6}", snapshot.share)),
+        ("fairness", format!("{:.6}", snapshot.fairness)),
+        ("hits", snapshot.hits.to_string()),
+        ("misses", snapshot.misses.to_string()),
+        ("evicted_keys", snapshot.evicted_keys.to_string()),
+        ("evicted_bytes", snapshot.evicted_bytes.to_string()),
+    ]
+}
+
+pub fn yes_no(value: bool) -> &'static str {
+    if value {
+        "yes"
+    } else {
+        "no"
+    }
+}
+
+/// The INFO `tenants` section: one `tenant_<name>:id=..,weight=..,...` line per tenant.
+pub fn info_section(snapshots: &[TenantSnapshot], text: &mut String) {
+    text.push_str("# Tenants\r\n");
+    for snapshot in snapshots {
+        let values: Vec<String> = fields(snapshot)
+            .iter()
+            .map(|(name, value)| format!("{name}={value}"))
+            .collect();
+        text.push_str(&format!(
+            "tenant_{}:{}\r\n",
+            snapshot.name,
+            values.join(",")
+        ));
+    }
+}
+
+/// Namespaces that may hold keys: the common one and those of non-shared tenants.
+pub fn namespaces(server: &Server) -> Vec<u16> {
+    let mut namespaces = vec![0];
+    for id in 1..fallow_store::pool::TENANTS_MAX as TenantId {
+        let Some(spec) = server.store.tenant_spec(id) else {
+            break;
+        };
+        if !spec.shared {
+            namespaces.push(id);
+        }
+    }
+    namespaces
+}
+
+/// Defines the tenants of the startup configuration; Err names the first that the store refused.
+pub fn define_configured(server: &Server, declarations: &[String]) -> Result<(), String> {
+    for declaration in declarations {
+        let spec = parse_declaration(declaration)?;
+        server
+            .store
+            .define_tenant(spec)
+            .map_err(|error| format!("tenant '{declaration}': {error}"))?;
+    }
+    server.tenants_changed();
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn declarations_parse_with_defaults() {
+        let spec = parse_declaration("web:200").unwrap();
+        assert_eq!(spec.name, "web");
+        assert_eq!(spec.weight, 200);
+        assert_eq!(spec.kind, TenantKind::Ephemeral);
+        assert!(!spec.shared);
+        let spec = parse_declaration("db:50:persistent:yes").unwrap();
+        assert_eq!(spec.kind, TenantKind::Persistent);
+        assert!(spec.shared);
+        assert!(
+            parse_declaration("default:300").unwrap().shared,
+            "the default tenant stays in the common keyspace"
+        );
+    }
+
+    #[test]
+    fn bad_declarations_are_rejected() {
+        for bad in [
+            "web",
+            "web:0",
+            "web:-1",
+            "web:1000001",
+            "web:x",
+            "web:1:cache",
+            "web:1:ephemeral:maybe",
+            "web:1:ephemeral:no:extra",
+            ":1",
+            "a,b:1",
+        ] {
+            assert!(parse_declaration(bad).is_err(), "{bad} should be rejected");
+        }
+    }
+
+    #[test]
+    fn names_exclude_separators() {
+        assert!(valid_name("team-a.cache_1"));
+        assert!(!valid_name(""));
+        assert!(!valid_name("a b"));
+        assert!(!valid_name("a=b"));
+        assert!(!valid_name(&"x".repeat(NAME_BYTES_MAX + 1)));
+    }
+
+    #[test]
+    fn info_lines_list_every_field() {
+        let snapshot = TenantSnapshot {
+            id: 3,
+            name: "web".into(),
+            weight: 200,
+            kind: TenantKind::Persistent,
+            shared: false,
+            resident_bytes: 4096,
+            share: 0.25,
+            fairness: 1.5,
+            hits: 7,
+            misses: 2,
+            evicted_keys: 1,
+            evicted_bytes: 64,
+        };
+        let mut text = String::new();
+        info_section(&[snapshot], &mut text);
+        assert_eq!(
+            text,
+            "# Tenants\r\ntenant_web:id=3,weight=200,kind=persistent,shared=no,resident_bytes=4096,\
+             share=0.250000,fairness=1.500000,hits=7,misses=2,evicted_keys=1,evicted_bytes=64\r\n"
+        );
+    }
+}
