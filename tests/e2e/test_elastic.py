@@ -304,8 +304,9 @@ def test_persistent_tenant_is_never_evicted_and_gets_oom(elastic):
 
 def test_memory_hog_makes_fallow_shrink(elastic):
     """The host budget is 1.5 GB: reserve = MemAvailable - 1.5 GB. fallow holds 1 GB; a hog takes 1 GB more, so
-    the target becomes about 1.5 - 1 = 0.5 GB and fallow must give about 0.5 GB back, while the hog finishes
-    normally (exit 0: it was not OOM-killed, and it never waited for memory)."""
+    the target falls by about 1 GB (to about 0.5 GB) and fallow gives about 0.5 GB back, while the hog finishes
+    normally (exit 0: it was not OOM-killed, and it never waited for memory). The machine is shared, so the
+    expectations start from the target fallow itself had just before the hog started (MemAvailable drifts)."""
     budget, fill_bytes, hog_bytes = 1536 * MiB, 1024 * MiB, 1024 * MiB
     reserve = mem_available() - budget
     s = elastic("--memory-mode", "elastic", "--elastic-reserve", reserve, "--elastic-grow-bytes-per-sec", "8gb")
@@ -315,24 +316,34 @@ def test_memory_hog_makes_fallow_shrink(elastic):
         before = info(c, "elastic")
         assert before["pool_resident_bytes"] >= 0.9 * fill_bytes, before
         rss_before = vm_rss(s.pid)
-        hog = subprocess.Popen([sys.executable, str(HOG), "--target-bytes", str(hog_bytes), "--hold-s", "3",
+        hog = subprocess.Popen([sys.executable, str(HOG), "--target-bytes", str(hog_bytes), "--hold-s", "2",
                                 "--json-lines"], stdout=subprocess.PIPE, text=True)
+        samples = []  # (target, resident, server RSS) while the hog runs
         try:
-            expected_fall = before["pool_resident_bytes"] + hog_bytes - budget
-            shrunk = wait_for(lambda: before["pool_resident_bytes"] - info(c, "elastic")["pool_resident_bytes"]
-                              >= 0.8 * expected_fall, timeout=8, interval=0.05)
-            after = info(c, "elastic")
-            out, _ = hog.communicate(timeout=20)
+            deadline = time.monotonic() + 15
+            while hog.poll() is None and time.monotonic() < deadline:
+                fields = info(c, "elastic")
+                samples.append((fields["pool_target_bytes"], fields["pool_resident_bytes"], vm_rss(s.pid)))
+                time.sleep(0.05)
+            out, _ = hog.communicate(timeout=10)
         finally:
             if hog.poll() is None:
                 hog.kill()
                 hog.wait()
         assert hog.returncode == 0, out[-2000:]
         assert json.loads(out.splitlines()[-1])["blocked_s"] == 0, out[-500:]
-        assert shrunk, (f"pool {before['pool_resident_bytes'] / MiB:.0f} -> {after['pool_resident_bytes'] / MiB:.0f}"
-                        f" MiB, expected a fall of {expected_fall / MiB:.0f} MiB; {after}")
-        assert after["controller_shrinks"] >= 1
-        assert rss_before - vm_rss(s.pid) >= 0.8 * expected_fall
+        min_target = min(t for t, _, _ in samples)
+        min_resident = min(r for _, r, _ in samples)
+        expected_target = before["pool_target_bytes"] - hog_bytes
+        report = (f"target {before['pool_target_bytes'] / MiB:.0f} -> {min_target / MiB:.0f} MiB (expected about "
+                  f"{expected_target / MiB:.0f}), pool {before['pool_resident_bytes'] / MiB:.0f} -> "
+                  f"{min_resident / MiB:.0f} MiB")
+        assert min_target <= before["pool_target_bytes"] - 0.8 * hog_bytes, report
+        assert min_resident <= min_target + 64 * MiB, report
+        expected_fall = before["pool_resident_bytes"] - max(expected_target, 0)
+        assert before["pool_resident_bytes"] - min_resident >= 0.8 * expected_fall, report
+        assert rss_before - min(rss for _, _, rss in samples) >= 0.8 * expected_fall, report
+        assert info(c, "elastic")["controller_shrinks"] >= 1
         assert s.alive()
 
 

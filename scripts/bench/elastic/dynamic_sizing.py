@@ -7,12 +7,14 @@ free(t) = (100 - mem_util_percent)% of capacity, with the capacity scaled to --c
 its ~8 days compressed into --duration-s (default 600 s); both are printed. The hog (hog.py) holds
 used(t) = capacity - free(t), so the memory left for a cache is free(t).
 
-How fallow elastic sees the scaled host on this (bigger) machine: it reads the real /proc/meminfo, and its target is
-pool + MemAvailable - reserve. Just before it starts (hog at used(0), clients spawned) we read
-A0 = MemAvailable + hog RSS (what the machine has for the scaled host and the cache) and give it
---elastic-reserve A0 - capacity and --elastic-max capacity. Then, while the hog holds used(t),
-MemAvailable = A0 - used(t) - pool, so target = pool + A0 - used(t) - pool - (A0 - capacity) = free(t): the cache
-may take exactly what the trace says is free (less anything else that grows on the machine meanwhile).
+How fallow elastic sees the scaled host on this (bigger) machine: it reads the real /proc/meminfo (plus the free
+pages on per-CPU lists, which MemAvailable misses: INFO elastic host_available_bytes), and its target is
+pool + available - reserve. Right after it starts (hog at used(0), clients spawned) we read
+A0 = host_available_bytes + pool + hog RSS (what the machine has for the scaled host and the cache) and set
+elastic-reserve = A0 - capacity, with --elastic-max capacity. Then, while the hog holds used(t),
+available = A0 - used(t) - pool, so target = pool + A0 - used(t) - pool - (A0 - capacity) = free(t): the cache
+may take exactly what the trace says is free (give or take what else changes on the machine meanwhile; the
+per-CPU lists alone move by tens to hundreds of MiB).
 
 Fixed-size fallow (--maxmemory, allkeys-lru) and memcached (-m) get the trace's minimum free memory (the largest
 fixed size that fits over the whole trace, as Mortar's 1.2 GB memcached). Each runs the same trace and hog.
@@ -114,27 +116,46 @@ def start_cache(target: str, host: Host, args):
         return s, "memcache", s.mc_port, f"-m {args.fixed_bytes // c.MiB}"
     if target == "fixed":
         flags = ["--maxmemory", args.fixed_bytes, "--maxmemory-policy", "allkeys-lru"]
-    else:
-        avail0 = c.meminfo()["MemAvailable"] + args.hog_rss_now
-        reserve = avail0 - host.capacity
-        if reserve <= 0:
-            raise SystemExit(f"--capacity {c.fmt_bytes(host.capacity)} is more than this machine has available "
-                             f"({c.fmt_bytes(avail0)})")
-        flags = ["--memory-mode", "elastic", "--elastic-reserve", reserve, "--elastic-max", host.capacity,
-                 "--elastic-min", "0"]
-        c.log(f"# elastic: A0 = MemAvailable + hog RSS = {c.fmt_bytes(avail0)}; reserve = A0 - capacity = "
-              f"{c.fmt_bytes(reserve)}; elastic-max = capacity = {c.fmt_bytes(host.capacity)}")
+        s = c.start_fallow(flags, LABELS[target])
+        return s, "resp", s.port, " ".join(map(str, flags))
+    # elastic: started with a reserve of all the RAM (target 0), then the reserve is set from fallow's own view
+    flags = ["--memory-mode", "elastic", "--elastic-reserve", c.meminfo()["MemTotal"], "--elastic-max",
+             host.capacity, "--elastic-min", "0"]
     s = c.start_fallow(flags, LABELS[target])
-    return s, "resp", s.port, " ".join(map(str, flags))
+    reserve = set_reserve(s, host, args)
+    return s, "resp", s.port, " ".join(map(str, flags[:3] + [reserve] + flags[4:]))
 
 
-def cache_bytes(target: str, server, admin) -> int:
+def set_reserve(server, host: Host, args) -> int:
+    """reserve = A0 - capacity, A0 = what fallow sees available (MemAvailable + per-CPU free pages: its
+    host_available_bytes, median of 9 readings) + its pool + the hog's RSS."""
+    admin = c.Admin(server.port)
+    readings = []
+    for _ in range(9):
+        info = admin.elastic()
+        readings.append(info["host_available_bytes"] + info["pool_resident_bytes"])
+        time.sleep(0.1)
+    avail0 = c.median(readings) + args.hog_rss_now
+    reserve = int(avail0 - host.capacity)
+    if reserve <= 0:
+        raise SystemExit(f"--capacity {c.fmt_bytes(host.capacity)} is more than this machine has available "
+                         f"({c.fmt_bytes(avail0)})")
+    admin.config_set("elastic-reserve", reserve)
+    admin.close()
+    c.log(f"# elastic: A0 = host_available_bytes + pool + hog RSS = {c.fmt_bytes(avail0)} (MemAvailable says "
+          f"{c.fmt_bytes(c.meminfo()['MemAvailable'] + args.hog_rss_now)}); reserve = A0 - capacity = "
+          f"{c.fmt_bytes(reserve)}; elastic-max = capacity = {c.fmt_bytes(host.capacity)}")
+    return reserve
+
+
+def cache_sample(target: str, server, admin) -> dict:
+    """The cache's bytes (memcached: its `bytes` stat; fallow: pool_resident_bytes) and, for fallow, the pool
+    target and the host's available memory as the controller sees it."""
     if target == "memcached":
-        return int(admin.stats()[b"bytes"])
+        return dict(cache=int(admin.stats()[b"bytes"]))
     info = admin.elastic()
-    if "pool_resident_bytes" in info:
-        return int(info["pool_resident_bytes"])
-    return int(admin.info("memory")["used_memory"])
+    return dict(cache=int(info["pool_resident_bytes"]), target=int(info["pool_target_bytes"]),
+                host_available=int(info["host_available_bytes"]))
 
 
 def run_target(target: str, host: Host, args, backend: dict, hog_trace: Path) -> dict:
@@ -149,13 +170,13 @@ def run_target(target: str, host: Host, args, backend: dict, hog_trace: Path) ->
     server = None
     try:
         # the clients start first (they wait for start_at), so that the elastic reserve counts their memory
-        clients = c.Clients(spec, args.workers, start_delay_s=12.0)
-        time.sleep(6.0)
+        clients = c.Clients(spec, args.workers, start_delay_s=8.0)
+        time.sleep(4.0)
         args.hog_rss_now = hog.rss()
         server, protocol, port, flags = start_cache(target, host, args)
         servers_file.write_text(json.dumps([[protocol, port]]))
         admin = _stats_client(protocol, port)
-        sampler = c.Sampler(lambda: dict(cache=cache_bytes(target, server, admin), rss=c.vm_rss_bytes(server.pid),
+        sampler = c.Sampler(lambda: dict(cache_sample(target, server, admin), rss=c.vm_rss_bytes(server.pid),
                                          hog=hog.rss(), avail=c.meminfo()["MemAvailable"]),
                             args.sample_s, t0=clients.start_monotonic)
         time.sleep(max(0.0, clients.start_monotonic - time.monotonic()))
@@ -229,6 +250,9 @@ def plot(runs: list[dict], host: Host, args, png: Path) -> None:
         t = r["target"]
         mem.append((f"{LABELS[t]}: cache bytes", [s[0] for s in r["samples"]],
                     [s[1]["cache"] / c.GiB for s in r["samples"]], dict(color=COLORS[t])))
+        if t == "elastic":
+            mem.append(("fallow elastic: pool target", [s[0] for s in r["samples"]],
+                        [s[1]["target"] / c.GiB for s in r["samples"]], dict(color=COLORS[t], linestyle=":")))
         w = [x for x in r["windows"] if x["requests"]]
         mid = [x["t"] + args.window_s / 2 for x in w]
         rt.append((LABELS[t], mid, [x["mean_ms"] for x in w], dict(color=COLORS[t])))
@@ -268,7 +292,7 @@ def main():
     ap.add_argument("--sample-s", type=float, default=0.5)
     c.add_common_args(ap)
     args = ap.parse_args()
-    c.apply_quick(ap, args, capacity="2gb", duration_s=60, db_bytes="512mb", rate=600, workers=3, window_s=2.0)
+    c.apply_quick(ap, args, capacity="2gb", duration_s=25, db_bytes="512mb", rate=600, workers=3, window_s=2.0)
     args.capacity, args.db_bytes = c.parse_size(args.capacity), c.parse_size(args.db_bytes)
     args.records = args.db_bytes // args.value_bytes
     host = Host(args)
@@ -297,8 +321,8 @@ def main():
             + (f" + {args.miss_extra_ms:g} ms" if args.miss_extra_ms else "") if args.backend == "postgres"
             else f"a simulated miss penalty of {args.miss_penalty_ms:g} ms ({args.records:,} records)")
     note = (f"{host.describe(args.host)}; hog (hog.py, {args.hog_step_mib} MiB steps) holds capacity - free(t); "
-            f"elastic: reserve = (MemAvailable + hog RSS at start) - capacity, elastic-max = capacity, so its target "
-            f"is free(t); fixed fallow (allkeys-lru) and memcached: {c.fmt_bytes(args.fixed_bytes)} (the trace's "
+            f"elastic: reserve = (fallow's host_available_bytes + hog RSS at start) - capacity, elastic-max = capacity, "
+            f"so its target is free(t); fixed fallow (allkeys-lru) and memcached: {c.fmt_bytes(args.fixed_bytes)} (the trace's "
             f"minimum free); clients: {args.workers} processes, {args.rate:g} req/s, zipf {args.alpha}, read-through "
             f"to {miss}; caches start empty; windows of {args.window_s:g} s")
     print(f"\n{note}\n{c.environment()}\n\n{text}\n\n" + "\n".join(lines) + "\n")

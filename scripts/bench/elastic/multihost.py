@@ -153,7 +153,7 @@ def main():
     ap.add_argument("--sample-s", type=float, default=1.0)
     c.add_common_args(ap)
     args = ap.parse_args()
-    c.apply_quick(ap, args, capacity="1gb", duration_s=40, apps_per_host=1, records_per_app=2000, rate_per_app=120,
+    c.apply_quick(ap, args, capacity="1gb", duration_s=30, apps_per_host=1, records_per_app=2000, rate_per_app=120,
                   workers=2, window_s=2.0)
     args.capacity = c.parse_size(args.capacity)
     args.hosts = args.hosts.split(",")

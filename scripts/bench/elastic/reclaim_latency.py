@@ -103,7 +103,7 @@ def measure_fallow(server, admin, size: int, path: str, keys: int, seed: int, po
     starts, lats, hits = probe.finish()
     t_down = poller.first_at_or_below(level, t_send)
     rss_min = min(rss for ts, rss in poller.samples if ts >= t_send)
-    return dict(size=size, path=path.lower(), **reply, rss_before=rss_before, rss_after=rss_min,
+    return dict(size=size, **reply, rss_before=rss_before, rss_after=rss_min,
                 rss_fall=rss_before - rss_min, resident_before=resident_before,
                 rss_down_ms=(t_down - t_send) * 1e3 if t_down else None, reply_ms=(t_reply - t_send) * 1e3,
                 get_during=latency_stats(starts, lats, t_send, t_reply),
@@ -250,10 +250,13 @@ def verdicts(summary: dict, args) -> list[str]:
     gib = min(args.sizes, key=lambda s: abs(s - c.GiB))
     check(f"FCRA {c.fmt_bytes(biggest)} RSS down", f"fast|{biggest}", "rss_down_ms", 100, "ms")
     check(f"SCRA {c.fmt_bytes(gib)} RSS down", f"careful|{gib}", "rss_down_ms", 1000, "ms")
-    worst = max((m["get_p99_during_us"] for k, m in summary.items() if not k.startswith("redis")
-                 and m["get_p99_during_us"] is not None), default=None)
-    if worst is not None:
-        lines.append(f"- GET p99 during a reclaim, worst median over sizes/paths: {worst / 1e3:.2f} ms "
+    measured = [(m["get_p99_during_us"], m["gets_during"], k) for k, m in summary.items()
+                if not k.startswith("redis") and m["get_p99_during_us"] is not None]
+    if measured:
+        worst, gets, key = max(measured)
+        few = " (under 100 GETs: the p99 is their maximum)" if gets < 100 else ""
+        lines.append(f"- GET p99 during a reclaim, worst median over sizes/paths: {worst / 1e3:.2f} ms at "
+                     f"{key.split('|')[0]} {c.fmt_bytes(int(key.split('|')[1]))}, from {gets:.0f} GETs{few} "
                      f"(target <= 2 ms) -> {'met' if worst <= 2000 else 'MISSED'}")
     return lines
 
@@ -268,16 +271,18 @@ def plot(runs: list[dict], summary: dict, args, png: Path) -> None:
         cap = args.redis_wait_s * 1e3
         ys = [summary[f"{path}|{s}"]["rss_down_ms"] or cap for s in args.sizes if f"{path}|{s}" in summary]
         label = {"careful": "fallow SCRA (careful)", "fast": "fallow FCRA (fast)",
-                 "redis": f"Redis maxmemory (at {cap / 1e3:g} s = RSS never fell)"}[path]
-        series_t.append((f"{label}: RSS -90%", xs, ys, styles[path]))
+                 "redis": "Redis 7 CONFIG SET maxmemory"}[path]
+        never = f" (drawn at {cap / 1e3:g} s: never)" if path == "redis" else ""
+        series_t.append((f"{label}: RSS -90%{never}", xs, ys, styles[path]))
         if path != "redis":
             series_t.append((f"{label}: server-reported", xs,
                              [summary[f"{path}|{s}"]["server_ms"] for s in args.sizes if f"{path}|{s}" in summary],
                              dict(styles[path], linestyle="--", alpha=0.6)))
-        series_p.append((label, xs, [(summary[f"{path}|{s}"]["get_p99_during_us"] or 0) / 1e3
+        during = " (during its eviction)" if path == "redis" else ""
+        series_p.append((label + during, xs, [(summary[f"{path}|{s}"]["get_p99_during_us"] or 0) / 1e3
                                      for s in args.sizes if f"{path}|{s}" in summary], styles[path]))
     c.plot_panels(png, f"Reclaim latency: fill {c.fmt_bytes(args.fill)} of {args.value_bytes} B values "
-                  f"({c.environment()[:80]})",
+                  f"({c.environment()})",
                   [dict(ylabel="time until RSS fell by 90% (ms)", xlabel="release size (GiB)", logy=True,
                         series=series_t),
                    dict(ylabel="GET p99 during (ms)", xlabel="release size (GiB)", series=series_p)])
