@@ -2,10 +2,20 @@
 # Idempotent installer for the e2e test dependencies (Debian 12, run as root or with sudo).
 #   apt: redis-server redis-tools memcached libmemcached-tools (+ python3-pip if pip is missing)
 #   pip: tests/requirements.txt
+# With --bench it also installs what the benchmarks need and the tests do not: PostgreSQL (Debian's
+# postgresql, for the read-through experiments of scripts/bench/elastic) and scripts/bench/requirements.txt.
 # Runs `apt-get update` only when something is missing. Stops the Debian services that the
 # packages may auto-start (the tests start their own servers on free ports).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+BENCH=0
+for arg in "$@"; do
+    case "$arg" in
+        --bench) BENCH=1 ;;
+        *) echo "usage: $0 [--bench]" >&2; exit 2 ;;
+    esac
+done
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
@@ -21,6 +31,7 @@ have memccapable     || need_pkgs+=(libmemcached-tools)
 PY=${PYTHON:-python3}
 have "$PY" || need_pkgs+=(python3)
 if ! "$PY" -m pip --version >/dev/null 2>&1; then need_pkgs+=(python3-pip); fi
+if [ "$BENCH" = 1 ] && ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1; then need_pkgs+=(postgresql); fi
 
 if [ ${#need_pkgs[@]} -gt 0 ]; then
     # de-duplicate
@@ -29,7 +40,7 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
     $SUDO apt-get update -qq
     $SUDO apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
     # apt may have started the stock services on the default ports; we never use them
-    for svc in redis-server memcached; do
+    for svc in redis-server memcached postgresql; do
         $SUDO service "$svc" stop >/dev/null 2>&1 || true
         $SUDO systemctl disable --now "$svc" >/dev/null 2>&1 || true
     done
@@ -54,6 +65,16 @@ else
     # Debian's system python is "externally managed" (PEP 668): allow installing into it
     "$PY" -m pip install -q -r tests/requirements.txt 2>/dev/null \
         || "$PY" -m pip install -q --break-system-packages -r tests/requirements.txt
+fi
+
+if [ "$BENCH" = 1 ]; then
+    if "$PY" -c 'import matplotlib, numpy, psycopg' 2>/dev/null; then
+        echo "install-test-deps: benchmark python packages already present"
+    else
+        echo "install-test-deps: pip install -r scripts/bench/requirements.txt"
+        "$PY" -m pip install -q -r scripts/bench/requirements.txt 2>/dev/null \
+            || "$PY" -m pip install -q --break-system-packages -r scripts/bench/requirements.txt
+    fi
 fi
 
 for t in redis-server redis-cli redis-benchmark memcached memccapable; do
