@@ -125,23 +125,7 @@ pub fn snapshots(
     server: &Server,
     visit_shards: impl FnOnce(&mut dyn FnMut(&mut Shard)),
 ) -> Vec<TenantSnapshot> {
-    let store = &server.store;
-    let pool_bytes = match store.pool_limit_bytes() {
-        0 => store.resident_bytes(),
-        limit => limit,
-    };
-    let mut snapshots = store.memory.pool.snapshots(pool_bytes);
-    visit_shards(&mut |shard: &mut Shard| {
-        for (id, stats) in shard.tenant_stats.iter().enumerate() {
-            if let Some(snapshot) = snapshots.get_mut(id) {
-                snapshot.hits += stats.hits;
-                snapshot.misses += stats.misses;
-                snapshot.evicted_keys += stats.evicted_keys;
-                snapshot.evicted_bytes += stats.evicted_bytes;
-            }
-        }
-    });
-    snapshots
+    server.store.tenant_snapshots_with(visit_shards)
 }
 
 /// The fields of one tenant as INFO and TENANT GET list them, in order.

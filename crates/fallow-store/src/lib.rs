@@ -246,13 +246,25 @@ impl Store {
     /// Every tenant with its usage, share, fairness (against the pool limit, or the resident bytes when
     /// there is none) and counters summed over the shards.
     pub fn tenant_snapshots(&self) -> Vec<TenantSnapshot> {
+        self.tenant_snapshots_with(|visit| {
+            for shard in self.shards.iter() {
+                visit(&mut shard.lock());
+            }
+        })
+    }
+
+    /// `tenant_snapshots` with the shards reached by `visit_shards`, for callers that already hold shard
+    /// locks (INFO inside EXEC).
+    pub fn tenant_snapshots_with(
+        &self,
+        visit_shards: impl FnOnce(&mut dyn FnMut(&mut Shard)),
+    ) -> Vec<TenantSnapshot> {
         let pool_bytes = match self.pool_limit_bytes() {
             0 => self.resident_bytes(),
             limit => limit,
         };
         let mut snapshots = self.memory.pool.snapshots(pool_bytes);
-        for shard in self.shards.iter() {
-            let shard = shard.lock();
+        visit_shards(&mut |shard: &mut Shard| {
             for (id, stats) in shard.tenant_stats.iter().enumerate() {
                 if let Some(snapshot) = snapshots.get_mut(id) {
                     snapshot.hits += stats.hits;
@@ -261,7 +273,7 @@ impl Store {
                     snapshot.evicted_bytes += stats.evicted_bytes;
                 }
             }
-        }
+        });
         snapshots
     }
 

@@ -252,20 +252,7 @@ fn overhead_bytes(ctx: &Ctx) -> usize {
 
 /// Resident set size from /proc/self/status (0 where unavailable).
 fn rss_bytes() -> usize {
-    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
-        return 0;
-    };
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| {
-            rest.trim()
-                .trim_end_matches("kB")
-                .trim()
-                .parse::<usize>()
-                .ok()
-        })
-        .map_or(0, |kib| kib * 1024)
+    crate::elastic::source::process_rss_bytes(std::path::Path::new("/proc")) as usize
 }
 
 /// Bytes as Redis's bytesToHuman writes them: `512B`, `1.50K`, `2.00M`, `1.00G`.
