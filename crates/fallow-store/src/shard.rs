@@ -90,13 +90,22 @@ impl ReclaimStep {
     }
 }
 
-/// One live item of a segment a careful release ranks.
-struct Candidate {
-    offset: u32,
-    bytes: usize,
-    expired: bool,
-    access_s: u32,
-    lfu: u8,
+/// A sample of a shard's recency and frequency figures, sorted, to place one item against.
+#[derive(Default)]
+struct Hotness {
+    access_s: Vec<u32>,
+    lfu: Vec<u8>,
+}
+
+impl Hotness {
+    /// True when the item is in the upper half of the sample both by last access and by frequency.
+    fn is_hot(&self, access_s: u32, lfu: u8) -> bool {
+        let below = |count: usize, total: usize| total > 0 && count * 2 >= total;
+        below(
+            self.access_s.partition_point(|&seen| seen < access_s),
+            self.access_s.len(),
+        ) && below(self.lfu.partition_point(|&seen| seen < lfu), self.lfu.len())
+    }
 }
 
 /// A release in progress on one segment: which items go and which stay (careful path) or that all go
@@ -206,8 +215,6 @@ struct Db {
 /// Items a release handles per lock hold (bounds how long a client waits behind it: ~1024 index removals
 /// or item moves, well under a millisecond).
 const RELEASE_ITEMS_PER_HOLD: usize = 1024;
-/// Share of a segment's live bytes a careful release keeps (the hottest items), re-appended elsewhere.
-const CAREFUL_KEEP_RATIO: f64 = 0.25;
 
 /// Keys sampled per eviction, as Redis's maxmemory-samples.
 const EVICTION_SAMPLES: usize = 5;
@@ -1648,14 +1655,17 @@ impl Shard {
         })
     }
 
-    /// Picks the segment to empty (among the tenant's 8 oldest, the one with the fewest live bytes) and
-    /// orders its items: expired first, then alternately the least recent and the least frequent, until
-    /// all but `CAREFUL_KEEP_RATIO` of its live bytes are victims.
+    /// Picks the segment to empty and decides which of its items survive. An item survives when it is in
+    /// the hotter half of the shard both by recency (LRU) and by frequency (LFU), judged against a sample
+    /// of the shard's items, so a victim is any item that either list would evict first: the alternating
+    /// LRU/LFU victims of SCRA, with thresholds that hold for the whole shard rather than per segment (a
+    /// segment full of hot keys keeps them all). Expired items are always victims. Among the tenant's 4
+    /// oldest segments it empties the one that keeps the fewest bytes.
     fn plan_careful_release(&mut self, tenant: TenantId, now_ms: u64) -> Option<ReleasePlan> {
-        const CANDIDATES: usize = 8;
+        const CANDIDATES: usize = 4;
         let candidates = self.tenant_segments(tenant, CANDIDATES);
-        // Sealed segments only while there are any: the active one holds the survivors of earlier
-        // releases and fresh writes, the last place to look for victims.
+        // Sealed segments only while there are any: the active one holds fresh writes and the survivors
+        // of earlier releases.
         let sealed: Vec<u32> = candidates
             .iter()
             .copied()
@@ -1666,75 +1676,29 @@ impl Shard {
         } else {
             sealed
         };
-        let slot = pool
+        let hotness = self.hotness_sample(tenant);
+        let (slot, items) = pool
             .into_iter()
-            .min_by_key(|&slot| self.segment(slot).live_bytes())?;
+            .map(|slot| (slot, self.rank_items(slot, &hotness, now_ms)))
+            .min_by_key(|(_, items)| {
+                items
+                    .iter()
+                    .filter(|item| !item.1)
+                    .map(|item| item.2)
+                    .sum::<usize>()
+            })?;
         self.stop_appending_to(slot);
-        let segment = self.segment(slot);
-        let items: Vec<Candidate> = self
-            .live_offsets(slot)
-            .into_iter()
-            .map(|offset| {
-                let header = segment.header(offset);
-                Candidate {
-                    offset,
-                    bytes: header.item_bytes(),
-                    expired: header.expire_at_ms != 0 && header.expire_at_ms <= now_ms,
-                    access_s: header.access_s,
-                    lfu: header.lfu_counter,
-                }
-            })
+        // Victims first, survivors after: a slice that stops half-way has evicted before it copied.
+        let mut order: Vec<(u32, bool)> = items
+            .iter()
+            .filter(|item| item.1)
+            .map(|item| (item.0, true))
             .collect();
-        let live_bytes: usize = items.iter().map(|item| item.bytes).sum();
-        let evict_bytes_min = (live_bytes as f64 * (1.0 - CAREFUL_KEEP_RATIO)) as usize;
-        let mut chosen = vec![false; items.len()];
-        let mut order = Vec::with_capacity(items.len());
-        let mut evicted_bytes = 0;
-        for (index, item) in items.iter().enumerate() {
-            if item.expired {
-                chosen[index] = true;
-                order.push((item.offset, true));
-                evicted_bytes += item.bytes;
-            }
-        }
-        // Ties (the access clock has one-second steps) are broken by the other measure. Packed keys and an
-        // unstable sort keep planning a segment of small items well under a millisecond.
-        let ranked = |key: &dyn Fn(&Candidate) -> u64| {
-            let mut keyed: Vec<(u64, u32)> = items
-                .iter()
-                .enumerate()
-                .map(|(index, item)| (key(item), index as u32))
-                .collect();
-            keyed.sort_unstable();
-            keyed
-                .into_iter()
-                .map(|(_, index)| index as usize)
-                .collect::<Vec<usize>>()
-        };
-        let by_recency = ranked(&|item| ((item.access_s as u64) << 8) | item.lfu as u64);
-        let by_frequency = ranked(&|item| ((item.lfu as u64) << 32) | item.access_s as u64);
-        let (mut recency_at, mut frequency_at) = (0, 0);
-        let mut take_recent = true;
-        while evicted_bytes < evict_bytes_min {
-            let (list, at) = if take_recent {
-                (&by_recency, &mut recency_at)
-            } else {
-                (&by_frequency, &mut frequency_at)
-            };
-            while *at < list.len() && chosen[list[*at]] {
-                *at += 1;
-            }
-            if let Some(&index) = list.get(*at) {
-                chosen[index] = true;
-                order.push((items[index].offset, true));
-                evicted_bytes += items[index].bytes;
-            }
-            take_recent = !take_recent;
-        }
         order.extend(
-            (0..items.len())
-                .filter(|&index| !chosen[index])
-                .map(|index| (items[index].offset, false)),
+            items
+                .iter()
+                .filter(|item| !item.1)
+                .map(|item| (item.0, false)),
         );
         Some(ReleasePlan {
             slot,
@@ -1742,6 +1706,52 @@ impl Shard {
             items: order,
             next: 0,
         })
+    }
+
+    /// (offset, evict, bytes) of each live item of `slot`, by the rule of `plan_careful_release`.
+    fn rank_items(&self, slot: u32, hotness: &Hotness, now_ms: u64) -> Vec<(u32, bool, usize)> {
+        let segment = self.segment(slot);
+        self.live_offsets(slot)
+            .into_iter()
+            .map(|offset| {
+                let header = segment.header(offset);
+                let expired = header.expire_at_ms != 0 && header.expire_at_ms <= now_ms;
+                let evict = expired || !hotness.is_hot(header.access_s, header.lfu_counter);
+                (offset, evict, header.item_bytes())
+            })
+            .collect()
+    }
+
+    /// Recency and frequency of up to 128 of the tenant's items in this shard: the first live items of
+    /// 16 randomly chosen segments (walking a whole segment of small items per sample would cost more).
+    fn hotness_sample(&mut self, tenant: TenantId) -> Hotness {
+        const SEGMENTS: usize = 16;
+        const ITEMS_PER_SEGMENT: usize = 8;
+        let slots: Vec<u32> = self
+            .by_sequence
+            .values()
+            .copied()
+            .filter(|&slot| self.segment(slot).tenant == tenant)
+            .collect();
+        let mut sample = Hotness::default();
+        for _ in 0..SEGMENTS.min(slots.len()) {
+            let slot = slots[self.rng.gen_range(0..slots.len())];
+            let segment = self.segment(slot);
+            let mut offset = segment.first_offset();
+            let mut taken = 0;
+            while let (Some(at), true) = (offset, taken < ITEMS_PER_SEGMENT) {
+                let header = segment.header(at);
+                if header.alive == 1 {
+                    sample.access_s.push(header.access_s);
+                    sample.lfu.push(header.lfu_counter);
+                    taken += 1;
+                }
+                offset = segment.next_offset(at);
+            }
+        }
+        sample.access_s.sort_unstable();
+        sample.lfu.sort_unstable();
+        sample
     }
 
     // ----- blocking operations -------------------------------------------------------------------
