@@ -6,7 +6,7 @@
 //! weighted share loses first. Persistent tenants are never evicted; their bytes are a floor.
 //!
 //! Two release paths: `Careful` (SCRA) empties the coldest segments item by item (expired first, then
-//! alternating least-recently and least-frequently used victims, keeping the hottest quarter), `Fast` (FCRA)
+//! least-recently or least-frequently used victims, keeping what is hot by both measures), `Fast` (FCRA)
 //! drops whole segments without looking at recency.
 use parking_lot::RwLock;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -110,7 +110,7 @@ pub struct TenantSnapshot {
 /// Which release path a reclaim takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReclaimPath {
-    /// SCRA: item by item, coldest first, hottest quarter of each segment kept.
+    /// SCRA: item by item; items hot by both recency and frequency survive (re-stored).
     Careful,
     /// FCRA: whole segments in slot order.
     Fast,

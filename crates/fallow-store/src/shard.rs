@@ -1571,9 +1571,9 @@ impl Shard {
         self.release_step(tenant, None)
     }
 
-    /// SCRA: one bounded slice of emptying the coldest segment of `tenant`. Expired items go first, then
-    /// victims alternate between the least recently and the least frequently used; the hottest quarter of
-    /// the segment's bytes survives and is re-appended.
+    /// SCRA: one bounded slice of emptying a cold segment of `tenant`: expired items and items the LRU or
+    /// LFU order would evict first go, items hot by both survive and are re-appended (see
+    /// `plan_careful_release`).
     pub fn careful_release_step(&mut self, tenant: TenantId, now_ms: u64) -> ReclaimStep {
         self.release_step(tenant, Some(now_ms))
     }
