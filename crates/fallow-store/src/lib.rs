@@ -303,6 +303,7 @@ impl Store {
         };
         let progress = ReclaimProgress {
             wanted_bytes: bytes,
+            resident_floor_bytes: self.resident_bytes().saturating_sub(bytes),
             released_bytes: AtomicUsize::new(spare_bytes),
             grown_bytes: AtomicUsize::new(0),
             objects: AtomicUsize::new(0),
@@ -361,7 +362,9 @@ impl Store {
             .filter(|index| index % stride == first % stride)
             .collect();
         let mut cursor = first / stride;
-        while progress.net_released_bytes() < progress.wanted_bytes {
+        while progress.net_released_bytes() < progress.wanted_bytes
+            && self.resident_bytes() > progress.resident_floor_bytes
+        {
             let Some(victim) = self.memory.pool.victim() else {
                 return;
             };
@@ -443,6 +446,9 @@ impl Store {
 /// What the workers of one reclaim share.
 struct ReclaimProgress {
     wanted_bytes: usize,
+    /// Resident bytes at the start less the request: writes that make room under a lowered limit release
+    /// bytes alongside the reclaim, and counting only its own releases would take those bytes twice.
+    resident_floor_bytes: usize,
     released_bytes: AtomicUsize,
     grown_bytes: AtomicUsize,
     objects: AtomicUsize,
