@@ -303,20 +303,10 @@ fn shard_count(control: &mut Conn) -> anyhow::Result<usize> {
 
 /// Three quarters of MemAvailable (what a sorted dump may hold); 4 GiB when /proc/meminfo is unreadable.
 fn default_memory_max() -> usize {
-    let available_kib = std::fs::read_to_string("/proc/meminfo")
+    let available_bytes = std::fs::read_to_string("/proc/meminfo")
         .ok()
-        .and_then(|text| {
-            text.lines()
-                .find_map(|line| line.strip_prefix("MemAvailable:"))
-                .and_then(|rest| {
-                    rest.trim()
-                        .trim_end_matches("kB")
-                        .trim()
-                        .parse::<usize>()
-                        .ok()
-                })
-        });
-    available_kib.map_or(4 << 30, |kib| kib / 4 * 3 * 1024)
+        .and_then(|text| fallow_model::calibrate::machine::kib_field_bytes(&text, "MemAvailable"));
+    available_bytes.map_or(4 << 30, |bytes| bytes as usize / 1024 / 4 * 3 * 1024)
 }
 
 struct Timing {

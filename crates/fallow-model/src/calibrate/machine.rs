@@ -48,17 +48,16 @@ fn cpu_model() -> String {
 
 fn mem_total_bytes() -> u64 {
     let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    meminfo
-        .lines()
-        .find_map(|line| line.strip_prefix("MemTotal:"))
-        .and_then(|rest| {
-            rest.trim()
-                .trim_end_matches("kB")
-                .trim()
-                .parse::<u64>()
-                .ok()
-        })
-        .map_or(0, |kib| kib * 1024)
+    kib_field_bytes(&meminfo, "MemTotal").unwrap_or(0)
+}
+
+/// The bytes of a `Key:   N kB` line of a /proc file such as meminfo or status.
+pub fn kib_field_bytes(text: &str, key: &str) -> Option<u64> {
+    text.lines().find_map(|line| {
+        let rest = line.strip_prefix(key)?.strip_prefix(':')?;
+        let kib: u64 = rest.trim().trim_end_matches("kB").trim().parse().ok()?;
+        Some(kib * 1024)
+    })
 }
 
 /// Now as `YYYY-MM-DDTHH:MM:SSZ`.

@@ -9,6 +9,7 @@
 //! such page is free for any allocation (the kernel drains the lists before reclaiming), so available =
 //! MemAvailable + the per-CPU list pages: that sum moves by exactly what a process allocates or frees. Both roots are fields so tests point them at fake files (the
 //! development machine has only cgroup v1, so cgroup v2 is exercised with fake files only).
+use fallow_model::calibrate::machine::kib_field_bytes;
 use std::path::{Path, PathBuf};
 
 /// One look at the host's memory.
@@ -211,17 +212,10 @@ fn keyed_value(text: &str, key: &str) -> Option<u64> {
 
 /// (MemTotal, MemAvailable) in bytes from /proc/meminfo.
 pub fn parse_meminfo(text: &str) -> Option<(u64, u64)> {
-    let kib = |key: &str| {
-        text.lines().find_map(|line| {
-            let rest = line.strip_prefix(key)?.strip_prefix(':')?;
-            rest.trim()
-                .trim_end_matches("kB")
-                .trim()
-                .parse::<u64>()
-                .ok()
-        })
-    };
-    Some((kib("MemTotal")? * 1024, kib("MemAvailable")? * 1024))
+    Some((
+        kib_field_bytes(text, "MemTotal")?,
+        kib_field_bytes(text, "MemAvailable")?,
+    ))
 }
 
 /// Free pages held on per-CPU lists: the sum of the `count:` lines of /proc/zoneinfo's pagesets.
@@ -234,9 +228,7 @@ pub fn percpu_free_pages(zoneinfo: &str) -> u64 {
 }
 
 fn page_bytes() -> u64 {
-    // SAFETY: sysconf has no preconditions.
-    let bytes = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    u64::try_from(bytes).unwrap_or(4096)
+    fallow_store::memory::segment::page_bytes() as u64
 }
 
 /// (some avg10, full avg10) from a PSI file; 0 for a missing line.
@@ -258,17 +250,8 @@ pub fn parse_psi(text: &str) -> (f64, f64) {
 pub fn process_rss_bytes(proc_root: &Path) -> u64 {
     std::fs::read_to_string(proc_root.join("self/status"))
         .ok()
-        .and_then(|status| {
-            status.lines().find_map(|line| {
-                let rest = line.strip_prefix("VmRSS:")?;
-                rest.trim()
-                    .trim_end_matches("kB")
-                    .trim()
-                    .parse::<u64>()
-                    .ok()
-            })
-        })
-        .map_or(0, |kib| kib * 1024)
+        .and_then(|status| kib_field_bytes(&status, "VmRSS"))
+        .unwrap_or(0)
 }
 
 #[cfg(test)]
