@@ -242,6 +242,9 @@ def test_fair_shares_of_a_full_pool(elastic):
                 c.close()
         t = tenants(admin)
         assert all(t[n]["evicted_keys"] > 0 for n in WEIGHTS), t
+        # r_i = w_i / Σw over the tenants holding bytes (the idle default tenant counts for nothing)
+        assert {n: round(float(t[n]["share"]), 4) for n in WEIGHTS} == {"t200": 0.1818, "t300": 0.2727,
+                                                                           "t600": 0.5455}, t
         # f_i = (c_i / P) / r_i: near 1 for everyone when the shares are right
         assert all(0.6 <= float(t[n]["fairness"]) <= 1.4 for n in WEIGHTS), (t, got)
 

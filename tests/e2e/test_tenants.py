@@ -212,8 +212,11 @@ def test_tenant_list_get_set(admin, users):
     assert beta["weight"] == 200 and beta["kind"] == "ephemeral" and beta["shared"] == "no"
     assert list(beta) == ["id", "weight", "kind", "shared", "resident_bytes", "share", "fairness",
                           "hits", "misses", "evicted_keys", "evicted_bytes"]
-    total_weight = sum(tenant_get(admin, name)["weight"] for name in names)
-    assert float(beta["share"]) == pytest.approx(200 / total_weight, abs=1e-6)
+    # r_i = w_i / Σw over the tenants holding bytes; an idle tenant shows the share it would get on joining
+    every = [tenant_get(admin, name) for name in names]
+    active_weight = sum(t["weight"] for t in every if int(t["resident_bytes"]) > 0)
+    joining = 0 if int(beta["resident_bytes"]) > 0 else 200
+    assert float(beta["share"]) == pytest.approx(200 / (active_weight + joining), abs=1e-6)
     vault = tenant_get(admin, "vault")
     assert vault["kind"] == "persistent"
 
@@ -290,7 +293,11 @@ def test_info_tenants_lines(admin, users):
     assert int(tenants["alpha"]["resident_bytes"]) > 0
     assert tenants["fresh"]["weight"] == "50" and tenants["fresh"]["kind"] == "persistent"
     assert int(tenants["fresh"]["resident_bytes"]) == 0 and float(tenants["fresh"]["fairness"]) == 0
-    assert sum(float(t["share"]) for t in tenants.values()) == pytest.approx(1.0, abs=1e-4)
+    # the shares of the tenants holding bytes add up to 1; an idle one shows what it would get on joining
+    holding = [t for t in tenants.values() if int(t["resident_bytes"]) > 0]
+    assert sum(float(t["share"]) for t in holding) == pytest.approx(1.0, abs=1e-4)
+    active_weight = sum(int(t["weight"]) for t in holding)
+    assert float(tenants["fresh"]["share"]) == pytest.approx(50 / (active_weight + 50), abs=1e-5)
     default_info = info_text(admin)
     assert "# Tenants" in default_info and "tenant_alpha:id=" in default_info
     assert "tenant_beta:id=" in info_text(admin, "all")

@@ -48,6 +48,13 @@ fn main() {
         store.resident_bytes() >> 20,
         rss_before >> 20
     );
+    // FALLOW_RECLAIM_PAUSE_S lets a profiler attach between the fill and the reclaim.
+    if let Some(pause_s) = std::env::var("FALLOW_RECLAIM_PAUSE_S")
+        .ok()
+        .and_then(|text| text.parse().ok())
+    {
+        std::thread::sleep(std::time::Duration::from_secs(pause_s));
+    }
     let report = store.reclaim(release_mib << 20, path);
     let rss_after = rss_bytes();
     println!(

@@ -20,6 +20,7 @@ pub use pool::{
 pub use shard::{EvictionPolicy, ItemInfo, OwnedData, OwnedValue, Shard, ShardConfig};
 pub use types::{Collection, Kind};
 
+use memory::segment::Segment;
 use parking_lot::{Mutex, MutexGuard};
 use smallvec::SmallVec;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
@@ -35,6 +36,8 @@ pub struct WrongType;
 pub struct OutOfMemory;
 
 const HASH_SEED: u64 = 0x6661_6c6c_6f77_2121;
+/// Released segments whose address range a reclaim keeps for reuse (their pages are already gone).
+const RETAINED_RANGES_AFTER_RECLAIM: usize = 64;
 
 /// The hash of a key, used both to pick its shard and inside the shard's index.
 pub fn hash_key(key: &[u8]) -> u64 {
@@ -294,7 +297,10 @@ impl Store {
         let release_spares = || -> usize {
             self.shards
                 .iter()
-                .map(|shard| shard.lock().release_spare_segments())
+                .map(|shard| {
+                    let spares = shard.lock().take_spare_segments();
+                    spares.iter().map(Segment::capacity_bytes).sum::<usize>()
+                })
                 .sum()
         };
         let spare_bytes = match path {
@@ -345,6 +351,8 @@ impl Store {
             ),
         };
         self.memory.pool.record_reclaim(report);
+        // The pages are back with the OS already; now the address space of the released segments too.
+        memory::segment::retained::unmap_retained(RETAINED_RANGES_AFTER_RECLAIM);
         report
     }
 

@@ -97,7 +97,7 @@ pub struct TenantSnapshot {
     pub kind: TenantKind,
     pub shared: bool,
     pub resident_bytes: usize,
-    /// r_i = w_i / Σw.
+    /// r_i = w_i / Σw over the tenants that hold bytes (see `share_of`).
     pub share: f64,
     /// f_i = (c_i / P) / r_i, P = the pool limit (or the pool's resident bytes when unlimited).
     pub fairness: f64,
@@ -105,6 +105,18 @@ pub struct TenantSnapshot {
     pub misses: u64,
     pub evicted_keys: u64,
     pub evicted_bytes: u64,
+}
+
+/// r_i = w_i / Σw, the sum over the tenants that hold bytes: a tenant that holds nothing (the idle
+/// default tenant, one defined but not yet used) takes no share from the others. For such a tenant the
+/// share is the one it would have on joining, w_i / (Σw + w_i).
+fn share_of(weight: u32, resident_bytes: usize, active_weight_sum: f64) -> f64 {
+    let weight = weight as f64;
+    if resident_bytes > 0 {
+        weight / active_weight_sum
+    } else {
+        weight / (active_weight_sum + weight)
+    }
 }
 
 /// Which release path a reclaim takes.
@@ -272,16 +284,18 @@ impl Pool {
     /// The ephemeral tenant with the largest fairness f_i that holds bytes, if any.
     pub fn victim(&self) -> Option<TenantId> {
         let tenants = self.tenants.read();
-        let weight_sum: f64 = tenants.iter().map(|tenant| tenant.spec.weight as f64).sum();
         tenants
             .iter()
             .enumerate()
             .filter(|(_, tenant)| tenant.spec.kind == TenantKind::Ephemeral)
             .map(|(id, tenant)| {
                 let resident = self.counters[id].resident_bytes.load(Ordering::Relaxed);
-                // P cancels out when comparing f_i, so c_i / r_i ranks the tenants.
-                let share = tenant.spec.weight as f64 / weight_sum;
-                (resident as f64 / share, resident, id as TenantId)
+                // P and Σw cancel out when comparing f_i, so c_i / w_i ranks the tenants.
+                (
+                    resident as f64 / tenant.spec.weight as f64,
+                    resident,
+                    id as TenantId,
+                )
             })
             .filter(|&(_, resident, _)| resident > 0)
             .max_by(|left, right| left.0.total_cmp(&right.0))
@@ -291,14 +305,20 @@ impl Pool {
     /// Every tenant with its share and fairness against a pool of `pool_bytes`.
     pub fn snapshots(&self, pool_bytes: usize) -> Vec<TenantSnapshot> {
         let tenants = self.tenants.read();
-        let weight_sum: f64 = tenants.iter().map(|tenant| tenant.spec.weight as f64).sum();
+        let resident = |id: usize| self.counters[id].resident_bytes.load(Ordering::Relaxed);
+        let active_weight_sum: f64 = tenants
+            .iter()
+            .enumerate()
+            .filter(|&(id, _)| resident(id) > 0)
+            .map(|(_, tenant)| tenant.spec.weight as f64)
+            .sum();
         tenants
             .iter()
             .enumerate()
             .map(|(id, tenant)| {
                 let counters = &self.counters[id];
-                let resident_bytes = counters.resident_bytes.load(Ordering::Relaxed);
-                let share = tenant.spec.weight as f64 / weight_sum;
+                let resident_bytes = resident(id);
+                let share = share_of(tenant.spec.weight, resident_bytes, active_weight_sum);
                 let fairness = if pool_bytes == 0 {
                     0.0
                 } else {

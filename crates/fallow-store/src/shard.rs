@@ -550,16 +550,19 @@ impl Shard {
     /// Unmaps the spare segments (MEMORY PURGE; the elastic controller when the host needs memory back).
     /// Returns the bytes given back to the OS.
     pub fn release_spare_segments(&mut self) -> usize {
-        let released_bytes: usize = self
-            .spare_segments
-            .iter()
-            .map(Segment::capacity_bytes)
-            .sum();
-        self.stats.segments_unmapped += self.spare_segments.len() as u64;
-        self.spare_segments.clear();
-        self.mapped_bytes -= released_bytes;
+        let spares = self.take_spare_segments();
+        spares.iter().map(Segment::capacity_bytes).sum()
+    }
+
+    /// Takes the spare segments out of the books; the caller drops them (their pages go back to the OS),
+    /// ideally after releasing the shard lock.
+    pub fn take_spare_segments(&mut self) -> Vec<Segment> {
+        let spares = std::mem::take(&mut self.spare_segments);
+        for segment in &spares {
+            self.forget_segment(segment);
+        }
         self.sync_accounting();
-        released_bytes
+        spares
     }
 
     /// Bytes of emptied segments kept mapped for reuse (part of `mapped_bytes`).

@@ -133,6 +133,14 @@ fn a_full_pool_is_shared_by_weight_and_a_late_tenant_gets_its_share() {
     };
     assert!((share(light) - 0.25).abs() < 0.05, "light {}", share(light));
     assert!(store.resident_bytes() <= 52 * MIB);
+    // The reported r_i counts only tenants holding bytes: the idle default tenant (weight 100) takes none.
+    let reported = |id: TenantId| store.tenant_snapshots()[id as usize].share;
+    assert_eq!((reported(light), reported(heavy)), (0.25, 0.75));
+    assert_eq!(
+        reported(0),
+        100.0 / 500.0,
+        "an idle tenant shows the share it would get"
+    );
     let late = tenant(&store, "late", 400, TenantKind::Ephemeral);
     for index in 0..30_000 {
         for id in [light, heavy, late] {
@@ -140,6 +148,10 @@ fn a_full_pool_is_shared_by_weight_and_a_late_tenant_gets_its_share() {
         }
     }
     assert!((share(late) - 0.5).abs() < 0.05, "late {}", share(late));
+    assert_eq!(
+        (reported(light), reported(heavy), reported(late)),
+        (0.125, 0.375, 0.5)
+    );
     assert!(
         (share(heavy) - 0.375).abs() < 0.05,
         "heavy {}",

@@ -631,6 +631,15 @@ def load_host_trace(host: str, csv_path: Path = TRACE_CSV) -> list[tuple[float, 
     return [(t - t0, free) for t, free in points]
 
 
+def window(points: list[tuple[float, float]], start_s: float, span_s: float | None) -> list[tuple[float, float]]:
+    """The points in [start_s, start_s + span_s) (to the end when span_s is None), re-based to start at 0; the
+    value in force at start_s opens the window."""
+    end = float("inf") if span_s is None else start_s + span_s
+    opening = [p for p in points if p[0] <= start_s][-1:] or points[:1]
+    inside = [p for p in points if start_s < p[0] < end]
+    return [(0.0, opening[0][1])] + [(t - start_s, v) for t, v in inside]
+
+
 def compress(points: list[tuple[float, float]], duration_s: float) -> list[tuple[float, float]]:
     """Maps the trace's time span onto [0, duration_s]."""
     span = points[-1][0] or 1.0

@@ -4,7 +4,10 @@ against fixed-size caches, with a real memory hog replaying the host's trace bes
 
 The host: one machine of the Alibaba 2018 trace (`--host`, from ../shared/data/memory-traces/), its free memory
 free(t) = (100 - mem_util_percent)% of capacity, with the capacity scaled to --capacity (default 100% = 12 GiB) and
-its ~8 days compressed into --duration-s (default 600 s); both are printed. The hog (hog.py) holds
+a window of --trace-days (default the first day of ~8; --trace-start-days moves it) compressed into --duration-s
+(default 600 s: 144x); all are printed. A read-through cache refills only as fast as its misses bring records
+(1000 req/s of 50 KB: at most ~50 MB/s), so a harder compression empties it faster than it can refill (Mortar
+condensed a multi-week trace into six hours). The hog (hog.py) holds
 used(t) = capacity - free(t), so the memory left for a cache is free(t).
 
 How fallow elastic sees the scaled host on this (bigger) machine: it reads the real /proc/meminfo (plus the free
@@ -25,7 +28,7 @@ records) through the cache; a miss reads the record from PostgreSQL (Debian's se
 a fixed miss penalty. Reported: hit rate, mean/p50/p99 response time, cache bytes and RSS over time, the ratio of
 mean memory used (Mortar: 2.6x) and the change of the mean response time (Mortar: -35%).
 
-  dynamic_sizing.py [--quick] [--host m_1934] [--capacity 12gb] [--duration-s 600] [--db-bytes 4gb]
+  dynamic_sizing.py [--quick] [--host m_1934] [--capacity 12gb] [--duration-s 600] [--trace-days 1] [--db-bytes 4gb]
                     [--rate 1000] [--workers 4] [--targets elastic,fixed,memcached] [--backend postgres]
 """
 from __future__ import annotations
@@ -52,7 +55,9 @@ class Host:
     """The scaled, time-compressed trace of one host."""
 
     def __init__(self, args):
-        raw = c.load_host_trace(args.host, Path(args.trace))
+        raw = c.window(c.load_host_trace(args.host, Path(args.trace)), args.trace_start_days * 86400,
+                       args.trace_days * 86400 if args.trace_days else None)
+        self.start_days = args.trace_start_days
         self.span_days = raw[-1][0] / 86400
         self.points = c.compress(raw, args.duration_s)
         self.capacity = args.capacity
@@ -63,7 +68,8 @@ class Host:
         self.compression = raw[-1][0] / args.duration_s
 
     def describe(self, host: str) -> str:
-        return (f"host {host}: {self.span_days:.2f} days compressed into {self.points[-1][0]:.0f} s "
+        return (f"host {host}: {self.span_days:.2f} days from day {self.start_days:g} compressed into "
+                f"{self.points[-1][0]:.0f} s "
                 f"({self.compression:.0f}x); capacity scaled to 100% = {c.fmt_bytes(self.capacity)}; free memory "
                 f"min {c.fmt_bytes(self.free_min)}, mean {c.fmt_bytes(self.free_mean)}, "
                 f"max {c.fmt_bytes(self.free_max)}")
@@ -276,7 +282,12 @@ def main():
     ap.add_argument("--trace", default=str(c.TRACE_CSV))
     ap.add_argument("--host", default="m_1934")
     ap.add_argument("--capacity", default="12gb", help="the scaled host's memory (100%% of the trace)")
-    ap.add_argument("--duration-s", type=float, default=600, help="the whole trace is compressed into this")
+    ap.add_argument("--duration-s", type=float, default=600, help="the trace window is compressed into this")
+    ap.add_argument("--trace-start-days", type=float, default=0.0, help="the window starts this far into the trace")
+    ap.add_argument("--trace-days", type=float, default=1.0,
+                    help="days of the trace replayed (0 = to its end; ~8 days). A cache refills only as fast as "
+                         "its misses bring records, so the compression must leave it time to (Mortar: a "
+                         "multi-week trace in six hours)")
     ap.add_argument("--db-bytes", default="4gb", help="records x value bytes in the database")
     ap.add_argument("--value-bytes", type=int, default=c.VALUE_BYTES_50KB)
     ap.add_argument("--alpha", type=float, default=0.8)

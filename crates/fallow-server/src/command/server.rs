@@ -1027,6 +1027,7 @@ see INFO fallow for segment and dead-byte figures.\n";
             for_each_shard(ctx, |shard| {
                 shard.release_spare_segments();
             });
+            fallow_store::memory::segment::retained::unmap_retained(0);
             ctx.out.ok()
         }
         (b"help", 2) => help_reply(
