@@ -38,6 +38,10 @@ pub struct OutOfMemory;
 const HASH_SEED: u64 = 0x6661_6c6c_6f77_2121;
 /// Released segments whose address range a reclaim keeps for reuse (their pages are already gone).
 const RETAINED_RANGES_AFTER_RECLAIM: usize = 64;
+/// A reclaim worker yields its core this often, between lock holds, so that a server thread waiting for a
+/// CPU runs. Measured on 2 vCPUs, 8 GiB fast release with a GET probe (medians of 3): no yield 76 ms, GET
+/// p99 3.2 ms (4.6 ms at 4 GiB); every 1 ms 102 ms, p99 1.2 ms (≤ 1.9 ms); every 0.2 ms 130 ms, p99 0.56 ms.
+const RECLAIM_YIELD_INTERVAL: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// The hash of a key, used both to pick its shard and inside the shard's index.
 pub fn hash_key(key: &[u8]) -> u64 {
@@ -370,6 +374,7 @@ impl Store {
             .filter(|index| index % stride == first % stride)
             .collect();
         let mut cursor = first / stride;
+        let mut ran_since = Instant::now();
         while progress.net_released_bytes() < progress.wanted_bytes
             && self.resident_bytes() > progress.resident_floor_bytes
         {
@@ -394,6 +399,10 @@ impl Store {
                 };
                 // The detached segment is unmapped here, after the shard lock was released.
                 drop(step.detached);
+                if ran_since.elapsed() >= RECLAIM_YIELD_INTERVAL {
+                    std::thread::yield_now();
+                    ran_since = Instant::now();
+                }
                 if step.progressed {
                     progress
                         .released_bytes

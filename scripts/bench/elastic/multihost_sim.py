@@ -170,6 +170,10 @@ def main():
     ap.add_argument("--hit-ms", type=float, default=0.3)
     ap.add_argument("--miss-ms", type=float, default=2.5)
     ap.add_argument("--window-s", type=float, default=10.0)
+    ap.add_argument("--single-host", default=None,
+                    help="the single-server case's host (default: the one with the most free memory on average, "
+                         "as Mortar)")
+    ap.add_argument("--name", default="multihost-sim", help="output file stem (elastic-<name>.json/.png)")
     c.add_common_args(ap)
     args = ap.parse_args()
     c.apply_quick(ap, args, duration_s=60, apps_max=2, records_per_app=5000, window_s=5.0)
@@ -177,9 +181,9 @@ def main():
     if len(args.hosts) < 2:
         ap.error("--hosts needs several hosts")
     args.capacity = c.parse_size(args.capacity)
-    json_path, png = c.out_paths(args, "multihost-sim")
+    json_path, png = c.out_paths(args, args.name)
     traces = load_traces(args)
-    single_host = max(args.hosts, key=lambda h: traces[h].mean(args.duration_s))
+    single_host = args.single_host or max(args.hosts, key=lambda h: traces[h].mean(args.duration_s))
     results = []
     for k in range(1, args.apps_max + 1):
         for setup, hosts in (("single", [single_host]), ("multi", args.hosts)):
@@ -188,7 +192,7 @@ def main():
             c.log(f"# {setup}, {k} app(s) per host: hit rate {r['hit_rate']:.3f}, mean {r['mean_ms']:.2f} ms, "
                   f"std of windowed means {r['window_std_ms']:.2f} ms ({r['requests']:,} requests)")
     text, lines = summarize(results, traces, args)
-    note = (f"simulation: hosts {','.join(args.hosts)} (single: {single_host}, the most free memory on average), "
+    note = (f"simulation: hosts {','.join(args.hosts)} (single: {single_host}), "
             f"{args.trace_days:g} day(s) of the trace from day {args.trace_start_days:g} compressed into "
             f"{args.duration_s:g} simulated s, capacity {c.fmt_bytes(args.capacity)} per host; cache = LRU of "
             f"{args.value_bytes} B records sized to the host's free memory; apps: {args.records_per_app:,} records "
