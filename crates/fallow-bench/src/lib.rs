@@ -5,6 +5,7 @@
 //! and returns [`RunResults`], so experiments and the null-server probe drive it without a subprocess.
 pub mod bulk;
 pub mod clock;
+pub mod experiments;
 pub mod net;
 pub mod nullserver;
 pub mod options;

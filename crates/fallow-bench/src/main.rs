@@ -25,6 +25,8 @@ enum Command {
     NullServer(NullServerArgs),
     /// Write sort-benchmark records (100 bytes: 10-byte key, 90-byte value).
     Gensort(fallow_bench::bulk::GensortArgs),
+    /// Run an elastic-memory experiment (issue 4; the drivers in scripts/bench/elastic/).
+    Elastic(fallow_bench::experiments::ElasticArgs),
 }
 
 fn main() -> ExitCode {
@@ -33,6 +35,7 @@ fn main() -> ExitCode {
         Command::Run(options) => run(options),
         Command::NullServer(args) => run_null_server(args),
         Command::Gensort(args) => fallow_bench::bulk::run_gensort(args),
+        Command::Elastic(args) => fallow_bench::experiments::run_elastic(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
