@@ -1,0 +1,132 @@
+//! The ADT interface (Claret §5, Listings 1-2, in Rust): an ADT is a sequential specification (`apply`) plus
+//! what the concurrency control needs to know about each operation.
+use std::fmt::Debug;
+
+/// What an operation does to its record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// Only observes the record (`size`, `contains`).
+    Read,
+    /// Only changes it and returns nothing (`add`): executes as a no-op, applies at commit.
+    Mutate,
+    /// Observes and changes it (returns a value that depends on the state and changes the state).
+    ReadMutate,
+}
+
+/// An abstract-lock mode. Operations in the same *shared* mode hold a record's lock together (they commute in
+/// every state); an *exclusive* mode admits one holder. The phaser groups waiting operations by mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Mode {
+    pub name: &'static str,
+    pub shared: bool,
+}
+
+impl Mode {
+    pub const fn shared(name: &'static str) -> Mode {
+        Mode { name, shared: true }
+    }
+
+    pub const fn exclusive(name: &'static str) -> Mode {
+        Mode {
+            name,
+            shared: false,
+        }
+    }
+
+    /// Whether an operation in `self` may hold the lock beside one in `other`.
+    pub fn compatible(self, other: Mode) -> bool {
+        self.shared && self == other
+    }
+}
+
+/// The reader/writer baseline's mode of an operation: reads share, everything else is exclusive.
+pub fn rw_mode(access: Access) -> Mode {
+    match access {
+        Access::Read => Mode::shared("read"),
+        Access::Mutate | Access::ReadMutate => Mode::exclusive("write"),
+    }
+}
+
+/// An abstract data type: its state, operations and sequential semantics, and the declarations the
+/// transaction layer uses.
+pub trait Adt {
+    /// The abstract state of one record.
+    type State: Clone + Debug + Default + PartialEq;
+    type Op: Clone + Debug;
+    /// What an operation returns (`()`-like for pure mutations).
+    type Output: Clone + Debug + PartialEq;
+
+    const NAME: &'static str;
+
+    /// Executes `op` on `state` and returns its result: the sequential specification everything else must
+    /// agree with.
+    fn apply(state: &mut Self::State, op: &Self::Op) -> Self::Output;
+
+    fn access(op: &Self::Op) -> Access;
+
+    /// The abstract-lock mode `op` takes (boosting). Must be sound: two operations in the same shared mode
+    /// commute in every state.
+    fn mode(op: &Self::Op) -> Mode;
+
+    /// The commutativity specification: whether `a` and `b` commute when both run on `state` (Claret
+    /// Table 2 for sets). May be finer than the modes; state-dependent rules live here.
+    fn commutes(a: &Self::Op, b: &Self::Op, state: &Self::State) -> bool;
+
+    /// Whether concurrent transactions may merge `op` with another operation of the same mode on the same
+    /// record in the client (combining, Claret §4.3).
+    fn combinable(op: &Self::Op) -> bool;
+}
+
+/// Runs `a` then `b` and `b` then `a` from `state` when the ADT says they commute there; Err describes the
+/// first difference (results of either operation, or the final state). Ok when they are not declared
+/// commuting (nothing is claimed).
+pub fn check_pair<A: Adt>(state: &A::State, a: &A::Op, b: &A::Op) -> Result<(), String> {
+    if !A::commutes(a, b, state) {
+        return Ok(());
+    }
+    both_orders::<A>(state, a, b)
+}
+
+/// Whether `a` and `b` give the same results and final state in either order from `state`, whatever the ADT
+/// declares (an exact specification declares commuting exactly these pairs).
+pub fn orders_agree<A: Adt>(state: &A::State, a: &A::Op, b: &A::Op) -> bool {
+    both_orders::<A>(state, a, b).is_ok()
+}
+
+fn both_orders<A: Adt>(state: &A::State, a: &A::Op, b: &A::Op) -> Result<(), String> {
+    let (mut first, mut second) = (state.clone(), state.clone());
+    let (a_first, b_second) = (A::apply(&mut first, a), A::apply(&mut first, b));
+    let (b_first, a_second) = (A::apply(&mut second, b), A::apply(&mut second, a));
+    if a_first != a_second {
+        return Err(format!(
+            "{}: {a:?} returns {a_first:?} before {b:?} but {a_second:?} after it, from {state:?}",
+            A::NAME
+        ));
+    }
+    if b_first != b_second {
+        return Err(format!(
+            "{}: {b:?} returns {b_second:?} after {a:?} but {b_first:?} before it, from {state:?}",
+            A::NAME
+        ));
+    }
+    if first != second {
+        return Err(format!(
+            "{}: {a:?}, {b:?} ends in {first:?}; the other order in {second:?}, from {state:?}",
+            A::NAME
+        ));
+    }
+    Ok(())
+}
+
+/// Soundness of the lock modes: two operations whose modes let them share the lock must be declared
+/// commuting in `state` (and `check_pair` then proves they do).
+pub fn check_shared_mode<A: Adt>(state: &A::State, a: &A::Op, b: &A::Op) -> Result<(), String> {
+    if A::mode(a).compatible(A::mode(b)) && !A::commutes(a, b, state) {
+        return Err(format!(
+            "{}: {a:?} and {b:?} share mode {:?} but do not commute in {state:?}",
+            A::NAME,
+            A::mode(a)
+        ));
+    }
+    Ok(())
+}

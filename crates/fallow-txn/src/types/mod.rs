@@ -1,0 +1,2 @@
+//! The built-in abstract data types, one file each.
+pub mod set;
