@@ -7,6 +7,7 @@
 //! declares commuting in a state, both execution orders must give the same results and the same final state
 //! (`adt::check_pair`, exercised by proptest in `tests/`).
 pub mod adt;
+pub mod lock;
 pub mod types;
 
 pub use adt::{check_pair, check_shared_mode, orders_agree, rw_mode, Access, Adt, Mode};
