@@ -130,3 +130,31 @@ pub fn check_shared_mode<A: Adt>(state: &A::State, a: &A::Op, b: &A::Op) -> Resu
     }
     Ok(())
 }
+
+/// Every property of a specification on one (state, a, b): declared-commuting pairs commute
+/// (`check_pair`), the declaration is symmetric, shared modes are sound (`check_shared_mode`), and, when
+/// `exact`, a pair is declared commuting exactly when both orders agree.
+pub fn check_spec<A: Adt>(
+    state: &A::State,
+    a: &A::Op,
+    b: &A::Op,
+    exact: bool,
+) -> Result<(), String> {
+    check_pair::<A>(state, a, b)?;
+    check_shared_mode::<A>(state, a, b)?;
+    let declared = A::commutes(a, b, state);
+    if declared != A::commutes(b, a, state) {
+        return Err(format!(
+            "{}: commutes({a:?}, {b:?}) is not symmetric in {state:?}",
+            A::NAME
+        ));
+    }
+    if exact && declared != orders_agree::<A>(state, a, b) {
+        return Err(format!(
+            "{}: {a:?} / {b:?} in {state:?}: declared {declared}, but the orders {}",
+            A::NAME,
+            if declared { "differ" } else { "agree" }
+        ));
+    }
+    Ok(())
+}

@@ -10,4 +10,6 @@ pub mod adt;
 pub mod lock;
 pub mod types;
 
-pub use adt::{check_pair, check_shared_mode, orders_agree, rw_mode, Access, Adt, Mode};
+pub use adt::{
+    check_pair, check_shared_mode, check_spec, orders_agree, rw_mode, Access, Adt, Mode,
+};
