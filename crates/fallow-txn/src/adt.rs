@@ -13,29 +13,51 @@ pub enum Access {
     ReadMutate,
 }
 
-/// An abstract-lock mode. Operations in the same *shared* mode hold a record's lock together (they commute in
-/// every state); an *exclusive* mode admits one holder. The phaser groups waiting operations by mode.
+/// An abstract-lock mode. Operations whose modes are compatible hold a record's lock together (boosting);
+/// the phaser groups waiting operations by mode name. Two modes are compatible when they have the same name
+/// and the mode is shared (every `add` of a set), or when they are the same per-part mode for different parts
+/// (writes to different fields of a hash: `part` is the field's hash; equal hashes of different fields only
+/// make the lock stricter than needed).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Mode {
     pub name: &'static str,
     pub shared: bool,
+    pub part: Option<u64>,
 }
 
 impl Mode {
     pub const fn shared(name: &'static str) -> Mode {
-        Mode { name, shared: true }
+        Mode {
+            name,
+            shared: true,
+            part: None,
+        }
     }
 
     pub const fn exclusive(name: &'static str) -> Mode {
         Mode {
             name,
             shared: false,
+            part: None,
+        }
+    }
+
+    /// An exclusive mode for one part of a record (one field of a hash, one member of a sorted set).
+    pub const fn part(name: &'static str, part: u64) -> Mode {
+        Mode {
+            name,
+            shared: false,
+            part: Some(part),
         }
     }
 
     /// Whether an operation in `self` may hold the lock beside one in `other`.
     pub fn compatible(self, other: Mode) -> bool {
-        self.shared && self == other
+        if self.name != other.name || self.shared != other.shared {
+            return false;
+        }
+        self.shared
+            || matches!((self.part, other.part), (Some(mine), Some(theirs)) if mine != theirs)
     }
 }
 

@@ -1,12 +1,12 @@
 //! The lock table: one abstract lock per record (Claret §4.1) with its phaser (§4.2); one table serves all
 //! the shards of a process.
 //!
-//! A record's lock is held in one mode at a time by any number of transactions whose operations take that
-//! mode, when it is shared (boosting; under the reader/writer baseline only reads share). A request that
-//! cannot join waits in the record's queue when phasing is on, or fails at once when it is off (the client
-//! retries, as Claret's baseline). When the last holder leaves, the next phase starts in the mode of the
-//! waiter that came first and admits every waiter of that mode. A phase stops admitting newcomers once it has run
-//! `phase_max` while others wait, so a stream of one mode cannot starve the rest.
+//! A record's lock is held by any number of transactions whose modes are pairwise compatible (boosting;
+//! under the reader/writer baseline only reads share). A request that cannot join waits in the record's
+//! queue when phasing is on, or fails at once when it is off (the client retries, as Claret's baseline).
+//! When the last holder leaves, the next phase starts in the mode of the waiter that came first and admits
+//! every waiter of that mode name that fits beside the others. A phase stops admitting newcomers once it
+//! has run `phase_max` while other modes wait, so a stream of one mode cannot starve the rest.
 //!
 //! Deadlocks are detected when they would form: every transaction waits for at most one record at a time
 //! (interactive transactions run one command at a time), so the table keeps the waits-for graph and refuses
@@ -15,11 +15,11 @@
 //! each wait breaks them. Detection rather than wait-die or wound-wait: phasing keeps many transactions of
 //! different ages waiting on a hot record, and age rules would abort most of them at every phase change.
 use crate::adt::Mode;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::Hash;
 use std::time::{Duration, Instant};
 
-/// A transaction's identity and age: smaller is older.
+/// A transaction's identity.
 pub type TxnId = u64;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,7 +57,8 @@ pub enum Acquire {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ConflictCause {
-    /// Phasing is off and the lock is held in an incompatible mode.
+    /// Phasing is off and a holder's mode does not admit the request, or a holder asks for a mode that does
+    /// not fit beside the other holders.
     Busy,
     /// Waiting would close a cycle of transactions waiting for each other.
     Deadlock,
@@ -70,14 +71,13 @@ pub type Granted<K> = Vec<(K, TxnId)>;
 
 #[derive(Debug)]
 struct RecordLock {
-    mode: Mode,
-    holders: Vec<TxnId>,
+    /// Each hold with its mode; a transaction may hold a record in several modes.
+    holders: Vec<(TxnId, Mode)>,
+    /// The mode name of the current phase.
+    phase: &'static str,
     phase_started: Instant,
     waiting: VecDeque<(TxnId, Mode)>,
 }
-
-/// A mode for a transaction that holds a record alone in one mode and asks for another.
-const MIXED: Mode = Mode::exclusive("mixed");
 
 pub struct LockTable<K> {
     config: LockConfig,
@@ -114,30 +114,35 @@ impl<K: Hash + Eq + Clone> LockTable<K> {
 
     /// Asks for `key`'s lock in `mode` for `txn`.
     pub fn acquire(&mut self, key: &K, txn: TxnId, mode: Mode, now: Instant) -> Acquire {
-        if !self.records.contains_key(key) {
-            if self.records.len() >= self.config.records_max {
+        let config = self.config;
+        let Some(lock) = self.records.get_mut(key) else {
+            if self.records.len() >= config.records_max {
                 return Acquire::Conflict(ConflictCause::Full);
             }
-            self.records.insert(
-                key.clone(),
-                RecordLock {
-                    mode,
-                    holders: vec![txn],
-                    phase_started: now,
-                    waiting: VecDeque::new(),
-                },
-            );
+            let lock = RecordLock {
+                holders: vec![(txn, mode)],
+                phase: mode.name,
+                phase_started: now,
+                waiting: VecDeque::new(),
+            };
+            self.records.insert(key.clone(), lock);
+            return Acquire::Granted;
+        };
+        if lock.holds(txn) {
+            // It would wait for the other holders while holding: refused rather than queued.
+            if !lock.fits(txn, mode) {
+                return Acquire::Conflict(ConflictCause::Busy);
+            }
+            lock.holders.push((txn, mode));
             return Acquire::Granted;
         }
-        let config = self.config;
-        let lock = self.records.get_mut(key).expect("checked above");
-        if lock.holders.contains(&txn) {
-            return lock.rejoin(txn, mode);
-        }
-        let others_wait = lock.waiting.iter().any(|&(_, waiting)| waiting != mode);
+        let others_wait = lock
+            .waiting
+            .iter()
+            .any(|&(_, waiting)| waiting.name != mode.name);
         let phase_open = !others_wait || now.duration_since(lock.phase_started) < config.phase_max;
-        if lock.mode.compatible(mode) && phase_open {
-            lock.holders.push(txn);
+        if lock.fits(txn, mode) && phase_open {
+            lock.holders.push((txn, mode));
             return Acquire::Granted;
         }
         if !config.phasing {
@@ -149,7 +154,7 @@ impl<K: Hash + Eq + Clone> LockTable<K> {
         if self.would_deadlock(key, txn) {
             return Acquire::Conflict(ConflictCause::Deadlock);
         }
-        let lock = self.records.get_mut(key).expect("checked above");
+        let lock = self.records.get_mut(key).expect("looked up above");
         lock.waiting.push_back((txn, mode));
         self.waits_for.insert(txn, key.clone());
         Acquire::Waiting
@@ -158,8 +163,8 @@ impl<K: Hash + Eq + Clone> LockTable<K> {
     /// Whether `txn` waiting for `key` closes a cycle: some holder of `key` waits, directly or through
     /// others, for a record `txn` holds.
     fn would_deadlock(&self, key: &K, txn: TxnId) -> bool {
-        let mut stack: Vec<TxnId> = self.records[key].holders.clone();
-        let mut seen = std::collections::HashSet::new();
+        let mut stack: Vec<TxnId> = self.records[key].holder_ids().collect();
+        let mut seen = HashSet::new();
         while let Some(holder) = stack.pop() {
             if holder == txn {
                 return true;
@@ -168,7 +173,7 @@ impl<K: Hash + Eq + Clone> LockTable<K> {
                 continue;
             }
             if let Some(record) = self.waits_for.get(&holder) {
-                stack.extend(self.records[record].holders.iter().copied());
+                stack.extend(self.records[record].holder_ids());
             }
         }
         false
@@ -187,7 +192,7 @@ impl<K: Hash + Eq + Clone> LockTable<K> {
             let Some(lock) = self.records.get_mut(key) else {
                 continue;
             };
-            lock.holders.retain(|&holder| holder != txn);
+            lock.holders.retain(|&(holder, _)| holder != txn);
             if !lock.holders.is_empty() {
                 continue;
             }
@@ -202,20 +207,30 @@ impl<K: Hash + Eq + Clone> LockTable<K> {
         granted
     }
 
-    /// Checks the table's invariants (tests; `debug_assert` callers): holders of a record share its mode
-    /// (or hold it alone), every waiter is recorded in the waits-for graph and waits on a held record, and
+    /// The record `txn` waits for, if any.
+    pub fn waiting_for(&self, txn: TxnId) -> Option<&K> {
+        self.waits_for.get(&txn)
+    }
+
+    /// The holds on `key`'s lock (for INFO and tests).
+    pub fn holders(&self, key: &K) -> Option<&[(TxnId, Mode)]> {
+        self.records.get(key).map(|lock| lock.holders.as_slice())
+    }
+
+    /// Checks the table's invariants (tests; `debug_assert` callers): the holds of different transactions
+    /// on a record are compatible, every waiter is in the waits-for graph and waits on a held record, and
     /// the graph has no cycle.
     pub fn check_invariants(&self) -> Result<(), String> {
         for lock in self.records.values() {
             if lock.holders.is_empty() {
                 return Err("a record without holders stays in the table".into());
             }
-            if lock.holders.len() > 1 && !lock.mode.shared {
-                return Err(format!(
-                    "{} holders of exclusive {:?}",
-                    lock.holders.len(),
-                    lock.mode
-                ));
+            for &(a, mode_a) in &lock.holders {
+                for &(b, mode_b) in &lock.holders {
+                    if a != b && !mode_a.compatible(mode_b) {
+                        return Err(format!("{a} in {mode_a:?} beside {b} in {mode_b:?}"));
+                    }
+                }
             }
             for &(waiter, _) in &lock.waiting {
                 if !self.waits_for.contains_key(&waiter) {
@@ -238,54 +253,43 @@ impl<K: Hash + Eq + Clone> LockTable<K> {
         }
         Ok(())
     }
-
-    /// The transaction `txn` waits for, if any.
-    pub fn waiting_for(&self, txn: TxnId) -> Option<&K> {
-        self.waits_for.get(&txn)
-    }
-
-    /// The holders of `key`'s lock and its mode (for INFO and tests).
-    pub fn holders(&self, key: &K) -> Option<(Mode, &[TxnId])> {
-        self.records
-            .get(key)
-            .map(|lock| (lock.mode, lock.holders.as_slice()))
-    }
 }
 
 impl RecordLock {
-    /// A holder asks again: same mode or a mode that shares with its own holds; a sole holder may move to a
-    /// combined exclusive mode. A holder that shares the lock and asks for another mode would have to wait
-    /// for the others while holding: that upgrade is refused (the transaction aborts and may retry).
-    fn rejoin(&mut self, txn: TxnId, mode: Mode) -> Acquire {
-        if self.mode == mode || self.mode.compatible(mode) {
-            return Acquire::Granted;
-        }
-        if self.holders == [txn] {
-            self.mode = MIXED;
-            return Acquire::Granted;
-        }
-        Acquire::Conflict(ConflictCause::Busy)
+    fn holds(&self, txn: TxnId) -> bool {
+        self.holders.iter().any(|&(holder, _)| holder == txn)
     }
 
-    /// Starts the next phase in the mode of the waiter that came first: admits every waiter of that mode
-    /// (only that one when the mode is exclusive). Returns the admitted.
+    fn holder_ids(&self) -> impl Iterator<Item = TxnId> + '_ {
+        self.holders.iter().map(|&(holder, _)| holder)
+    }
+
+    /// Whether `txn` may hold the lock in `mode` beside the other transactions' holds.
+    fn fits(&self, txn: TxnId, mode: Mode) -> bool {
+        self.holders
+            .iter()
+            .all(|&(holder, held)| holder == txn || held.compatible(mode))
+    }
+
+    /// Starts the next phase with the mode name of the waiter that came first and admits, in arrival order,
+    /// every waiter of that name that fits beside those admitted before it. Returns the admitted.
     fn next_phase(&mut self, now: Instant) -> Vec<TxnId> {
-        let Some(&(first, mode)) = self.waiting.front() else {
+        let Some(&(_, first_mode)) = self.waiting.front() else {
             return Vec::new();
         };
-        let admitted: Vec<TxnId> = if mode.shared {
-            self.waiting
-                .iter()
-                .filter(|&&(_, waiting)| waiting == mode)
-                .map(|&(id, _)| id)
-                .collect()
-        } else {
-            vec![first]
-        };
-        self.waiting.retain(|(id, _)| !admitted.contains(id));
-        self.mode = mode;
-        self.holders.clone_from(&admitted);
+        self.phase = first_mode.name;
         self.phase_started = now;
+        let mut admitted = Vec::new();
+        let mut still_waiting = VecDeque::with_capacity(self.waiting.len());
+        for (txn, mode) in std::mem::take(&mut self.waiting) {
+            if mode.name == self.phase && self.fits(txn, mode) {
+                self.holders.push((txn, mode));
+                admitted.push(txn);
+            } else {
+                still_waiting.push_back((txn, mode));
+            }
+        }
+        self.waiting = still_waiting;
         admitted
     }
 }

@@ -25,7 +25,11 @@ fn commuting_operations_share_the_lock_and_the_next_phase_admits_a_whole_mode() 
     assert!(locks.release(&["s"], 1, now).is_empty(), "2 still holds");
     // the reads came first: both start the next phase together
     assert_eq!(locks.release(&["s"], 2, now), vec![("s", 3), ("s", 5)]);
-    assert_eq!(locks.holders(&"s").unwrap().0, READ);
+    assert!(locks
+        .holders(&"s")
+        .unwrap()
+        .iter()
+        .all(|&(_, mode)| mode == READ));
     assert_eq!(locks.waiting_for(4), Some(&"s"));
     locks.release(&["s"], 3, now);
     assert_eq!(locks.release(&["s"], 5, now), vec![("s", 4)]);
@@ -103,9 +107,14 @@ fn a_holder_may_change_mode_alone_but_not_while_sharing() {
     assert_eq!(locks.acquire(&"s", 1, ADD, now), Acquire::Granted);
     assert_eq!(locks.acquire(&"s", 1, ADD, now), Acquire::Granted);
     assert_eq!(locks.acquire(&"s", 1, READ, now), Acquire::Granted);
-    assert!(
-        !locks.holders(&"s").unwrap().0.shared,
-        "alone in a mixed mode"
+    assert_eq!(
+        locks.holders(&"s").unwrap(),
+        &[(1, ADD), (1, ADD), (1, READ)]
+    );
+    assert_eq!(
+        locks.acquire(&"s", 2, ADD, now),
+        Acquire::Waiting,
+        "1 also reads"
     );
     assert_eq!(locks.acquire(&"t", 1, ADD, now), Acquire::Granted);
     assert_eq!(locks.acquire(&"t", 2, ADD, now), Acquire::Granted);
@@ -113,6 +122,25 @@ fn a_holder_may_change_mode_alone_but_not_while_sharing() {
         locks.acquire(&"t", 1, READ, now),
         Acquire::Conflict(ConflictCause::Busy)
     );
+}
+
+#[test]
+fn per_part_modes_share_the_lock_for_different_parts_only() {
+    let now = Instant::now();
+    let mut locks = table();
+    let field = |part| Mode::part("field-write", part);
+    assert_eq!(locks.acquire(&"h", 1, field(10), now), Acquire::Granted);
+    assert_eq!(locks.acquire(&"h", 2, field(20), now), Acquire::Granted);
+    assert_eq!(locks.acquire(&"h", 3, field(10), now), Acquire::Waiting);
+    assert_eq!(locks.acquire(&"h", 4, READ, now), Acquire::Waiting);
+    // the phase is young: another field still joins although a read waits
+    assert_eq!(locks.acquire(&"h", 5, field(30), now), Acquire::Granted);
+    locks.check_invariants().unwrap();
+    locks.release(&["h"], 1, now);
+    locks.release(&["h"], 2, now);
+    // the write of field 10 came before the read: its phase admits it alone (the read is another mode)
+    assert_eq!(locks.release(&["h"], 5, now), vec![("h", 3)]);
+    assert_eq!(locks.release(&["h"], 3, now), vec![("h", 4)]);
 }
 
 #[test]
@@ -144,13 +172,20 @@ enum Step {
 
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
-        3 => (1u64..7, 0usize..4, 0usize..4).prop_map(|(txn, key, mode)| Step::Acquire { txn, key, mode }),
+        3 => (1u64..7, 0usize..4, 0usize..6).prop_map(|(txn, key, mode)| Step::Acquire { txn, key, mode }),
         1 => (1u64..7).prop_map(|txn| Step::Finish { txn }),
     ]
 }
 
 const KEYS: [&str; 4] = ["a", "b", "c", "d"];
-const MODES: [Mode; 4] = [ADD, REMOVE, READ, WRITE];
+const MODES: [Mode; 6] = [
+    ADD,
+    REMOVE,
+    READ,
+    WRITE,
+    Mode::part("field", 1),
+    Mode::part("field", 2),
+];
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(2048))]
