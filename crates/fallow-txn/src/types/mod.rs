@@ -1,4 +1,7 @@
 //! The built-in abstract data types, one file each.
 pub mod counter;
+pub mod dict;
 pub mod set;
 pub mod summary_bag;
+pub mod topk;
+pub mod uid;
