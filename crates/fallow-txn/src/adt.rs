@@ -51,6 +51,14 @@ impl Mode {
         }
     }
 
+    /// The per-part mode for a part named by a value (a field, a member): the part is its hash.
+    pub fn part_of(name: &'static str, part: &impl std::hash::Hash) -> Mode {
+        use std::hash::Hasher;
+        let mut hasher = std::hash::DefaultHasher::new();
+        part.hash(&mut hasher);
+        Mode::part(name, hasher.finish())
+    }
+
     /// Whether an operation in `self` may hold the lock beside one in `other`.
     pub fn compatible(self, other: Mode) -> bool {
         if self.name != other.name || self.shared != other.shared {

@@ -27,7 +27,7 @@
 use crate::adt::{Access, Adt, Mode};
 use std::collections::BTreeMap;
 use std::fmt::Debug;
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::hash::Hash;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DictOp<F> {
@@ -55,9 +55,7 @@ pub const READ: Mode = Mode::shared("read");
 
 /// The per-field write mode: the part is the field's hash.
 pub fn field_write<F: Hash>(field: &F) -> Mode {
-    let mut hasher = DefaultHasher::new();
-    field.hash(&mut hasher);
-    Mode::part("field-write", hasher.finish())
+    Mode::part_of("field-write", field)
 }
 
 impl<F: Ord + Clone + Debug + Hash> Adt for Dict<F> {

@@ -21,7 +21,7 @@
 use crate::adt::{Access, Adt, Mode};
 use std::collections::BTreeMap;
 use std::fmt::Debug;
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::hash::Hash;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ZOp<M> {
@@ -49,10 +49,8 @@ pub struct ScoredSet<M>(std::marker::PhantomData<M>);
 pub const INCR: Mode = Mode::shared("incr");
 pub const READ: Mode = Mode::shared("read");
 
-pub fn member_write<M: Hash>(member: &M) -> Mode {
-    let mut hasher = DefaultHasher::new();
-    member.hash(&mut hasher);
-    Mode::part("member-write", hasher.finish())
+pub fn member_write<F: Hash>(member: &F) -> Mode {
+    Mode::part_of("member-write", member)
 }
 
 fn ranked<M: Ord + Clone>(state: &BTreeMap<M, i128>) -> Vec<M> {
