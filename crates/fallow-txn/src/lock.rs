@@ -133,7 +133,10 @@ impl<K: Hash + Eq + Clone> LockTable<K> {
             if !lock.fits(txn, mode) {
                 return Acquire::Conflict(ConflictCause::Busy);
             }
-            lock.holders.push((txn, mode));
+            // one entry per (transaction, mode): a transaction's many adds to a set hold it once
+            if !lock.holders.contains(&(txn, mode)) {
+                lock.holders.push((txn, mode));
+            }
             return Acquire::Granted;
         }
         let others_wait = lock
