@@ -1,21 +1,12 @@
 //! Fills a store with 50 KB values and times one reclaim, reading VmRSS before and after:
 //! `cargo run --release -p fallow-store --example reclaim -- <fill MiB> <release MiB> careful|fast
 //! [value bytes, default 50000]`.
+use fallow_model::calibrate::machine::kib_field_bytes;
 use fallow_store::{now_ms, ReclaimPath, Store, StoreConfig};
 
 fn rss_bytes() -> usize {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| {
-            rest.trim()
-                .trim_end_matches("kB")
-                .trim()
-                .parse::<usize>()
-                .ok()
-        })
-        .map_or(0, |kib| kib * 1024)
+    kib_field_bytes(&status, "VmRSS").unwrap_or(0) as usize
 }
 
 fn main() {

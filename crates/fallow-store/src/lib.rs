@@ -397,7 +397,7 @@ impl Store {
                         .fetch_max(held_since.elapsed().as_nanos() as usize, Ordering::Relaxed);
                     step
                 };
-                // The detached segment is unmapped here, after the shard lock was released.
+                // The detached segment gives its pages back here, after the shard lock was released.
                 drop(step.detached);
                 if ran_since.elapsed() >= RECLAIM_YIELD_INTERVAL {
                     std::thread::yield_now();

@@ -1,16 +1,12 @@
 //! Dropped huge-page segments give their pages back at once (RSS falls) while their address range is kept
 //! for the next segment of the same size; `unmap_retained` gives the ranges back too. Its own test binary:
 //! the kept ranges are process-wide, so no other test may map or trim meanwhile.
+use fallow_model::calibrate::machine::kib_field_bytes;
 use fallow_store::memory::segment::{retained, ItemHeader, Segment, HUGE_PAGE_BYTES};
 
 fn rss_bytes() -> usize {
     let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
-    let kib: usize = status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS");
-    kib * 1024
+    kib_field_bytes(&status, "VmRSS").expect("VmRSS") as usize
 }
 
 /// Fills a segment with items of `value_bytes` until it is full.
