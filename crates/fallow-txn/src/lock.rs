@@ -73,8 +73,6 @@ pub type Granted<K> = Vec<(K, TxnId)>;
 struct RecordLock {
     /// Each hold with its mode; a transaction may hold a record in several modes.
     holders: Vec<(TxnId, Mode)>,
-    /// The mode name of the current phase.
-    phase: &'static str,
     phase_started: Instant,
     waiting: VecDeque<(TxnId, Mode)>,
 }
@@ -121,7 +119,6 @@ impl<K: Hash + Eq + Clone> LockTable<K> {
             }
             let lock = RecordLock {
                 holders: vec![(txn, mode)],
-                phase: mode.name,
                 phase_started: now,
                 waiting: VecDeque::new(),
             };
@@ -280,12 +277,12 @@ impl RecordLock {
         let Some(&(_, first_mode)) = self.waiting.front() else {
             return Vec::new();
         };
-        self.phase = first_mode.name;
+        let phase = first_mode.name;
         self.phase_started = now;
         let mut admitted = Vec::new();
         let mut still_waiting = VecDeque::with_capacity(self.waiting.len());
         for (txn, mode) in std::mem::take(&mut self.waiting) {
-            if mode.name == self.phase && self.fits(txn, mode) {
+            if mode.name == phase && self.fits(txn, mode) {
                 self.holders.push((txn, mode));
                 admitted.push(txn);
             } else {
