@@ -640,6 +640,13 @@ def window(points: list[tuple[float, float]], start_s: float, span_s: float | No
     return [(0.0, opening[0][1])] + [(t - start_s, v) for t, v in inside]
 
 
+def host_window(host: str, args) -> list[tuple[float, float]]:
+    """The host's free fractions over the window the options --trace, --trace-start-days and --trace-days
+    choose (--trace-days 0 = to the trace's end)."""
+    return window(load_host_trace(host, Path(args.trace)), args.trace_start_days * 86400,
+                  args.trace_days * 86400 if args.trace_days else None)
+
+
 def compress(points: list[tuple[float, float]], duration_s: float) -> list[tuple[float, float]]:
     """Maps the trace's time span onto [0, duration_s]."""
     span = points[-1][0] or 1.0

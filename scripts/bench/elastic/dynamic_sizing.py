@@ -55,8 +55,7 @@ class Host:
     """The scaled, time-compressed trace of one host."""
 
     def __init__(self, args):
-        raw = c.window(c.load_host_trace(args.host, Path(args.trace)), args.trace_start_days * 86400,
-                       args.trace_days * 86400 if args.trace_days else None)
+        raw = c.host_window(args.host, args)
         self.start_days = args.trace_start_days
         self.span_days = raw[-1][0] / 86400
         self.points = c.compress(raw, args.duration_s)

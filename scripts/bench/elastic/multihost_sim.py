@@ -104,8 +104,7 @@ def simulate(traces: list[c.StepTrace], apps: int, args, seed: int) -> dict:
 def load_traces(args) -> dict[str, c.StepTrace]:
     out = {}
     for host in args.hosts:
-        raw = c.window(c.load_host_trace(host, Path(args.trace)), args.trace_start_days * 86400,
-                       args.trace_days * 86400 if args.trace_days else None)
+        raw = c.host_window(host, args)
         points = c.compress(raw, args.duration_s)
         out[host] = c.StepTrace([(t, f * args.capacity) for t, f in points])
     return out
