@@ -13,6 +13,7 @@ pub mod plot;
 pub mod protocol;
 pub mod report;
 pub mod runner;
+pub mod txn;
 pub mod workload;
 
 pub use options::RunOptions;

@@ -1,5 +1,5 @@
-//! `fallow-bench`: the load generator (`run`), the null server (`null-server`) and the sort-benchmark
-//! record generator (`gensort`).
+//! `fallow-bench`: the load generator (`run`), the null server (`null-server`), the sort-benchmark
+//! record generator (`gensort`) and the experiment drivers (`elastic`, `txn`).
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -27,6 +27,8 @@ enum Command {
     Gensort(fallow_bench::bulk::GensortArgs),
     /// Run an elastic-memory experiment (issue 4; the drivers in scripts/bench/elastic/).
     Elastic(fallow_bench::experiments::ElasticArgs),
+    /// Transactions (issue 5, Claret §6): raw operation mix, RUBiS or Retwis, every concurrency-control mode.
+    Txn(fallow_bench::txn::TxnArgs),
 }
 
 fn main() -> ExitCode {
@@ -36,6 +38,7 @@ fn main() -> ExitCode {
         Command::NullServer(args) => run_null_server(args),
         Command::Gensort(args) => fallow_bench::bulk::run_gensort(args),
         Command::Elastic(args) => fallow_bench::experiments::run_elastic(args),
+        Command::Txn(args) => fallow_bench::txn::run_txn(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

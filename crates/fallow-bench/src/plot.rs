@@ -12,11 +12,11 @@ use crate::report::TimelinePoint;
 
 /// DejaVu Sans (Bitstream Vera licence, see assets/DejaVuSans-LICENSE.txt).
 static FONT_TTF: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
-const FONT: &str = "sans-serif";
+pub(crate) const FONT: &str = "sans-serif";
 const WIDTH_PX: u32 = 1400;
 const HEIGHT_PX: u32 = 560;
 
-fn register_font() -> anyhow::Result<()> {
+pub(crate) fn register_font() -> anyhow::Result<()> {
     static REGISTERED: OnceLock<bool> = OnceLock::new();
     let ok = *REGISTERED
         .get_or_init(|| plotters::style::register_font(FONT, FontStyle::Normal, FONT_TTF).is_ok());
