@@ -78,6 +78,11 @@ fn item_key(item: u64) -> String {
     format!("rubis:item:{item}")
 }
 
+/// The key of an item by its member in the category and region indexes.
+fn item_key_named(member: &str) -> String {
+    format!("rubis:item:{member}")
+}
+
 fn user_key(user: u64) -> String {
     format!("rubis:user:{user}")
 }
@@ -240,7 +245,7 @@ fn view_item(c: &mut dyn Calls, d: Dialect, item: u64, k: u64) -> Result<(), Cal
 fn browse(c: &mut dyn Calls, index: &str) -> Result<(), CallError> {
     let listed = call(c, &[&"ZRANGE", &index, &0u64, &(BROWSE_ITEMS - 1)])?;
     for item in reply_items(&listed) {
-        let key = format!("rubis:item:{}", String::from_utf8_lossy(&item));
+        let key = item_key_named(&String::from_utf8_lossy(&item));
         call(c, &[&"HGET", &key, &"name"])?;
     }
     Ok(())
@@ -265,7 +270,9 @@ fn bid(c: &mut dyn Calls, d: Dialect, item: u64, user: u64, amount: u64) -> Resu
 fn sell_item(c: &mut dyn Calls, d: Dialect, uids: &mut Uids, seller: u64) -> Result<(), CallError> {
     let id = uids.next(c, d, "rubis:item-ids")?;
     let (category, region) = (id % CATEGORIES, id % REGIONS);
-    let key = format!("rubis:new-item:{id}");
+    // New items get a key space of their own: UID.NEXT's ids may fall in 0..items.
+    let member = format!("new-{id}");
+    let key = item_key_named(&member);
     call(
         c,
         &[
@@ -281,9 +288,12 @@ fn sell_item(c: &mut dyn Calls, d: Dialect, uids: &mut Uids, seller: u64) -> Res
     )?;
     call(
         c,
-        &[&"ZADD", &format!("rubis:category:{category}"), &id, &key],
+        &[&"ZADD", &format!("rubis:category:{category}"), &id, &member],
     )?;
-    call(c, &[&"ZADD", &format!("rubis:region:{region}"), &id, &key])?;
+    call(
+        c,
+        &[&"ZADD", &format!("rubis:region:{region}"), &id, &member],
+    )?;
     Ok(())
 }
 
