@@ -16,7 +16,7 @@ pub(crate) const FONT: &str = "sans-serif";
 const WIDTH_PX: u32 = 1400;
 const HEIGHT_PX: u32 = 560;
 
-pub(crate) fn register_font() -> anyhow::Result<()> {
+fn register_font() -> anyhow::Result<()> {
     static REGISTERED: OnceLock<bool> = OnceLock::new();
     let ok = *REGISTERED
         .get_or_init(|| plotters::style::register_font(FONT, FontStyle::Normal, FONT_TTF).is_ok());
@@ -46,14 +46,33 @@ pub fn write_plot(
     histogram: &Histogram<u64>,
     timeline: &[TimelinePoint],
 ) -> anyhow::Result<()> {
+    write_side_by_side(
+        path,
+        title,
+        |left| draw_cdf(left, histogram),
+        |right| draw_timeline(right, timeline),
+    )
+}
+
+/// One half of a plot.
+pub(crate) type Area<'a> = DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>;
+pub(crate) type DrawResult = Result<(), Box<dyn std::error::Error>>;
+
+/// A PNG of two charts side by side under one title.
+pub(crate) fn write_side_by_side(
+    path: &Path,
+    title: &str,
+    left: impl FnOnce(&Area<'_>) -> DrawResult,
+    right: impl FnOnce(&Area<'_>) -> DrawResult,
+) -> anyhow::Result<()> {
     register_font()?;
     let root = BitMapBackend::new(path, (WIDTH_PX, HEIGHT_PX)).into_drawing_area();
-    let draw = || -> Result<(), Box<dyn std::error::Error>> {
+    let draw = || -> DrawResult {
         root.fill(&WHITE)?;
         let root = root.titled(title, (FONT, 22))?;
-        let (left, right) = root.split_horizontally(WIDTH_PX / 2);
-        draw_cdf(&left, histogram)?;
-        draw_timeline(&right, timeline)?;
+        let (left_area, right_area) = root.split_horizontally(WIDTH_PX / 2);
+        left(&left_area)?;
+        right(&right_area)?;
         root.present()?;
         Ok(())
     };

@@ -95,6 +95,15 @@ mod tests {
     use super::*;
     use crate::txn::driver::testing::Recording;
 
+    fn params(add_fraction: f64, zipf: f64) -> RawParams {
+        RawParams {
+            keys: 10_000,
+            ops_per_txn: 4,
+            add_fraction,
+            zipf,
+        }
+    }
+
     fn run(params: RawParams, actions: usize) -> Recording {
         let raw = Raw { params };
         let mut actor = raw.actor(0, 1);
@@ -107,13 +116,7 @@ mod tests {
 
     #[test]
     fn transactions_mix_adds_and_sizes_as_asked() {
-        let params = RawParams {
-            keys: 10_000,
-            ops_per_txn: 4,
-            add_fraction: 0.25,
-            zipf: 0.6,
-        };
-        let recording = run(params, 10_000);
+        let recording = run(params(0.25, 0.6), 10_000);
         let commands: Vec<&Vec<Vec<u8>>> =
             recording.txns.iter().flat_map(|(_, c)| c.iter()).collect();
         assert!(recording.txns.iter().all(|(_, c)| c.len() == 4));
@@ -124,13 +127,7 @@ mod tests {
 
     #[test]
     fn keys_follow_the_zipf_law() {
-        let params = RawParams {
-            keys: 10_000,
-            ops_per_txn: 4,
-            add_fraction: 0.5,
-            zipf: 1.0,
-        };
-        let recording = run(params, 50_000);
+        let recording = run(params(0.5, 1.0), 50_000);
         let mut counts = vec![0u64; 10_000];
         for (_, commands) in &recording.txns {
             for c in commands {

@@ -10,7 +10,7 @@ use serde::Serialize;
 use super::driver::CellMeasurement;
 use super::server::ServerProbe;
 use super::{CommonArgs, Mode};
-use crate::plot::{register_font, short_number, FONT};
+use crate::plot::{short_number, write_side_by_side, FONT};
 use crate::report::LatencySummary;
 use fallow_model::calibrate::MachineInfo;
 
@@ -385,25 +385,15 @@ struct Panel<'a> {
     x_pow2: bool,
 }
 
-const WIDTH_PX: u32 = 1400;
-const HEIGHT_PX: u32 = 560;
 const COLORS: [RGBColor; 6] = [BLACK, RED, BLUE, GREEN, MAGENTA, RGBColor(255, 140, 0)];
 
 fn draw_panels(path: &Path, title: &str, panels: &[Panel<'_>; 2]) -> anyhow::Result<()> {
-    register_font()?;
-    let root = BitMapBackend::new(path, (WIDTH_PX, HEIGHT_PX)).into_drawing_area();
-    let draw = || -> Result<(), Box<dyn std::error::Error>> {
-        root.fill(&WHITE)?;
-        let root = root.titled(title, (FONT, 22))?;
-        let (left, right) = root.split_horizontally(WIDTH_PX / 2);
-        draw_panel(&left, &panels[0])?;
-        draw_panel(&right, &panels[1])?;
-        root.present()?;
-        Ok(())
-    };
-    draw()
-        .map_err(|e| anyhow::anyhow!("{e}"))
-        .with_context(|| format!("drawing {}", path.display()))
+    write_side_by_side(
+        path,
+        title,
+        |left| draw_panel(left, &panels[0]),
+        |right| draw_panel(right, &panels[1]),
+    )
 }
 
 fn draw_panel<DB: DrawingBackend>(

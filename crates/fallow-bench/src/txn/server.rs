@@ -87,23 +87,28 @@ fn spawn(name: &'static str, program: &Path, args: &[String], port: u16) -> anyh
     Ok(target)
 }
 
+/// `--bind 127.0.0.1 --port PORT` then `extra`: the flags fallow and redis-server share.
+fn loopback_args(port: u16, extra: &[&str]) -> Vec<String> {
+    let port = port.to_string();
+    ["--bind", "127.0.0.1", "--port", &port]
+        .iter()
+        .chain(extra)
+        .map(|s| s.to_string())
+        .collect()
+}
+
 /// Starts fallow on a free loopback port (RESP only).
 pub fn spawn_fallow(bin: &Path) -> anyhow::Result<Target> {
     let port = free_port()?;
-    let args = [
-        "--bind",
-        "127.0.0.1",
-        "--port",
-        &port.to_string(),
+    let extra = [
         "--memcache-port",
         "0",
         "--unixsocket",
         "",
         "--log-level",
         "warn",
-    ]
-    .map(String::from);
-    spawn("fallow", bin, &args, port)
+    ];
+    spawn("fallow", bin, &loopback_args(port, &extra), port)
 }
 
 /// Starts Debian's redis-server on a free loopback port without persistence, if it is installed.
@@ -112,17 +117,7 @@ pub fn spawn_redis() -> anyhow::Result<Option<Target>> {
         return Ok(None);
     }
     let port = free_port()?;
-    let args = [
-        "--bind",
-        "127.0.0.1",
-        "--port",
-        &port.to_string(),
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-    ]
-    .map(String::from);
+    let args = loopback_args(port, &["--save", "", "--appendonly", "no"]);
     spawn("redis", Path::new("redis-server"), &args, port).map(Some)
 }
 
