@@ -5,8 +5,13 @@ use std::process::Command;
 
 use serde_json::Value;
 
+/// `$FALLOW_BIN` (as the Python e2e tests), else `fallow` beside this build's fallow-bench. It must be
+/// built from the same tree (`cargo build --release -p fallow-server`): an older one has no TXN.*.
 fn fallow_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_fallow-bench")).with_file_name("fallow")
+    std::env::var_os("FALLOW_BIN").map_or_else(
+        || PathBuf::from(env!("CARGO_BIN_EXE_fallow-bench")).with_file_name("fallow"),
+        PathBuf::from,
+    )
 }
 
 fn positive(cell: &Value, field: &str) -> f64 {
@@ -36,7 +41,7 @@ fn quick_raw_run_reports_every_mode() {
         return;
     }
     let out = std::env::temp_dir().join(format!("fallow-txn-bench-{}", std::process::id()));
-    let status = Command::new(env!("CARGO_BIN_EXE_fallow-bench"))
+    let run = Command::new(env!("CARGO_BIN_EXE_fallow-bench"))
         .args([
             "txn",
             "raw",
@@ -48,9 +53,14 @@ fn quick_raw_run_reports_every_mode() {
         .arg(fallow_bin())
         .arg("--out")
         .arg(&out)
-        .status()
+        .output()
         .expect("running fallow-bench");
-    assert!(status.success(), "fallow-bench txn raw --quick failed");
+    assert!(
+        run.status.success(),
+        "fallow-bench txn raw --quick failed: {}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(String::from_utf8_lossy(&run.stdout).contains("| rw |"));
     let report: Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("raw.json")).unwrap()).unwrap();
     let points = report["points"].as_array().unwrap();
