@@ -93,21 +93,21 @@ pub fn topn_list(c: &mut dyn Calls, d: Dialect, key: &str, k: u64) -> Result<Rep
     }
 }
 
-/// Adds an amount to a summary bag. Stand-in: a hash counter of the sum.
+/// Adds an amount to a summary bag. Stand-in: INCRBY of a sum counter, which commutes as the bag's add.
 pub fn bag_add(c: &mut dyn Calls, d: Dialect, key: &str, amount: u64) -> Result<(), CallError> {
     if d.adt_commands {
         call(c, &[&"BAG.ADD", &key, &amount]).map(drop)
     } else {
-        call(c, &[&"HINCRBY", &key, &"sum", &amount]).map(drop)
+        call(c, &[&"INCRBY", &format!("{key}:sum"), &amount]).map(drop)
     }
 }
 
-/// The bag's mean. Stand-in: the hash of counters.
+/// The bag's mean. Stand-in: the sum counter.
 pub fn bag_mean(c: &mut dyn Calls, d: Dialect, key: &str) -> Result<Reply, CallError> {
     if d.adt_commands {
         call(c, &[&"BAG.MEAN", &key])
     } else {
-        call(c, &[&"HGETALL", &key])
+        call(c, &[&"GET", &format!("{key}:sum")])
     }
 }
 

@@ -442,6 +442,6 @@ mod tests {
             .iter()
             .map(|c| String::from_utf8_lossy(&c[0]).into_owned())
             .collect();
-        assert_eq!(names, ["HGET", "ZADD", "HINCRBY", "INCRBY", "INCRBY"]);
+        assert_eq!(names, ["HGET", "ZADD", "INCRBY", "INCRBY", "INCRBY"]);
     }
 }
