@@ -228,3 +228,22 @@ def test_config_validates_txn_settings(c):
     assert c.cmd("CONFIG", "SET", "txn-locks", "maybe") == Err(
         "ERR CONFIG SET failed (possibly related to argument 'txn-locks') - argument must be 'abstract' or 'rw'")
     assert c.cmd("CONFIG", "GET", "txn-phasing") == [b"txn-phasing", b"yes"]
+
+
+def test_new_types_commute_inside_transactions(raw):
+    t1, t2, reader = raw(), raw(), raw()
+    for t in (t1, t2, reader):
+        assert t.cmd("TXN.BEGIN") == "OK"
+    assert t1.cmd("TOPN.ADD", "best", "5", "alice") == "QUEUED"
+    assert t2.cmd("TOPN.ADD", "best", "7", "bob") == "QUEUED", "adds to a TopN share the lock"
+    assert t1.cmd("BAG.ADD", "stats", "5") == "QUEUED"
+    assert t2.cmd("BAG.ADD", "stats", "7") == "QUEUED"
+    # UID.NEXT answers at once, inside either transaction, with different ids
+    ids = {t1.cmd("UID.NEXT", "post:id"), t2.cmd("UID.NEXT", "post:id")}
+    assert len(ids) == 2 and all(isinstance(value, int) for value in ids)
+    waits(reader, "TOPN.MAX", "best")
+    assert t1.cmd("TXN.COMMIT") == [1, 1]
+    assert t2.cmd("TXN.COMMIT") == [1, 2]
+    assert reader.read_reply() == [b"bob", 7]
+    assert reader.cmd("BAG.SUMMARY", "stats") == [2, 5, 7, b"6"]
+    assert reader.cmd("TXN.COMMIT") == []

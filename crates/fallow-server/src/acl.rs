@@ -170,8 +170,8 @@ impl User {
     }
 }
 
-/// The ACL categories, in the order ACL CAT lists them (Redis's order, plus fallow's `server`).
-pub const CATEGORIES: [&str; 22] = [
+/// The ACL categories, in the order ACL CAT lists them (Redis's order, plus fallow's `server`, `topn` and `bag`).
+pub const CATEGORIES: [&str; 24] = [
     "keyspace",
     "read",
     "write",
@@ -194,6 +194,8 @@ pub const CATEGORIES: [&str; 22] = [
     "transaction",
     "scripting",
     "server",
+    "topn",
+    "bag",
 ];
 
 fn known_category(category: &str) -> bool {

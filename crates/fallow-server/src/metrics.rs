@@ -157,6 +157,7 @@ pub fn render(server: &Server) -> String {
     reclaim_metrics(&mut exposition, &figures);
     tenant_metrics(&mut exposition, server);
     server_metrics(&mut exposition, server);
+    txn_metrics(&mut exposition, server);
     let mut text = String::new();
     encode(&mut text, &exposition.registry).expect("writing to a String cannot fail");
     text
@@ -367,6 +368,67 @@ fn server_metrics(exposition: &mut Exposition, server: &Server) {
     exposition.counter("fallow_commands_processed", "Commands processed", commands);
 }
 
+fn txn_metrics(exposition: &mut Exposition, server: &Server) {
+    let txns = &server.txns;
+    let stats = &txns.stats;
+    let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+    exposition.counter(
+        "fallow_txn_begun",
+        "Transactions begun (TXN.BEGIN)",
+        load(&stats.begun),
+    );
+    exposition.counter(
+        "fallow_txn_commits",
+        "Transactions committed",
+        load(&stats.commits),
+    );
+    let aborts = stats
+        .aborts()
+        .into_iter()
+        .map(|(cause, count)| {
+            (cause.to_string(), move |counter: &Counter| {
+                counter.inc_by(count);
+            })
+        })
+        .collect();
+    exposition.family(
+        "fallow_txn_aborts",
+        "Transactions aborted, by cause",
+        "cause",
+        aborts,
+    );
+    exposition.counter(
+        "fallow_txn_lock_waits",
+        "Lock requests that queued behind a conflicting mode",
+        load(&stats.lock_waits),
+    );
+    exposition.gauge_f64(
+        "fallow_txn_lock_wait_seconds",
+        "Time spent waiting for locks, in all",
+        load(&stats.lock_wait_us) as f64 / 1e6,
+    );
+    exposition.gauge(
+        "fallow_txn_locked_records",
+        "Records locked by transactions now",
+        txns.locked_records() as u64,
+    );
+    let conflicts = txns
+        .conflicts()
+        .into_iter()
+        .map(|((requested, held), count)| {
+            (format!("{requested}/{held}"), move |counter: &Counter| {
+                counter.inc_by(count);
+            })
+        })
+        .collect();
+    exposition.family(
+        "fallow_txn_conflicts",
+        "Lock requests refused or queued, by (requested mode/held mode)",
+        "pair",
+        conflicts,
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -409,6 +471,10 @@ mod tests {
             "fallow_keyspace_hits_total ",
             "fallow_keyspace_misses_total ",
             "fallow_commands_processed_total ",
+            "fallow_txn_commits_total ",
+            "fallow_txn_aborts_total{cause=\"deadlock\"} ",
+            "fallow_txn_lock_waits_total ",
+            "fallow_txn_locked_records ",
         ] {
             assert!(response.contains(name), "{name} missing from\n{response}");
         }

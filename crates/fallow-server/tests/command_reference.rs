@@ -10,6 +10,8 @@ fn render() -> String {
         (Group::Set, "Sets"),
         (Group::SortedSet, "Sorted sets"),
         (Group::List, "Lists"),
+        (Group::TopN, "TopN (the k best members)"),
+        (Group::Bag, "Summary bags"),
         (Group::PubSub, "Pub/sub"),
         (Group::Transaction, "Transactions"),
         (Group::Connection, "Connection"),

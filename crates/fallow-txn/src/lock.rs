@@ -57,8 +57,7 @@ pub enum Acquire {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ConflictCause {
-    /// Phasing is off and a holder's mode does not admit the request, or a holder asks for a mode that does
-    /// not fit beside the other holders.
+    /// Phasing is off and a holder's mode does not admit the request.
     Busy,
     /// Waiting would close a cycle of transactions waiting for each other.
     Deadlock,
@@ -143,15 +142,10 @@ impl<K: Hash + Eq + Clone> LockTable<K> {
             self.records.insert(key.clone(), lock);
             return Acquire::Granted;
         };
-        if lock.holds(txn) {
-            // It would wait for the other holders while holding: refused rather than queued.
-            if !lock.fits(txn, modes) {
-                return Acquire::Conflict(ConflictCause::Busy);
-            }
-            lock.hold(txn, modes);
-            return Acquire::Granted;
-        }
-        if lock.admits(txn, modes, now, config.phase_max) {
+        let holds = lock.holds(txn);
+        // A holder asking for another mode (an add, then a size) joins if it fits beside the others and
+        // else waits for them to leave, like any request.
+        if (holds && lock.fits(txn, modes)) || lock.admits(txn, modes, now, config.phase_max) {
             lock.hold(txn, modes);
             return Acquire::Granted;
         }
@@ -191,10 +185,13 @@ impl<K: Hash + Eq + Clone> LockTable<K> {
             .or_else(|| lock.waiting.front().map(|(_, waiting)| waiting[0]))
     }
 
-    /// Whether `txn` waiting for `key` closes a cycle: some holder of `key` waits, directly or through
-    /// others, for a record `txn` holds.
+    /// Whether `txn` waiting for `key` closes a cycle: some other holder of `key` waits, directly or
+    /// through others, for a record `txn` holds (`key` itself when `txn` holds it too).
     fn would_deadlock(&self, key: &K, txn: TxnId) -> bool {
-        let mut stack: Vec<TxnId> = self.records[key].holder_ids().collect();
+        let mut stack: Vec<TxnId> = self.records[key]
+            .holder_ids()
+            .filter(|&holder| holder != txn)
+            .collect();
         let mut seen = HashSet::new();
         while let Some(holder) = stack.pop() {
             if holder == txn {
@@ -328,14 +325,19 @@ impl RecordLock {
     }
 
     /// Admits, in arrival order, the waiters of the running phase's mode name that now fit beside the
-    /// holders, while the phase is open to them.
+    /// holders, while the phase is open to them, and holders waiting for another mode that now fits.
     fn admit_into_phase(&mut self, now: Instant, phase_max: Duration) -> Vec<TxnId> {
         let phase = self.holders[0].1.name;
         let mut admitted = Vec::new();
         let mut index = 0;
         while index < self.waiting.len() {
             let (txn, modes) = &self.waiting[index];
-            if modes[0].name == phase && self.admits(*txn, modes, now, phase_max) {
+            let joins = if self.holds(*txn) {
+                self.fits(*txn, modes)
+            } else {
+                modes[0].name == phase && self.admits(*txn, modes, now, phase_max)
+            };
+            if joins {
                 let (txn, modes) = self.waiting.remove(index).expect("index in range");
                 self.hold(txn, &modes);
                 admitted.push(txn);

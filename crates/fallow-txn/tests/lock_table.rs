@@ -101,7 +101,7 @@ fn a_wait_that_closes_a_cycle_is_refused() {
 }
 
 #[test]
-fn a_holder_may_change_mode_alone_but_not_while_sharing() {
+fn a_holder_changes_mode_alone_or_waits_for_the_others_to_leave() {
     let now = Instant::now();
     let mut locks = table();
     assert_eq!(locks.acquire(&"s", 1, ADD, now), Acquire::Granted);
@@ -113,6 +113,28 @@ fn a_holder_may_change_mode_alone_but_not_while_sharing() {
         Acquire::Waiting,
         "1 also reads"
     );
+    assert_eq!(locks.acquire(&"t", 3, ADD, now), Acquire::Granted);
+    assert_eq!(locks.acquire(&"t", 4, ADD, now), Acquire::Granted);
+    // 3 adds, then reads: it waits for 4's add to commit, keeping its own
+    assert_eq!(locks.acquire(&"t", 3, READ, now), Acquire::Waiting);
+    // 4 does the same: both would wait for each other
+    assert_eq!(
+        locks.acquire(&"t", 4, READ, now),
+        Acquire::Conflict(ConflictCause::Deadlock)
+    );
+    locks.check_invariants().unwrap();
+    assert_eq!(locks.release(&["t"], 4, now), vec![("t", 3)]);
+    assert_eq!(locks.holders(&"t").unwrap(), &[(3, ADD), (3, READ)]);
+    locks.check_invariants().unwrap();
+}
+
+#[test]
+fn without_phasing_a_holder_asking_for_a_mode_that_does_not_fit_fails() {
+    let now = Instant::now();
+    let mut locks = LockTable::new(LockConfig {
+        phasing: false,
+        ..LockConfig::default()
+    });
     assert_eq!(locks.acquire(&"t", 1, ADD, now), Acquire::Granted);
     assert_eq!(locks.acquire(&"t", 2, ADD, now), Acquire::Granted);
     assert_eq!(

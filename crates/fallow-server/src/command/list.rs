@@ -306,11 +306,7 @@ fn update<R>(
     create: bool,
     update: impl FnOnce(&mut ListValue) -> R,
 ) -> Result<Option<R>, WrongType> {
-    let db = ctx.db();
-    let now = ctx.now_ms;
-    ctx.guards
-        .shard(key)
-        .update::<ListValue, R>(db, key, now, create, update)
+    super::update_collection(ctx, key, create, update)
 }
 
 /// Reads the list at `key` and hands it (or None) to `reply` with the reply writer.
@@ -319,12 +315,7 @@ fn with_list(
     key: &[u8],
     reply: impl FnOnce(&mut fallow_proto::ReplyWriter, Option<&ListValue>),
 ) {
-    let db = ctx.db();
-    let now = ctx.now_ms;
-    match ctx.guards.shard(key).read::<ListValue>(db, key, now) {
-        Ok(found) => reply(ctx.out, found),
-        Err(WrongType) => ctx.out.error(WRONGTYPE),
-    }
+    super::with_collection(ctx, key, reply);
 }
 
 fn wake(ctx: &mut Ctx, key: &[u8]) {

@@ -3,6 +3,7 @@
 //! handler. Dispatch checks authentication, arity, MULTI queueing, pub/sub context, ACL permissions and
 //! maxmemory, locks the shards of the command's keys, and runs the handler, which writes its reply.
 pub mod acl;
+pub mod bag;
 pub mod bulk;
 pub mod connection;
 pub mod elastic;
@@ -14,14 +15,17 @@ pub mod server;
 pub mod set;
 pub mod string;
 pub mod tenant;
+pub mod topn;
 pub mod transaction;
 pub mod txn;
+pub mod uid;
 pub mod zset;
 
 use crate::connection::ConnState;
 use crate::server::Server;
 use fallow_proto::ReplyWriter;
-use fallow_store::Guards;
+use fallow_store::types::CollectionType;
+use fallow_store::{Guards, WrongType};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::LazyLock;
@@ -84,6 +88,10 @@ pub enum Group {
     Set,
     SortedSet,
     List,
+    /// TOPN.*: a scored set keeping its k best members.
+    TopN,
+    /// BAG.*: a summary bag (count, min, max, mean).
+    Bag,
     PubSub,
     Transaction,
     Connection,
@@ -99,6 +107,8 @@ impl Group {
             Group::Set => "set",
             Group::SortedSet => "sortedset",
             Group::List => "list",
+            Group::TopN => "topn",
+            Group::Bag => "bag",
             Group::PubSub => "pubsub",
             Group::Transaction => "transaction",
             Group::Connection => "connection",
@@ -115,6 +125,8 @@ impl Group {
             Group::Set => "set",
             Group::SortedSet => "sorted-set",
             Group::List => "list",
+            Group::TopN => "topn",
+            Group::Bag => "bag",
             Group::PubSub => "pubsub",
             Group::Transaction => "transactions",
             Group::Connection => "connection",
@@ -164,7 +176,7 @@ pub const ONE_KEY: Keys = Keys::Range {
 };
 
 static TABLE: LazyLock<Vec<&'static CommandSpec>> = LazyLock::new(|| {
-    let families: [&'static [CommandSpec]; 15] = [
+    let families: [&'static [CommandSpec]; 18] = [
         string::COMMANDS,
         keys::COMMANDS,
         hash::COMMANDS,
@@ -180,6 +192,9 @@ static TABLE: LazyLock<Vec<&'static CommandSpec>> = LazyLock::new(|| {
         bulk::COMMANDS,
         elastic::COMMANDS,
         tenant::COMMANDS,
+        topn::COMMANDS,
+        bag::COMMANDS,
+        uid::COMMANDS,
     ];
     let table: Vec<&'static CommandSpec> =
         families.iter().flat_map(|family| family.iter()).collect();
@@ -247,6 +262,42 @@ impl Ctx<'_, '_> {
     pub fn db_at(&self, index: usize) -> usize {
         self.conn.tenant.address(index)
     }
+}
+
+// ----- collection access shared by the families ---------------------------------------------------
+
+/// Reads the collection of type `T` at `key` (counting the hit or miss) and hands it, or None when the
+/// key is missing, to `reply` with the reply writer; another type gets WRONGTYPE.
+pub fn with_collection<T: CollectionType>(
+    ctx: &mut Ctx,
+    key: &[u8],
+    reply: impl FnOnce(&mut ReplyWriter, Option<&T>),
+) {
+    let db = ctx.db();
+    let now = ctx.now_ms;
+    match ctx.guards.shard(key).read::<T>(db, key, now) {
+        Ok(found) => reply(ctx.out, found),
+        Err(WrongType) => ctx.out.error(WRONGTYPE),
+    }
+}
+
+/// Runs `update` on the collection of type `T` at `key` (see `Shard::update`).
+pub fn update_collection<T: CollectionType, R>(
+    ctx: &mut Ctx,
+    key: &[u8],
+    create: bool,
+    update: impl FnOnce(&mut T) -> R,
+) -> Result<Option<R>, WrongType> {
+    let db = ctx.db();
+    let now = ctx.now_ms;
+    ctx.guards
+        .shard(key)
+        .update::<T, R>(db, key, now, create, update)
+}
+
+/// Parses every argument as an i64, or None at the first that is not one.
+pub fn parse_ints(args: &[&[u8]]) -> Option<Vec<i64>> {
+    args.iter().map(|arg| parse_int(arg)).collect()
 }
 
 // ----- shared error texts and argument parsing ------------------------------------------------------

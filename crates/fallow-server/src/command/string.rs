@@ -640,7 +640,7 @@ fn setrange(ctx: &mut Ctx, args: &[&[u8]]) {
 }
 
 /// Adds `delta` to the integer at `key`, keeping its TTL; writes the reply.
-fn increment(ctx: &mut Ctx, key: &[u8], delta: i64) {
+pub(super) fn increment(ctx: &mut Ctx, key: &[u8], delta: i64) {
     let (current, expire_at) = match read_owned_for_write(ctx, key) {
         Ok(Some((value, expire_at))) => match parse_int(&value) {
             Some(current) => (current, expire_at),

@@ -571,11 +571,7 @@ fn update<R>(
     create: bool,
     update: impl FnOnce(&mut ZSetValue) -> R,
 ) -> Result<Option<R>, WrongType> {
-    let db = ctx.db();
-    let now = ctx.now_ms;
-    ctx.guards
-        .shard(key)
-        .update::<ZSetValue, R>(db, key, now, create, update)
+    super::update_collection(ctx, key, create, update)
 }
 
 /// Stores `zset` under `key` (deleting the key when it is empty) and wakes BZPOP waiters.
@@ -761,12 +757,7 @@ fn zincrby(ctx: &mut Ctx, args: &[&[u8]]) {
 
 /// Reads the sorted set at `key` and hands it (or None) to `reply` together with the reply writer.
 fn with_zset(ctx: &mut Ctx, key: &[u8], reply: impl FnOnce(&mut ReplyWriter, Option<&ZSetValue>)) {
-    let db = ctx.db();
-    let now = ctx.now_ms;
-    match ctx.guards.shard(key).read::<ZSetValue>(db, key, now) {
-        Ok(found) => reply(ctx.out, found),
-        Err(WrongType) => ctx.out.error(WRONGTYPE),
-    }
+    super::with_collection(ctx, key, reply);
 }
 
 fn zscore(ctx: &mut Ctx, args: &[&[u8]]) {

@@ -84,6 +84,19 @@ pub struct TxnStats {
 }
 
 impl TxnStats {
+    /// Aborts by cause: the lock table's causes, then TXN.ABORT (`client`) and disconnects.
+    pub fn aborts(&self) -> [(&'static str, u64); 6] {
+        let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        [
+            ("conflict", load(&self.aborts_conflict)),
+            ("deadlock", load(&self.aborts_deadlock)),
+            ("timeout", load(&self.aborts_timeout)),
+            ("full", load(&self.aborts_full)),
+            ("client", load(&self.aborts_client)),
+            ("disconnect", load(&self.aborts_disconnect)),
+        ]
+    }
+
     pub fn count_abort(&self, cause: AbortCause) {
         let counter = match cause {
             AbortCause::Conflict => &self.aborts_conflict,
@@ -276,15 +289,12 @@ pub fn info_section(server: &crate::server::Server, text: &mut String) {
     };
     field("txn_locks", &config.txn_locks);
     field("txn_phasing", &crate::tenants::yes_no(config.txn_phasing));
+    field("txn_begun", &stats.begun.load(Ordering::Relaxed));
+    field("txn_commits", &stats.commits.load(Ordering::Relaxed));
+    for (cause, count) in stats.aborts() {
+        field(&format!("txn_aborts_{cause}"), &count);
+    }
     let counters = [
-        ("txn_begun", &stats.begun),
-        ("txn_commits", &stats.commits),
-        ("txn_aborts_conflict", &stats.aborts_conflict),
-        ("txn_aborts_deadlock", &stats.aborts_deadlock),
-        ("txn_aborts_timeout", &stats.aborts_timeout),
-        ("txn_aborts_full", &stats.aborts_full),
-        ("txn_aborts_client", &stats.aborts_client),
-        ("txn_aborts_disconnect", &stats.aborts_disconnect),
         ("txn_queued_writes", &stats.queued_writes),
         ("txn_lock_waits", &stats.lock_waits),
         ("txn_lock_wait_us", &stats.lock_wait_us),

@@ -1,14 +1,18 @@
 //! The data types a key can hold. Strings live inline in segment items; collections live in a per-shard
 //! table and the segment item holds their handle. Each collection type keeps an exact running estimate of
 //! its heap bytes (`memory_bytes`) so the shard can account every stored byte.
+pub mod bag;
 pub mod hash;
 pub mod list;
 pub mod set;
+pub mod topk;
 pub mod zset;
 
+pub use bag::BagValue;
 pub use hash::HashValue;
 pub use list::ListValue;
 pub use set::SetValue;
+pub use topk::TopKValue;
 pub use zset::ZSetValue;
 
 /// Estimated heap bytes for one owned byte string element: the bytes, the boxed slice and the allocator's
@@ -26,6 +30,8 @@ pub enum Kind {
     Set = 3,
     ZSet = 4,
     List = 5,
+    TopN = 6,
+    Bag = 7,
 }
 
 impl Kind {
@@ -36,6 +42,8 @@ impl Kind {
             3 => Kind::Set,
             4 => Kind::ZSet,
             5 => Kind::List,
+            6 => Kind::TopN,
+            7 => Kind::Bag,
             other => panic!("corrupt item kind {other}"),
         }
     }
@@ -48,14 +56,24 @@ impl Kind {
             Kind::Set => "set",
             Kind::ZSet => "zset",
             Kind::List => "list",
+            Kind::TopN => "topn",
+            Kind::Bag => "bag",
         }
     }
 
     pub fn from_name(name: &[u8]) -> Option<Kind> {
         let name = name.to_ascii_lowercase();
-        [Kind::String, Kind::Hash, Kind::Set, Kind::ZSet, Kind::List]
-            .into_iter()
-            .find(|kind| kind.name().as_bytes() == name)
+        [
+            Kind::String,
+            Kind::Hash,
+            Kind::Set,
+            Kind::ZSet,
+            Kind::List,
+            Kind::TopN,
+            Kind::Bag,
+        ]
+        .into_iter()
+        .find(|kind| kind.name().as_bytes() == name)
     }
 }
 
@@ -66,6 +84,8 @@ pub enum Collection {
     Set(SetValue),
     ZSet(ZSetValue),
     List(ListValue),
+    TopN(TopKValue),
+    Bag(BagValue),
 }
 
 impl Collection {
@@ -75,6 +95,8 @@ impl Collection {
             Collection::Set(_) => Kind::Set,
             Collection::ZSet(_) => Kind::ZSet,
             Collection::List(_) => Kind::List,
+            Collection::TopN(_) => Kind::TopN,
+            Collection::Bag(_) => Kind::Bag,
         }
     }
 
@@ -84,15 +106,21 @@ impl Collection {
             Collection::Set(value) => value.memory_bytes(),
             Collection::ZSet(value) => value.memory_bytes(),
             Collection::List(value) => value.memory_bytes(),
+            Collection::TopN(value) => value.memory_bytes(),
+            Collection::Bag(value) => value.memory_bytes(),
         }
     }
 
+    /// Whether the key should go: a collection emptied by its commands is deleted. A reserved TopN is a
+    /// value even with no members (it carries its k), and a bag is never emptied.
     pub fn is_empty(&self) -> bool {
         match self {
             Collection::Hash(value) => value.len() == 0,
             Collection::Set(value) => value.len() == 0,
             Collection::ZSet(value) => value.len() == 0,
             Collection::List(value) => value.len() == 0,
+            Collection::TopN(_) => false,
+            Collection::Bag(value) => value.is_empty(),
         }
     }
 
@@ -103,6 +131,8 @@ impl Collection {
             Collection::Set(_) => "hashtable",
             Collection::ZSet(_) => "skiplist",
             Collection::List(_) => "quicklist",
+            Collection::TopN(_) => "btree",
+            Collection::Bag(_) => "summary",
         }
     }
 }
@@ -142,3 +172,27 @@ collection_type!(HashValue, Hash);
 collection_type!(SetValue, Set);
 collection_type!(ZSetValue, ZSet);
 collection_type!(ListValue, List);
+collection_type!(TopKValue, TopN);
+collection_type!(BagValue, Bag);
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every collection key pays for the largest variant, so a new type must fit beside the others.
+    #[test]
+    fn the_collection_slot_stays_small() {
+        assert!(std::mem::size_of::<Collection>() <= 80);
+        assert_eq!(std::mem::align_of::<Collection>(), 8);
+    }
+
+    #[test]
+    fn kinds_round_trip_through_byte_and_name() {
+        for value in 1..=7 {
+            let kind = Kind::from_u8(value);
+            assert_eq!(kind as u8, value);
+            assert_eq!(Kind::from_name(kind.name().as_bytes()), Some(kind));
+        }
+        assert_eq!(Kind::from_name(b"TOPN"), Some(Kind::TopN));
+        assert_eq!(Kind::from_name(b"bag"), Some(Kind::Bag));
+    }
+}
