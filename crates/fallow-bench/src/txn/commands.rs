@@ -3,7 +3,7 @@
 use super::backend::{reply_int, CallError, Calls, Reply};
 
 /// Whether fallow has TOPN.* / BAG.* / UID.NEXT. The one switch between the new types and their stand-ins.
-pub const ADT_COMMANDS_LANDED: bool = false;
+pub const ADT_COMMANDS_LANDED: bool = true;
 
 /// Which commands a target understands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,6 +90,26 @@ pub fn topn_list(c: &mut dyn Calls, d: Dialect, key: &str, k: u64) -> Result<Rep
         call(c, &[&"TOPN.LIST", &key, &"WITHSCORES"])
     } else {
         call(c, &[&"ZREVRANGE", &key, &0u64, &(k - 1), &"WITHSCORES"])
+    }
+}
+
+/// The best member and its score. Stand-in: the first of ZREVRANGE.
+pub fn topn_max(c: &mut dyn Calls, d: Dialect, key: &str) -> Result<Reply, CallError> {
+    if d.adt_commands {
+        call(c, &[&"TOPN.MAX", &key])
+    } else {
+        call(c, &[&"ZREVRANGE", &key, &0u64, &0u64, &"WITHSCORES"])
+    }
+}
+
+/// The commands that (re)create an empty TopN keeping `k` (nothing for the stand-in, which keeps all).
+pub fn topn_reserve(d: Dialect, key: &str, k: u64) -> Vec<Vec<Vec<u8>>> {
+    match d.adt_commands {
+        true => vec![
+            command(&[&"DEL", &key]),
+            command(&[&"TOPN.RESERVE", &key, &k]),
+        ],
+        false => Vec::new(),
     }
 }
 

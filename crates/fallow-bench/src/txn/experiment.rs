@@ -133,13 +133,9 @@ impl Experiment for RubisExperiment {
     }
 
     fn load(&self, target: &Target, quiet: bool) -> anyhow::Result<()> {
-        let count = rubis::load_command_count(&self.params);
-        target.load(
-            "items and users",
-            rubis::load_commands(&self.params),
-            count,
-            quiet,
-        )
+        let count = rubis::load_command_count(&self.params, target.dialect);
+        let commands = rubis::load_commands(&self.params, target.dialect);
+        target.load("items and users", commands, count, quiet)
     }
 
     fn workload<'a>(&'a self, point: usize, target: &Target, nonce: u64) -> Box<dyn Workload + 'a> {

@@ -9,7 +9,9 @@ use rand::{Rng, SeedableRng};
 use rand_distr::Zipf;
 
 use super::backend::{reply_items, CallError, Calls};
-use super::commands::{bag_add, bag_mean, call, command, topn_add, topn_list, Dialect, Uids};
+use super::commands::{
+    bag_add, bag_mean, call, command, topn_add, topn_list, topn_max, topn_reserve, Dialect, Uids,
+};
 use super::driver::{Actor, TxnRunner, Workload};
 
 pub const REGIONS: u64 = 62;
@@ -123,9 +125,12 @@ impl ItemChooser {
     }
 }
 
-/// The commands that load the items and users.
-pub fn load_commands(params: &RubisParams) -> impl Iterator<Item = Vec<Vec<u8>>> + '_ {
-    let items = (0..params.items).flat_map(|i| {
+/// The commands that load the items (with their TopN of bids) and users.
+pub fn load_commands(
+    params: &RubisParams,
+    dialect: Dialect,
+) -> impl Iterator<Item = Vec<Vec<u8>>> + '_ {
+    let items = (0..params.items).flat_map(move |i| {
         let (category, region) = (i % CATEGORIES, i % REGIONS);
         let hash = command(&[
             &"HSET",
@@ -143,7 +148,8 @@ pub fn load_commands(params: &RubisParams) -> impl Iterator<Item = Vec<Vec<u8>>>
         ]);
         let by_category = command(&[&"ZADD", &format!("rubis:category:{category}"), &i, &i]);
         let by_region = command(&[&"ZADD", &format!("rubis:region:{region}"), &i, &i]);
-        [hash, by_category, by_region]
+        let bids = topn_reserve(dialect, &format!("rubis:item:{i}:bids"), params.topn_k);
+        [hash, by_category, by_region].into_iter().chain(bids)
     });
     let users = (0..params.users).map(|u| {
         command(&[
@@ -160,8 +166,9 @@ pub fn load_commands(params: &RubisParams) -> impl Iterator<Item = Vec<Vec<u8>>>
     items.chain(users)
 }
 
-pub fn load_command_count(params: &RubisParams) -> u64 {
-    3 * params.items + params.users
+pub fn load_command_count(params: &RubisParams, dialect: Dialect) -> u64 {
+    let reserve = topn_reserve(dialect, "", 1).len() as u64;
+    (3 + reserve) * params.items + params.users
 }
 
 impl Workload for Rubis {
@@ -299,7 +306,7 @@ fn sell_item(c: &mut dyn Calls, d: Dialect, uids: &mut Uids, seller: u64) -> Res
 
 /// Closing reads the best bid and records the winner on the item.
 fn close_auction(c: &mut dyn Calls, d: Dialect, item: u64) -> Result<(), CallError> {
-    let best = reply_items(&topn_list(c, d, &format!("rubis:item:{item}:bids"), 1)?);
+    let best = reply_items(&topn_max(c, d, &format!("rubis:item:{item}:bids"))?);
     if let [winner, amount, ..] = best.as_slice() {
         let (winner, amount) = (winner.clone(), amount.clone());
         call(
