@@ -67,7 +67,10 @@ class Transaction:
         if connection is not None:
             return connection
         pool = self._clients[node].connection_pool
-        connection = pool.get_connection("TXN.BEGIN")
+        try:
+            connection = pool.get_connection()
+        except TypeError:  # redis-py before 5.3 requires a command name
+            connection = pool.get_connection("TXN.BEGIN")
         try:
             connection.send_command("TXN.BEGIN")
             connection.read_response()

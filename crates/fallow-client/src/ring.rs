@@ -100,6 +100,16 @@ mod tests {
         }
     }
 
+    /// The Python client (python/fallow/cluster.py) pins the same placements: both must route alike.
+    #[test]
+    fn placements_match_the_python_client() {
+        let ring = HashRing::new(&nodes(3));
+        let placed: Vec<usize> = (0..16)
+            .map(|i| ring.node_for(format!("key:{i}").as_bytes()))
+            .collect();
+        assert_eq!(placed, [0, 1, 2, 0, 2, 0, 1, 2, 0, 2, 2, 1, 0, 0, 0, 1]);
+    }
+
     #[test]
     fn keys_spread_evenly() {
         let count = 4;
