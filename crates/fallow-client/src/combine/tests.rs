@@ -22,6 +22,22 @@ fn run(table: &CombineTable, member: MemberId, slot: usize, args: &[&[u8]]) -> P
     plan
 }
 
+/// A issues SADD s, then B combines onto A's lock: one group of two.
+fn combined_pair(table: &CombineTable) -> (MemberId, MemberId) {
+    let (a, b) = (table.join(), table.join());
+    assert_eq!(run(table, a, 0, &[b"SADD", b"s", b"x"]), Plan::Send);
+    assert_eq!(run(table, b, 0, &[b"SADD", b"s", b"y"]), Plan::Combined);
+    (a, b)
+}
+
+/// `member`'s group aborted: its next operation is refused, and once it leaves the table is empty.
+fn assert_group_aborted(table: &CombineTable, member: MemberId, slot: usize) {
+    let plan = run(table, member, slot, &[b"GET", b"k"]);
+    assert_eq!(plan, Plan::Aborted(AbortCause::Combine));
+    table.fail(member, AbortCause::Combine);
+    assert!(table.is_empty());
+}
+
 #[test]
 fn same_mode_on_same_key_combines_and_merges_groups() {
     let table = table();
@@ -62,9 +78,7 @@ fn a_lock_not_yet_granted_is_not_combined_with() {
 #[test]
 fn a_joiner_that_conflicts_leaves_alone() {
     let table = table();
-    let (a, b) = (table.join(), table.join());
-    run(&table, a, 0, &[b"SADD", b"s", b"x"]);
-    run(&table, b, 0, &[b"SADD", b"s", b"y"]);
+    let (a, b) = combined_pair(&table);
     assert_eq!(run(&table, b, 1, &[b"SCARD", b"s"]), Plan::Conflict);
     table.fail(b, AbortCause::Combine);
     assert_eq!(table.group_size(a), 1);
@@ -79,18 +93,11 @@ fn a_joiner_that_conflicts_leaves_alone() {
 #[test]
 fn an_owner_that_fails_aborts_the_whole_group() {
     let table = table();
-    let (a, b) = (table.join(), table.join());
-    run(&table, a, 0, &[b"SADD", b"s", b"x"]);
-    run(&table, b, 0, &[b"SADD", b"s", b"y"]);
+    let (a, b) = combined_pair(&table);
     run(&table, b, 1, &[b"GET", b"k"]);
     assert_eq!(run(&table, a, 1, &[b"GET", b"k"]), Plan::Conflict);
     table.fail(a, AbortCause::Combine);
-    assert_eq!(
-        run(&table, b, 2, &[b"GET", b"j"]),
-        Plan::Aborted(AbortCause::Combine)
-    );
-    table.fail(b, AbortCause::Combine);
-    assert!(table.is_empty());
+    assert_group_aborted(&table, b, 2);
 }
 
 #[test]
@@ -169,9 +176,7 @@ fn members_commit_together_and_replies_reach_their_issuers() {
 #[test]
 fn a_commit_failure_is_every_members_partial_commit() {
     let table = Arc::new(table());
-    let (a, b) = (table.join(), table.join());
-    run(&table, a, 0, &[b"SADD", b"s", b"x"]);
-    run(&table, b, 0, &[b"SADD", b"s", b"y"]);
+    let (a, b) = combined_pair(&table);
     let joiner = thread::spawn({
         let table = Arc::clone(&table);
         move || {
@@ -189,25 +194,16 @@ fn a_commit_failure_is_every_members_partial_commit() {
 #[test]
 fn a_member_that_never_finishes_times_the_group_out() {
     let table = CombineTable::new(4, Duration::from_millis(50));
-    let (a, b) = (table.join(), table.join());
-    run(&table, a, 0, &[b"SADD", b"s", b"x"]);
-    run(&table, b, 0, &[b"SADD", b"s", b"y"]);
+    let (a, b) = combined_pair(&table);
     assert_eq!(table.finish(a), Err(AbortCause::Combine));
     table.fail(a, AbortCause::Combine);
-    assert_eq!(
-        run(&table, b, 1, &[b"GET", b"k"]),
-        Plan::Aborted(AbortCause::Combine)
-    );
-    table.fail(b, AbortCause::Combine);
-    assert!(table.is_empty());
+    assert_group_aborted(&table, b, 1);
 }
 
 #[test]
 fn a_member_combines_within_its_group_but_not_with_its_own_lock() {
     let table = table();
-    let (a, b) = (table.join(), table.join());
-    run(&table, a, 0, &[b"SADD", b"s", b"x"]);
-    run(&table, b, 0, &[b"SADD", b"s", b"y"]);
+    let (a, b) = combined_pair(&table);
     assert_eq!(run(&table, a, 1, &[b"SADD", b"s", b"z"]), Plan::Send);
     assert_eq!(run(&table, b, 1, &[b"SADD", b"s", b"w"]), Plan::Combined);
     let parked = &table.state.lock().members[&a].parked;
