@@ -59,7 +59,8 @@ impl<'client> Txn<'client> {
             return Err(ClientError::Aborted(cause.clone()));
         }
         let node = self.client.node_for_args(args);
-        let combine = combine_key(args);
+        // Only a combining member needs the key; the rest skip its allocation.
+        let combine = self.member.and_then(|_| combine_key(args));
         if let (Some(member), true) = (self.member, args.len() >= 2) {
             match self
                 .client
