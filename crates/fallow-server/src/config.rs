@@ -206,6 +206,12 @@ pub struct Config {
     /// Tenants defined at startup, `name:weight[:kind[:shared]]` each.
     pub tenants: Vec<String>,
     pub memcache_tenant: String,
+    /// Transactions' lock modes: `abstract` (each data type's, boosting) or `rw` (readers/writers).
+    pub txn_locks: String,
+    /// Queue lock requests in the record's phaser (yes) or fail fast (no).
+    pub txn_phasing: bool,
+    pub txn_phase_max_ms: u64,
+    pub txn_lock_wait_ms: u64,
     /// The TOML file the settings were read from (INFO config_file); not a setting itself.
     #[serde(skip)]
     pub config_file: Option<String>,
@@ -244,6 +250,10 @@ impl Default for Config {
             log_level: "info".into(),
             tenants: Vec::new(),
             memcache_tenant: "default".into(),
+            txn_locks: "abstract".into(),
+            txn_phasing: true,
+            txn_phase_max_ms: 10,
+            txn_lock_wait_ms: 500,
             config_file: None,
         }
     }
@@ -368,7 +378,19 @@ impl Config {
         if self.hz == 0 || self.hz > 500 {
             return Err("hz must be 1..500".into());
         }
+        if self.txn_locks != "abstract" && self.txn_locks != "rw" {
+            return Err("txn-locks must be abstract or rw".into());
+        }
         self.validate_tenants()
+    }
+
+    /// What the transactions' lock table follows.
+    pub fn txn_settings(&self) -> crate::txn::TxnSettings {
+        crate::txn::TxnSettings {
+            abstract_locks: self.txn_locks == "abstract",
+            phasing: self.txn_phasing,
+            phase_max_ms: self.txn_phase_max_ms,
+        }
     }
 
     fn validate_tenants(&self) -> Result<(), String> {
@@ -464,6 +486,10 @@ impl Config {
             ),
             ("log-level", self.log_level.clone()),
             ("memcache-tenant", self.memcache_tenant.clone()),
+            ("txn-locks", self.txn_locks.clone()),
+            ("txn-phasing", yes_no(self.txn_phasing).into()),
+            ("txn-phase-max-ms", self.txn_phase_max_ms.to_string()),
+            ("txn-lock-wait-ms", self.txn_lock_wait_ms.to_string()),
             // Settings Redis clients and tools ask for; fallow has no persistence.
             ("save", String::new()),
             ("appendonly", "no".into()),
@@ -523,6 +549,16 @@ impl Config {
                 }
                 self.memcache_tenant = value.to_string();
             }
+            "txn-locks" => {
+                let locks = value.to_ascii_lowercase();
+                if locks != "abstract" && locks != "rw" {
+                    return Err("argument must be 'abstract' or 'rw'".into());
+                }
+                self.txn_locks = locks;
+            }
+            "txn-phasing" => self.txn_phasing = parse_yes_no(value)?,
+            "txn-phase-max-ms" => self.txn_phase_max_ms = value.parse().map_err(bad_value)?,
+            "txn-lock-wait-ms" => self.txn_lock_wait_ms = value.parse().map_err(bad_value)?,
             "save" | "appendonly" => {}
             other if self.entries().iter().any(|(known, _)| *known == other) => {
                 return Err("can't set immutable config".into())
@@ -530,6 +566,18 @@ impl Config {
             _ => return Err("Unknown option or number of arguments for CONFIG SET".into()),
         }
         Ok(())
+    }
+}
+
+fn yes_no(value: bool) -> &'static str {
+    crate::tenants::yes_no(value)
+}
+
+fn parse_yes_no(value: &str) -> Result<bool, String> {
+    match value.to_ascii_lowercase().as_str() {
+        "yes" => Ok(true),
+        "no" => Ok(false),
+        _ => Err("argument must be 'yes' or 'no'".into()),
     }
 }
 

@@ -76,6 +76,14 @@ pub struct ConnState {
     pub commands_unreported: u64,
     /// Command-table index, calls and microseconds not yet added to `Server::command_stats`.
     pending_command_stats: Option<(usize, u64, u64)>,
+    /// The open interactive transaction (TXN.BEGIN).
+    pub txn: Option<crate::txn::session::Session>,
+    /// Locks a plain command or EXEC took because a transaction held one of its records.
+    pub plain_locks: Option<crate::txn::session::PlainLocks>,
+    /// A lock request of this connection queued in a record's phaser; the command re-runs when granted.
+    pub lock_wait: Option<crate::txn::session::LockWait>,
+    /// Notified when a release grants this connection's queued lock request.
+    pub lock_waker: Arc<tokio::sync::Notify>,
 }
 
 impl ConnState {
@@ -106,6 +114,10 @@ impl ConnState {
             now_ms: fallow_store::now_ms(),
             commands_unreported: 0,
             pending_command_stats: None,
+            txn: None,
+            plain_locks: None,
+            lock_wait: None,
+            lock_waker: Arc::new(tokio::sync::Notify::new()),
         }
     }
 

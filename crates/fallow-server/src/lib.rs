@@ -11,3 +11,4 @@ pub mod pubsub;
 pub mod server;
 pub mod tenants;
 pub mod tools;
+pub mod txn;

@@ -93,6 +93,8 @@ pub struct Server {
     pub shutting_down: AtomicBool,
     /// The elastic controller's shared state (wake-ups, last host sample, counters).
     pub elastic: crate::elastic::Elastic,
+    /// Interactive transactions: the lock table and its counters.
+    pub txns: crate::txn::Txns,
 }
 
 impl Server {
@@ -114,6 +116,7 @@ impl Server {
             maxmemory_bytes: config.maxmemory as usize,
             policy: EvictionPolicy::from_name(&config.maxmemory_policy).expect("validated policy"),
         });
+        let txn_settings = config.txn_settings();
         let run_id: String = (0..40)
             .map(|_| format!("{:x}", rand::random::<u8>() % 16))
             .collect();
@@ -137,6 +140,7 @@ impl Server {
                 .collect(),
             shutting_down: AtomicBool::new(false),
             elastic: crate::elastic::Elastic::default(),
+            txns: crate::txn::Txns::new(txn_settings),
         }
     }
 
@@ -210,6 +214,7 @@ impl Server {
             EvictionPolicy::from_name(&config.maxmemory_policy).expect("validated policy"),
         );
         self.acl.write().set_default_password(&config.requirepass);
+        self.txns.configure(config.txn_settings());
         self.config_generation.fetch_add(1, Ordering::Relaxed);
         self.elastic.wake.config_changed();
     }

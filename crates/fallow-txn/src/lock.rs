@@ -74,7 +74,8 @@ struct RecordLock {
     /// Each hold with its mode; a transaction may hold a record in several modes.
     holders: Vec<(TxnId, Mode)>,
     phase_started: Instant,
-    waiting: VecDeque<(TxnId, Mode)>,
+    /// Queued requests: a transaction and the modes of one operation (all of one name).
+    waiting: VecDeque<(TxnId, Vec<Mode>)>,
 }
 
 pub struct LockTable<K> {
@@ -110,42 +111,51 @@ impl<K: Hash + Eq + Clone> LockTable<K> {
         self.records.is_empty()
     }
 
-    /// Asks for `key`'s lock in `mode` for `txn`.
+    /// Asks for `key`'s lock in `mode` for `txn`; queues per the table's phasing setting.
     pub fn acquire(&mut self, key: &K, txn: TxnId, mode: Mode, now: Instant) -> Acquire {
+        self.acquire_modes(key, txn, &[mode], now, self.config.phasing)
+    }
+
+    /// Asks for `key`'s lock in every mode of `modes` at once (one operation on several parts of a record:
+    /// HSET of several fields), all of one name. A request that cannot join queues when `may_wait` (phasing
+    /// on, or a plain command, which cannot be retried by its client) and fails fast otherwise.
+    pub fn acquire_modes(
+        &mut self,
+        key: &K,
+        txn: TxnId,
+        modes: &[Mode],
+        now: Instant,
+        may_wait: bool,
+    ) -> Acquire {
+        assert!(!modes.is_empty(), "a request names at least one mode");
+        debug_assert!(modes.iter().all(|mode| mode.name == modes[0].name));
         let config = self.config;
         let Some(lock) = self.records.get_mut(key) else {
             if self.records.len() >= config.records_max {
                 return Acquire::Conflict(ConflictCause::Full);
             }
-            let lock = RecordLock {
-                holders: vec![(txn, mode)],
+            let mut lock = RecordLock {
+                holders: Vec::with_capacity(modes.len()),
                 phase_started: now,
                 waiting: VecDeque::new(),
             };
+            lock.hold(txn, modes);
             self.records.insert(key.clone(), lock);
             return Acquire::Granted;
         };
         if lock.holds(txn) {
             // It would wait for the other holders while holding: refused rather than queued.
-            if !lock.fits(txn, mode) {
+            if !lock.fits(txn, modes) {
                 return Acquire::Conflict(ConflictCause::Busy);
             }
-            // one entry per (transaction, mode): a transaction's many adds to a set hold it once
-            if !lock.holders.contains(&(txn, mode)) {
-                lock.holders.push((txn, mode));
-            }
+            lock.hold(txn, modes);
             return Acquire::Granted;
         }
-        let others_wait = lock
-            .waiting
-            .iter()
-            .any(|&(_, waiting)| waiting.name != mode.name);
-        let phase_open = !others_wait || now.duration_since(lock.phase_started) < config.phase_max;
-        if lock.fits(txn, mode) && phase_open {
-            lock.holders.push((txn, mode));
+        if lock.admits(txn, modes, now, config.phase_max) {
+            lock.hold(txn, modes);
             return Acquire::Granted;
         }
-        if !config.phasing {
+        if !may_wait {
             return Acquire::Conflict(ConflictCause::Busy);
         }
         if lock.waiting.len() >= config.waiters_max {
@@ -155,9 +165,30 @@ impl<K: Hash + Eq + Clone> LockTable<K> {
             return Acquire::Conflict(ConflictCause::Deadlock);
         }
         let lock = self.records.get_mut(key).expect("looked up above");
-        lock.waiting.push_back((txn, mode));
+        lock.waiting.push_back((txn, modes.to_vec()));
         self.waits_for.insert(txn, key.clone());
         Acquire::Waiting
+    }
+
+    /// Whether a request in `modes` by a transaction that holds nothing on `key` would be granted now,
+    /// without taking the lock: a plain command runs at once, under its shard's mutex, when this holds.
+    pub fn admits(&self, key: &K, modes: &[Mode], now: Instant) -> bool {
+        match self.records.get(key) {
+            None => true,
+            Some(lock) => lock.admits(TxnId::MAX, modes, now, self.config.phase_max),
+        }
+    }
+
+    /// A mode held on `key` by another transaction that keeps `modes` out (for conflict statistics).
+    pub fn blocking_mode(&self, key: &K, txn: TxnId, modes: &[Mode]) -> Option<Mode> {
+        let lock = self.records.get(key)?;
+        lock.holders
+            .iter()
+            .find(|&&(holder, held)| {
+                holder != txn && modes.iter().any(|&mode| !held.compatible(mode))
+            })
+            .map(|&(_, held)| held)
+            .or_else(|| lock.waiting.front().map(|(_, waiting)| waiting[0]))
     }
 
     /// Whether `txn` waiting for `key` closes a cycle: some holder of `key` waits, directly or through
@@ -185,7 +216,7 @@ impl<K: Hash + Eq + Clone> LockTable<K> {
         let mut granted = Vec::new();
         if let Some(record) = self.waits_for.remove(&txn) {
             if let Some(lock) = self.records.get_mut(&record) {
-                lock.waiting.retain(|&(waiter, _)| waiter != txn);
+                lock.waiting.retain(|(waiter, _)| *waiter != txn);
             }
         }
         for key in keys {
@@ -193,10 +224,13 @@ impl<K: Hash + Eq + Clone> LockTable<K> {
                 continue;
             };
             lock.holders.retain(|&(holder, _)| holder != txn);
-            if !lock.holders.is_empty() {
-                continue;
-            }
-            for admitted in lock.next_phase(now) {
+            let admitted = if lock.holders.is_empty() {
+                lock.next_phase(now)
+            } else {
+                // a per-part waiter (a write to a field just freed) may now fit beside the rest
+                lock.admit_into_phase(now, self.config.phase_max)
+            };
+            for admitted in admitted {
                 self.waits_for.remove(&admitted);
                 granted.push((key.clone(), admitted));
             }
@@ -232,8 +266,8 @@ impl<K: Hash + Eq + Clone> LockTable<K> {
                     }
                 }
             }
-            for &(waiter, _) in &lock.waiting {
-                if !self.waits_for.contains_key(&waiter) {
+            for (waiter, _) in &lock.waiting {
+                if !self.waits_for.contains_key(waiter) {
                     return Err(format!("waiter {waiter} missing from the waits-for graph"));
                 }
             }
@@ -242,7 +276,7 @@ impl<K: Hash + Eq + Clone> LockTable<K> {
             let Some(lock) = self.records.get(record) else {
                 return Err(format!("{txn} waits for a record nobody holds"));
             };
-            if !lock.waiting.iter().any(|&(waiter, _)| waiter == txn) {
+            if !lock.waiting.iter().any(|(waiter, _)| *waiter == txn) {
                 return Err(format!(
                     "{txn} is in the graph but not in the record's queue"
                 ));
@@ -264,29 +298,69 @@ impl RecordLock {
         self.holders.iter().map(|&(holder, _)| holder)
     }
 
-    /// Whether `txn` may hold the lock in `mode` beside the other transactions' holds.
-    fn fits(&self, txn: TxnId, mode: Mode) -> bool {
+    /// Adds `txn`'s holds in `modes`, one entry per (transaction, mode): a transaction's many adds to a set
+    /// hold it once.
+    fn hold(&mut self, txn: TxnId, modes: &[Mode]) {
+        for &mode in modes {
+            if !self.holders.contains(&(txn, mode)) {
+                self.holders.push((txn, mode));
+            }
+        }
+    }
+
+    /// Whether `txn` may hold the lock in `modes` beside the other transactions' holds.
+    fn fits(&self, txn: TxnId, modes: &[Mode]) -> bool {
         self.holders
             .iter()
-            .all(|&(holder, held)| holder == txn || held.compatible(mode))
+            .all(|&(holder, held)| holder == txn || modes.iter().all(|&mode| held.compatible(mode)))
+    }
+
+    /// Whether a newcomer in `modes` joins now: it fits, and the phase is still open to it (no other mode
+    /// waits, or the phase has run less than `phase_max`).
+    fn admits(&self, txn: TxnId, modes: &[Mode], now: Instant, phase_max: Duration) -> bool {
+        let name = modes[0].name;
+        let others_wait = self
+            .waiting
+            .iter()
+            .any(|(_, waiting)| waiting[0].name != name);
+        let phase_open = !others_wait || now.duration_since(self.phase_started) < phase_max;
+        phase_open && self.fits(txn, modes)
+    }
+
+    /// Admits, in arrival order, the waiters of the running phase's mode name that now fit beside the
+    /// holders, while the phase is open to them.
+    fn admit_into_phase(&mut self, now: Instant, phase_max: Duration) -> Vec<TxnId> {
+        let phase = self.holders[0].1.name;
+        let mut admitted = Vec::new();
+        let mut index = 0;
+        while index < self.waiting.len() {
+            let (txn, modes) = &self.waiting[index];
+            if modes[0].name == phase && self.admits(*txn, modes, now, phase_max) {
+                let (txn, modes) = self.waiting.remove(index).expect("index in range");
+                self.hold(txn, &modes);
+                admitted.push(txn);
+            } else {
+                index += 1;
+            }
+        }
+        admitted
     }
 
     /// Starts the next phase with the mode name of the waiter that came first and admits, in arrival order,
     /// every waiter of that name that fits beside those admitted before it. Returns the admitted.
     fn next_phase(&mut self, now: Instant) -> Vec<TxnId> {
-        let Some(&(_, first_mode)) = self.waiting.front() else {
+        let Some(phase) = self.waiting.front().map(|(_, modes)| modes[0].name) else {
             return Vec::new();
         };
-        let phase = first_mode.name;
         self.phase_started = now;
         let mut admitted = Vec::new();
         let mut still_waiting = VecDeque::with_capacity(self.waiting.len());
-        for (txn, mode) in std::mem::take(&mut self.waiting) {
-            if mode.name == phase && self.fits(txn, mode) {
-                self.holders.push((txn, mode));
+        for (txn, modes) in std::mem::take(&mut self.waiting) {
+            if modes[0].name == phase && self.fits(txn, &modes) {
+                self.hold(txn, &modes);
                 admitted.push(txn);
             } else {
-                still_waiting.push_back((txn, mode));
+                still_waiting.push_back((txn, modes));
             }
         }
         self.waiting = still_waiting;

@@ -133,11 +133,69 @@ fn per_part_modes_share_the_lock_for_different_parts_only() {
     // the phase is young: another field still joins although a read waits
     assert_eq!(locks.acquire(&"h", 5, field(30), now), Acquire::Granted);
     locks.check_invariants().unwrap();
-    locks.release(&["h"], 1, now);
-    locks.release(&["h"], 2, now);
-    // the write of field 10 came before the read: its phase admits it alone (the read is another mode)
-    assert_eq!(locks.release(&["h"], 5, now), vec![("h", 3)]);
+    // field 10 is free again: its waiting writer joins the running phase beside fields 20 and 30
+    assert_eq!(locks.release(&["h"], 1, now), vec![("h", 3)]);
+    assert!(locks.release(&["h"], 2, now).is_empty());
+    assert!(locks.release(&["h"], 5, now).is_empty());
     assert_eq!(locks.release(&["h"], 3, now), vec![("h", 4)]);
+}
+
+#[test]
+fn a_freed_part_is_not_handed_to_its_writer_once_the_phase_is_old() {
+    let start = Instant::now();
+    let mut locks = table();
+    let field = |part| Mode::part("field-write", part);
+    assert_eq!(locks.acquire(&"h", 1, field(10), start), Acquire::Granted);
+    assert_eq!(locks.acquire(&"h", 2, field(20), start), Acquire::Granted);
+    assert_eq!(locks.acquire(&"h", 3, READ, start), Acquire::Waiting);
+    assert_eq!(locks.acquire(&"h", 4, field(10), start), Acquire::Waiting);
+    let late = start + Duration::from_millis(11);
+    assert!(
+        locks.release(&["h"], 1, late).is_empty(),
+        "the read has waited long enough"
+    );
+    assert_eq!(locks.release(&["h"], 2, late), vec![("h", 3)]);
+    assert_eq!(locks.release(&["h"], 3, late), vec![("h", 4)]);
+    locks.check_invariants().unwrap();
+}
+
+#[test]
+fn one_request_takes_several_parts_at_once() {
+    let now = Instant::now();
+    let mut locks = table();
+    let field = |part| Mode::part("field-write", part);
+    assert_eq!(locks.acquire(&"h", 1, field(2), now), Acquire::Granted);
+    // fields 1 and 2: 2 is taken, so the request waits whole instead of holding field 1 meanwhile
+    assert_eq!(
+        locks.acquire_modes(&"h", 2, &[field(1), field(2)], now, true),
+        Acquire::Waiting
+    );
+    assert_eq!(locks.holders(&"h").unwrap().len(), 1);
+    assert_eq!(locks.release(&["h"], 1, now), vec![("h", 2)]);
+    assert_eq!(locks.holders(&"h").unwrap().len(), 2);
+    locks.check_invariants().unwrap();
+}
+
+#[test]
+fn plain_commands_look_without_taking_and_may_always_wait() {
+    let now = Instant::now();
+    let mut locks = LockTable::new(LockConfig {
+        phasing: false,
+        ..LockConfig::default()
+    });
+    assert_eq!(locks.acquire(&"s", 1, ADD, now), Acquire::Granted);
+    assert!(locks.admits(&"s", &[ADD], now), "adds share");
+    assert!(!locks.admits(&"s", &[READ], now));
+    assert!(locks.admits(&"t", &[READ], now), "nothing holds t");
+    assert_eq!(locks.blocking_mode(&"s", 2, &[READ]), Some(ADD));
+    assert_eq!(locks.blocking_mode(&"s", 2, &[ADD]), None);
+    // fail-fast applies to transactions; a plain command queues (it cannot be retried as a transaction)
+    assert_eq!(
+        locks.acquire_modes(&"s", 2, &[READ], now, true),
+        Acquire::Waiting
+    );
+    assert_eq!(locks.release(&["s"], 1, now), vec![("s", 2)]);
+    locks.check_invariants().unwrap();
 }
 
 #[test]

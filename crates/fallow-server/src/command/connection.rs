@@ -123,6 +123,7 @@ fn quit(ctx: &mut Ctx, _args: &[&[u8]]) {
 
 fn reset(ctx: &mut Ctx, _args: &[&[u8]]) {
     super::transaction::reset(ctx.conn);
+    crate::txn::session::disconnect(ctx.server, ctx.conn);
     super::pubsub::unsubscribe_all_quietly(ctx);
     let conn = &mut *ctx.conn;
     conn.db = 0;

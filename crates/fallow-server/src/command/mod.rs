@@ -15,6 +15,7 @@ pub mod set;
 pub mod string;
 pub mod tenant;
 pub mod transaction;
+pub mod txn;
 pub mod zset;
 
 use crate::connection::ConnState;
@@ -163,7 +164,7 @@ pub const ONE_KEY: Keys = Keys::Range {
 };
 
 static TABLE: LazyLock<Vec<&'static CommandSpec>> = LazyLock::new(|| {
-    let families: [&'static [CommandSpec]; 14] = [
+    let families: [&'static [CommandSpec]; 15] = [
         string::COMMANDS,
         keys::COMMANDS,
         hash::COMMANDS,
@@ -172,6 +173,7 @@ static TABLE: LazyLock<Vec<&'static CommandSpec>> = LazyLock::new(|| {
         list::COMMANDS,
         pubsub::COMMANDS,
         transaction::COMMANDS,
+        txn::COMMANDS,
         connection::COMMANDS,
         server::COMMANDS,
         acl::COMMANDS,
@@ -383,7 +385,15 @@ pub fn execute(server: &Server, conn: &mut ConnState, out: &mut ReplyWriter, arg
         return;
     }
     let started = std::time::Instant::now();
-    run(server, conn, out, index, spec, args, false);
+    // TXN.*, RESET and QUIT end or act on the transaction itself
+    let in_txn = conn.txn.is_some()
+        && !spec.name.starts_with("txn.")
+        && !matches!(spec.name, "reset" | "quit");
+    if in_txn {
+        crate::txn::session::run_in_txn(server, conn, out, spec, args);
+    } else {
+        run(server, conn, out, index, spec, args, false);
+    }
     let micros = started.elapsed().as_micros() as u64;
     conn.record_command(server, index, micros);
     conn.last_command = spec.name;
@@ -403,7 +413,8 @@ fn check_acl(
     server.acl.read().check(&conn.user, spec, args)
 }
 
-/// Locks the command's shards, enforces maxmemory for commands that may grow memory, and runs it.
+/// Locks the command's shards, waits for transactions' locks on its records in a conflicting mode,
+/// enforces maxmemory for commands that may grow memory, and runs it.
 pub fn run(
     server: &Server,
     conn: &mut ConnState,
@@ -413,7 +424,39 @@ pub fn run(
     args: &[&[u8]],
     in_exec: bool,
 ) {
-    let guards = match spec.keys {
+    let guards = lock_shards(server, spec, args);
+    // Checked with the shards locked: a transaction that locks a record later reads it after this command.
+    let checks_txn_locks = !matches!(spec.keys, Keys::None | Keys::All)
+        && (server.txns.any_locked() || conn.plain_locks.is_some());
+    if checks_txn_locks {
+        let requests =
+            crate::txn::modes::requests(spec, args, conn.address(), server.txns.abstract_locks());
+        match crate::txn::session::plain_access(server, conn, out, &requests) {
+            crate::txn::session::PlainAccess::Run => {}
+            _ => return,
+        }
+    }
+    run_with_guards(server, conn, out, spec, args, guards, in_exec);
+    if conn.plain_locks.is_some() && conn.lock_wait.is_none() {
+        crate::txn::session::release_plain(server, conn);
+    }
+}
+
+/// Runs a command without looking at transactions' locks: a transaction's own reads (it holds the locks).
+pub fn run_unlocked_by_txns(
+    server: &Server,
+    conn: &mut ConnState,
+    out: &mut ReplyWriter,
+    spec: &CommandSpec,
+    args: &[&[u8]],
+    in_exec: bool,
+) {
+    let guards = lock_shards(server, spec, args);
+    run_with_guards(server, conn, out, spec, args, guards, in_exec);
+}
+
+fn lock_shards<'s>(server: &'s Server, spec: &CommandSpec, args: &[&[u8]]) -> Guards<'s> {
+    match spec.keys {
         Keys::All => server.store.lock_all(),
         // The common single-key case locks its shard without collecting key positions.
         Keys::Range {
@@ -426,8 +469,7 @@ pub fn run(
                 .into_iter()
                 .map(|position| args[position]),
         ),
-    };
-    run_with_guards(server, conn, out, spec, args, guards, in_exec);
+    }
 }
 
 /// Runs a command on shards already locked (EXEC holds every shard for all its commands).

@@ -296,7 +296,7 @@ fn unix_time_us() -> u128 {
 // ----- INFO ------------------------------------------------------------------------------------------
 
 /// Sections INFO prints without arguments, in order.
-const DEFAULT_SECTIONS: [&str; 12] = [
+const DEFAULT_SECTIONS: [&str; 13] = [
     "server",
     "clients",
     "memory",
@@ -309,6 +309,7 @@ const DEFAULT_SECTIONS: [&str; 12] = [
     "fallow",
     "elastic",
     "tenants",
+    "txn",
 ];
 
 /// Which sections an INFO call asked for, in the canonical order.
@@ -375,6 +376,7 @@ fn info_text(ctx: &mut Ctx, sections: &[&str]) -> String {
             "fallow" => fallow_section(ctx, &totals, &mut text),
             "elastic" => crate::elastic::report::info_section(ctx.server, &mut text),
             "tenants" => super::tenant::info_section(ctx, &mut text),
+            "txn" => crate::txn::info_section(ctx.server, &mut text),
             "commandstats" => commandstats_section(ctx, &mut text),
             _ => {}
         }

@@ -136,9 +136,16 @@ fn unwatch(ctx: &mut Ctx, _args: &[&[u8]]) {
 }
 
 fn exec(ctx: &mut Ctx, _args: &[&[u8]]) {
-    let Some(queued) = ctx.conn.multi.take() else {
+    if !ctx.conn.in_multi() {
         return ctx.out.error("ERR EXEC without MULTI");
-    };
+    }
+    let server = ctx.server;
+    let mut guards = server.store.lock_all();
+    if !ctx.conn.multi_error && !txn_locks_admit(ctx) {
+        // waiting for a transaction's lock (EXEC re-runs when granted) or refused (the error is written)
+        return;
+    }
+    let queued = ctx.conn.multi.take().expect("checked above");
     let aborted = ctx.conn.multi_error;
     let watched = std::mem::take(&mut ctx.conn.watched);
     reset(ctx.conn);
@@ -147,8 +154,6 @@ fn exec(ctx: &mut Ctx, _args: &[&[u8]]) {
             .out
             .error("EXECABORT Transaction discarded because of previous errors.");
     }
-    let server = ctx.server;
-    let mut guards = server.store.lock_all();
     let now = fallow_store::now_ms();
     let touched = watched.iter().any(|watch| {
         let cas = guards
@@ -179,4 +184,29 @@ fn exec(ctx: &mut Ctx, _args: &[&[u8]]) {
         calls.fetch_add(1, Ordering::Relaxed);
         micros.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
     }
+}
+
+/// Whether transactions' locks let the queued commands run now (checked with every shard locked). The
+/// commands take, for as long as EXEC runs, the modes they would take one by one.
+fn txn_locks_admit(ctx: &mut Ctx) -> bool {
+    let server = ctx.server;
+    if !server.txns.any_locked() && ctx.conn.plain_locks.is_none() {
+        return true;
+    }
+    let db = ctx.db();
+    let abstract_locks = server.txns.abstract_locks();
+    let mut requests = Vec::new();
+    for command in ctx.conn.multi.iter().flatten() {
+        let args: Vec<&[u8]> = command.iter().map(|arg| arg.as_slice()).collect();
+        if let Some((_, spec)) = lookup(args[0]) {
+            crate::txn::modes::add_requests(
+                &mut requests,
+                crate::txn::modes::requests(spec, &args, db, abstract_locks),
+            );
+        }
+    }
+    matches!(
+        crate::txn::session::plain_access(server, ctx.conn, ctx.out, &requests),
+        crate::txn::session::PlainAccess::Run
+    )
 }

@@ -27,6 +27,8 @@ enum Flow {
     /// Output was flushed early; more complete requests may be buffered.
     More,
     Block,
+    /// A lock request queued behind a transaction's lock.
+    LockWait,
     Close,
 }
 
@@ -84,6 +86,7 @@ where
     if let Err(error) = result {
         tracing::debug!(client = handle.id, %error, "connection ended with an error");
     }
+    crate::txn::session::disconnect(&server, &mut conn);
     let _ = stream.shutdown().await;
 }
 
@@ -139,8 +142,12 @@ where
         write_out(server, stream, out).await?;
         match flow {
             Flow::Close => return Ok(()),
-            Flow::Block => {
-                flow = wait_blocked(server, stream, conn, out, input, limits).await?;
+            Flow::Block | Flow::LockWait => {
+                flow = if flow == Flow::Block {
+                    wait_blocked(server, stream, conn, out, input, limits).await?
+                } else {
+                    wait_lock(server, stream, conn, out, input, limits).await?
+                };
                 write_out(server, stream, out).await?;
                 if flow == Flow::Close {
                     return Ok(());
@@ -215,7 +222,7 @@ fn process_input(
                 args.clear();
                 args.extend(ranges.iter().map(|range| &pending[range.clone()]));
                 command::execute(server, conn, out, &args);
-                if conn.block.is_some() {
+                if conn.block.is_some() || conn.lock_wait.is_some() {
                     remember_blocked_command(conn, &args);
                 }
                 start += consumed;
@@ -226,7 +233,7 @@ fn process_input(
             } => {
                 let inline: Vec<&[u8]> = owned.iter().map(|arg| arg.as_slice()).collect();
                 command::execute(server, conn, out, &inline);
-                if conn.block.is_some() {
+                if conn.block.is_some() || conn.lock_wait.is_some() {
                     remember_blocked_command(conn, &inline);
                 }
                 start += consumed;
@@ -234,6 +241,10 @@ fn process_input(
         }
         if conn.block.is_some() {
             flow = Flow::Block;
+            break;
+        }
+        if conn.lock_wait.is_some() {
+            flow = Flow::LockWait;
             break;
         }
         if conn.close_after_reply {
@@ -323,6 +334,68 @@ where
             .lock(server.store.shard_index(key))
             .remove_waiter(db, key, &notify);
     }
+    conn.handle.snapshot.lock().blocked = false;
+    Ok(flow)
+}
+
+/// Waits until the queued lock request is granted (then re-runs the command, which may queue again for
+/// its next record), the wait passes `txn-lock-wait-ms`, or the client goes away.
+async fn wait_lock<S>(
+    server: &Server,
+    stream: &mut S,
+    conn: &mut ConnState,
+    out: &mut ReplyWriter,
+    input: &mut Vec<u8>,
+    limits: &Limits,
+) -> std::io::Result<Flow>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let args_owned = std::mem::take(&mut conn.blocked_args);
+    let args: Vec<&[u8]> = args_owned.iter().map(|arg| arg.as_slice()).collect();
+    let handle = conn.handle.clone();
+    let waker = conn.lock_waker.clone();
+    let wait_max = Duration::from_millis(server.config.read().txn_lock_wait_ms);
+    conn.handle.snapshot.lock().blocked = true;
+    let flow = loop {
+        let Some(wait) = conn.lock_wait.as_ref() else {
+            break Flow::More;
+        };
+        let (txn, started) = (wait.txn, wait.started);
+        if !server.txns.is_waiting(txn) {
+            let waited_us = started.elapsed().as_micros() as u64;
+            server
+                .txns
+                .stats
+                .lock_wait_us
+                .fetch_add(waited_us, Ordering::Relaxed);
+            conn.lock_wait = None;
+            conn.now_ms = fallow_store::now_ms();
+            command::execute(server, conn, out, &args);
+            conn.flush_command_stats(server);
+            continue;
+        }
+        let deadline = tokio::time::Instant::from_std(started + wait_max);
+        tokio::select! {
+            _ = waker.notified() => continue,
+            _ = tokio::time::sleep_until(deadline) => {
+                crate::txn::session::wait_timed_out(server, conn, out);
+                break Flow::More;
+            }
+            _ = handle.kill_signal.notified() => break Flow::Close,
+            read = stream.read_buf(input) => {
+                match read {
+                    Ok(0) | Err(_) => break Flow::Close,
+                    Ok(read) => {
+                        server.stats.net_input_bytes.fetch_add(read as u64, Ordering::Relaxed);
+                        if input.len() > limits.query_buffer_bytes_max {
+                            break Flow::Close;
+                        }
+                    }
+                }
+            }
+        }
+    };
     conn.handle.snapshot.lock().blocked = false;
     Ok(flow)
 }

@@ -30,7 +30,7 @@ pub enum CounterOutput {
 
 pub struct Counter;
 
-pub const INCR: Mode = Mode::shared("incr");
+pub const INCR: Mode = Mode::shared("counter.incr");
 pub const READ: Mode = Mode::shared("read");
 pub const WRITE: Mode = Mode::exclusive("write");
 

@@ -55,7 +55,7 @@ pub const READ: Mode = Mode::shared("read");
 
 /// The per-field write mode: the part is the field's hash.
 pub fn field_write<F: Hash>(field: &F) -> Mode {
-    Mode::part_of("field-write", field)
+    Mode::part_of("hash.field-write", field)
 }
 
 impl<F: Ord + Clone + Debug + Hash> Adt for Dict<F> {

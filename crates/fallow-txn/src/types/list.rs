@@ -44,9 +44,9 @@ pub enum ListOutput<T> {
 
 pub struct List<T>(std::marker::PhantomData<T>);
 
-pub const PUSH_LEFT: Mode = Mode::part("push", 0);
-pub const PUSH_RIGHT: Mode = Mode::part("push", 1);
-pub const POP: Mode = Mode::exclusive("pop");
+pub const PUSH_LEFT: Mode = Mode::part("list.push", 0);
+pub const PUSH_RIGHT: Mode = Mode::part("list.push", 1);
+pub const POP: Mode = Mode::exclusive("list.pop");
 pub const READ: Mode = Mode::shared("read");
 
 impl<T: Clone + Debug + PartialEq> List<T> {

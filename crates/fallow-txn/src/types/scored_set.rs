@@ -46,11 +46,11 @@ pub enum ZOutput<M> {
 
 pub struct ScoredSet<M>(std::marker::PhantomData<M>);
 
-pub const INCR: Mode = Mode::shared("incr");
+pub const INCR: Mode = Mode::shared("zset.incr");
 pub const READ: Mode = Mode::shared("read");
 
 pub fn member_write<F: Hash>(member: &F) -> Mode {
-    Mode::part_of("member-write", member)
+    Mode::part_of("zset.member-write", member)
 }
 
 fn ranked<M: Ord + Clone>(state: &BTreeMap<M, i128>) -> Vec<M> {

@@ -38,8 +38,8 @@ pub enum SetOutput {
 /// The set ADT over elements of type `T`.
 pub struct Set<T>(std::marker::PhantomData<T>);
 
-pub const ADD: Mode = Mode::shared("add");
-pub const REMOVE: Mode = Mode::shared("remove");
+pub const ADD: Mode = Mode::shared("set.add");
+pub const REMOVE: Mode = Mode::shared("set.remove");
 pub const READ: Mode = Mode::shared("read");
 
 impl<T: Ord + Clone + Debug> Adt for Set<T> {

@@ -41,7 +41,7 @@ pub enum BagOutput {
 
 pub struct SummaryBag;
 
-pub const ADD: Mode = Mode::shared("add");
+pub const ADD: Mode = Mode::shared("bag.add");
 pub const READ: Mode = Mode::shared("read");
 
 impl Summary {

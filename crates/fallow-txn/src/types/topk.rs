@@ -52,7 +52,7 @@ pub enum TopKOutput<M> {
 
 pub struct TopK<M>(std::marker::PhantomData<M>);
 
-pub const ADD: Mode = Mode::shared("add");
+pub const ADD: Mode = Mode::shared("topn.add");
 pub const READ: Mode = Mode::shared("read");
 
 /// Whether (score, member) ranks above (other score, other member).

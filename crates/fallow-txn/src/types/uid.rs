@@ -11,7 +11,7 @@ pub enum UIdOp {
 
 pub struct UIdGenerator;
 
-pub const NEXT: Mode = Mode::shared("next");
+pub const NEXT: Mode = Mode::shared("uid.next");
 
 impl Adt for UIdGenerator {
     /// The next id to hand out.

@@ -1,0 +1,74 @@
+//! Interactive transactions over abstract data types: TXN.BEGIN, TXN.COMMIT, TXN.ABORT (docs/transactions.md).
+//! What happens to the commands in between lives in `crate::txn::session`.
+use super::flags::*;
+use super::{spec, CommandSpec, Ctx, Group, Keys};
+use crate::txn::session::{self, Session};
+use std::sync::atomic::Ordering;
+
+pub const COMMANDS: &[CommandSpec] = &[
+    spec(
+        "txn.begin",
+        1,
+        NO_MULTI | NOSCRIPT | FAST,
+        Keys::None,
+        Group::Transaction,
+        "Begin an interactive transaction: reads see the state before it, writes apply at TXN.COMMIT",
+        begin,
+    ),
+    spec(
+        "txn.commit",
+        1,
+        NO_MULTI | NOSCRIPT,
+        Keys::None,
+        Group::Transaction,
+        "Apply the transaction's queued writes at once and release its locks",
+        commit,
+    ),
+    spec(
+        "txn.abort",
+        1,
+        NO_MULTI | NOSCRIPT | FAST,
+        Keys::None,
+        Group::Transaction,
+        "Drop the transaction's queued writes and release its locks",
+        abort,
+    ),
+];
+
+fn begin(ctx: &mut Ctx, _args: &[&[u8]]) {
+    if ctx.conn.txn.is_some() {
+        return ctx.out.error("ERR TXN.BEGIN calls can not be nested");
+    }
+    if ctx.conn.in_multi() {
+        return ctx.out.error("ERR TXN.BEGIN inside MULTI is not allowed");
+    }
+    let id = ctx.server.txns.new_id();
+    ctx.conn.txn = Some(Session::new(id));
+    ctx.server.txns.stats.begun.fetch_add(1, Ordering::Relaxed);
+    ctx.out.ok();
+}
+
+fn commit(ctx: &mut Ctx, _args: &[&[u8]]) {
+    let Some(txn) = ctx.conn.txn.take() else {
+        return ctx.out.error("ERR TXN.COMMIT without TXN.BEGIN");
+    };
+    if let Some(cause) = txn.aborted {
+        return ctx.out.error(&cause.error());
+    }
+    session::commit(ctx.server, ctx.conn, ctx.out, txn);
+}
+
+fn abort(ctx: &mut Ctx, _args: &[&[u8]]) {
+    let Some(txn) = ctx.conn.txn.as_ref() else {
+        return ctx.out.error("ERR TXN.ABORT without TXN.BEGIN");
+    };
+    if txn.aborted.is_none() {
+        ctx.server
+            .txns
+            .stats
+            .aborts_client
+            .fetch_add(1, Ordering::Relaxed);
+    }
+    session::end(ctx.server, ctx.conn);
+    ctx.out.ok();
+}

@@ -1,0 +1,300 @@
+//! Interactive transactions over abstract data types (Claret, issue 5): the server's side of
+//! `fallow_txn`'s lock table. One table serves every shard; a transaction's commands take their records'
+//! locks in the modes their data type declares (`modes`), reads run at once on the state before the
+//! transaction, writes are queued and applied together at TXN.COMMIT (`session`).
+//!
+//! Lock order: a shard mutex may be held while taking the table's mutex, never the other way round.
+//! Plain commands check the table under their shard's mutex, so a plain write and a transaction's read
+//! of the same record are ordered by that mutex.
+pub mod modes;
+pub mod session;
+
+use fallow_txn::lock::{Acquire, ConflictCause, LockConfig, LockTable, TxnId};
+use fallow_txn::Mode;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+
+/// A record: its keyspace address (tenant, namespace, database) and its key.
+pub type LockKey = (usize, Box<[u8]>);
+
+/// Why a transaction ended without committing; the first word of its `TXNABORT` error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AbortCause {
+    Conflict,
+    Deadlock,
+    Timeout,
+    Full,
+}
+
+impl AbortCause {
+    pub fn name(self) -> &'static str {
+        match self {
+            AbortCause::Conflict => "conflict",
+            AbortCause::Deadlock => "deadlock",
+            AbortCause::Timeout => "timeout",
+            AbortCause::Full => "full",
+        }
+    }
+
+    fn from_conflict(cause: ConflictCause) -> AbortCause {
+        match cause {
+            ConflictCause::Busy => AbortCause::Conflict,
+            ConflictCause::Deadlock => AbortCause::Deadlock,
+            ConflictCause::Full => AbortCause::Full,
+        }
+    }
+
+    /// The error a command of an aborted transaction gets.
+    pub fn error(self) -> String {
+        let detail = match self {
+            AbortCause::Conflict => "a lock is held in a mode that does not admit this operation",
+            AbortCause::Deadlock => "waiting would close a cycle of transactions",
+            AbortCause::Timeout => "the lock wait passed txn-lock-wait-ms",
+            AbortCause::Full => "the lock table or the record's queue is full",
+        };
+        format!(
+            "TXNABORT {} ({detail}): the transaction was aborted, retry it",
+            self.name()
+        )
+    }
+}
+
+/// Event counters of INFO txn.
+#[derive(Default)]
+pub struct TxnStats {
+    pub begun: AtomicU64,
+    pub commits: AtomicU64,
+    pub aborts_conflict: AtomicU64,
+    pub aborts_deadlock: AtomicU64,
+    pub aborts_timeout: AtomicU64,
+    pub aborts_full: AtomicU64,
+    /// TXN.ABORT.
+    pub aborts_client: AtomicU64,
+    pub aborts_disconnect: AtomicU64,
+    /// Requests (of transactions, plain commands and EXEC) that queued for a lock.
+    pub lock_waits: AtomicU64,
+    pub lock_wait_us: AtomicU64,
+    /// Plain commands and EXECs that found a record locked by a transaction in a conflicting mode.
+    pub plain_lock_waits: AtomicU64,
+    pub queued_writes: AtomicU64,
+}
+
+impl TxnStats {
+    pub fn count_abort(&self, cause: AbortCause) {
+        let counter = match cause {
+            AbortCause::Conflict => &self.aborts_conflict,
+            AbortCause::Deadlock => &self.aborts_deadlock,
+            AbortCause::Timeout => &self.aborts_timeout,
+            AbortCause::Full => &self.aborts_full,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// The settings the lock table follows (CONFIG txn-*).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TxnSettings {
+    /// Each data type's modes (boosting); false = the reader/writer baseline.
+    pub abstract_locks: bool,
+    pub phasing: bool,
+    pub phase_max_ms: u64,
+}
+
+struct Locks {
+    table: LockTable<LockKey>,
+    /// How to wake each waiting transaction when a release grants its lock.
+    wakers: HashMap<TxnId, Arc<Notify>>,
+    /// Conflicts per (requested mode, held mode) name pair.
+    conflicts: HashMap<(&'static str, &'static str), u64>,
+}
+
+/// Every transaction's shared state: the lock table, the wakers of waiting transactions, counters.
+pub struct Txns {
+    locks: Mutex<Locks>,
+    /// Records locked now; plain commands skip the table while it is 0.
+    locked_records: AtomicUsize,
+    next_id: AtomicU64,
+    abstract_locks: std::sync::atomic::AtomicBool,
+    pub stats: TxnStats,
+}
+
+/// One lock request of a command: a record and the modes the command takes on it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyLock {
+    pub key: LockKey,
+    pub modes: Vec<Mode>,
+}
+
+impl Txns {
+    pub fn new(settings: TxnSettings) -> Txns {
+        let txns = Txns {
+            locks: Mutex::new(Locks {
+                table: LockTable::new(LockConfig::default()),
+                wakers: HashMap::new(),
+                conflicts: HashMap::new(),
+            }),
+            locked_records: AtomicUsize::new(0),
+            next_id: AtomicU64::new(1),
+            abstract_locks: std::sync::atomic::AtomicBool::new(true),
+            stats: TxnStats::default(),
+        };
+        txns.configure(settings);
+        txns
+    }
+
+    /// Applies CONFIG SET txn-*; waiting requests keep their place.
+    pub fn configure(&self, settings: TxnSettings) {
+        let mut locks = self.locks.lock();
+        let config = LockConfig {
+            phasing: settings.phasing,
+            phase_max: Duration::from_millis(settings.phase_max_ms),
+            ..locks.table.config()
+        };
+        locks.table.set_config(config);
+        self.abstract_locks
+            .store(settings.abstract_locks, Ordering::Relaxed);
+    }
+
+    pub fn abstract_locks(&self) -> bool {
+        self.abstract_locks.load(Ordering::Relaxed)
+    }
+
+    pub fn new_id(&self) -> TxnId {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Whether any record is locked: while none is, plain commands skip the table.
+    pub fn any_locked(&self) -> bool {
+        self.locked_records.load(Ordering::SeqCst) != 0
+    }
+
+    pub fn locked_records(&self) -> usize {
+        self.locked_records.load(Ordering::Relaxed)
+    }
+
+    /// Whether a plain command may run now on every record of `locks` (it holds nothing). Call with the
+    /// records' shards locked.
+    pub fn admits_all(&self, requests: &[KeyLock]) -> bool {
+        let locks = self.locks.lock();
+        let now = Instant::now();
+        requests
+            .iter()
+            .all(|request| locks.table.admits(&request.key, &request.modes, now))
+    }
+
+    /// Asks for one record's lock: Ok(true) granted, Ok(false) queued (`waker` is notified when a release
+    /// grants it). A transaction queues only with phasing on; a plain command (`always_wait`) always
+    /// queues, since its client cannot retry it as a transaction.
+    pub fn acquire(
+        &self,
+        txn: TxnId,
+        request: &KeyLock,
+        always_wait: bool,
+        waker: &Arc<Notify>,
+    ) -> Result<bool, AbortCause> {
+        let mut locks = self.locks.lock();
+        let now = Instant::now();
+        let may_wait = always_wait || locks.table.config().phasing;
+        let answer = locks
+            .table
+            .acquire_modes(&request.key, txn, &request.modes, now, may_wait);
+        if answer != Acquire::Granted {
+            let blocking = locks.table.blocking_mode(&request.key, txn, &request.modes);
+            if let Some(held) = blocking {
+                *locks
+                    .conflicts
+                    .entry((request.modes[0].name, held.name))
+                    .or_default() += 1;
+            }
+        }
+        let result = match answer {
+            Acquire::Granted => Ok(true),
+            Acquire::Waiting => {
+                self.stats.lock_waits.fetch_add(1, Ordering::Relaxed);
+                locks.wakers.insert(txn, waker.clone());
+                Ok(false)
+            }
+            Acquire::Conflict(cause) => Err(AbortCause::from_conflict(cause)),
+        };
+        self.locked_records
+            .store(locks.table.len(), Ordering::SeqCst);
+        result
+    }
+
+    /// Releases `txn`'s locks on `keys` and withdraws its wait; wakes the transactions this lets in.
+    pub fn release(&self, txn: TxnId, keys: &[LockKey]) {
+        let mut locks = self.locks.lock();
+        locks.wakers.remove(&txn);
+        let granted = locks.table.release(keys, txn, Instant::now());
+        for (_, admitted) in granted {
+            if let Some(waker) = locks.wakers.remove(&admitted) {
+                waker.notify_one();
+            }
+        }
+        self.locked_records
+            .store(locks.table.len(), Ordering::SeqCst);
+    }
+
+    /// Whether `txn` still waits for a lock (false once a release granted it).
+    pub fn is_waiting(&self, txn: TxnId) -> bool {
+        self.locks.lock().table.waiting_for(txn).is_some()
+    }
+
+    /// Conflicts per (requested, held) mode pair, most frequent first.
+    pub fn conflicts(&self) -> Vec<((&'static str, &'static str), u64)> {
+        let mut pairs: Vec<_> = self
+            .locks
+            .lock()
+            .conflicts
+            .iter()
+            .map(|(&pair, &count)| (pair, count))
+            .collect();
+        pairs.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        pairs
+    }
+
+    /// Checks the table's invariants (tests).
+    pub fn check_invariants(&self) -> Result<(), String> {
+        self.locks.lock().table.check_invariants()
+    }
+}
+
+/// INFO `txn`: counters, locks held now, and conflicts per pair of modes (requested, held), as Claret's
+/// Figure 9 counts conflicts per pair of operations.
+pub fn info_section(server: &crate::server::Server, text: &mut String) {
+    use std::fmt::Write;
+    let txns = &server.txns;
+    let stats = &txns.stats;
+    let config = server.config.read();
+    text.push_str("# Txn\r\n");
+    let mut field = |name: &str, value: &dyn std::fmt::Display| {
+        let _ = write!(text, "{name}:{value}\r\n");
+    };
+    field("txn_locks", &config.txn_locks);
+    field("txn_phasing", &crate::tenants::yes_no(config.txn_phasing));
+    let counters = [
+        ("txn_begun", &stats.begun),
+        ("txn_commits", &stats.commits),
+        ("txn_aborts_conflict", &stats.aborts_conflict),
+        ("txn_aborts_deadlock", &stats.aborts_deadlock),
+        ("txn_aborts_timeout", &stats.aborts_timeout),
+        ("txn_aborts_full", &stats.aborts_full),
+        ("txn_aborts_client", &stats.aborts_client),
+        ("txn_aborts_disconnect", &stats.aborts_disconnect),
+        ("txn_queued_writes", &stats.queued_writes),
+        ("txn_lock_waits", &stats.lock_waits),
+        ("txn_lock_wait_us", &stats.lock_wait_us),
+        ("txn_plain_lock_waits", &stats.plain_lock_waits),
+    ];
+    for (name, counter) in counters {
+        field(name, &counter.load(Ordering::Relaxed));
+    }
+    field("txn_locked_records", &txns.locked_records());
+    for ((requested, held), count) in txns.conflicts() {
+        field(&format!("conflict_{requested}_{held}"), &count);
+    }
+}

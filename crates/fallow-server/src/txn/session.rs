@@ -1,0 +1,304 @@
+//! A connection's side of transactions: the open transaction (TXN.BEGIN .. TXN.COMMIT), the locks a plain
+//! command or EXEC queued for, and the lock wait the connection loop sleeps on.
+//!
+//! Inside a transaction a command first takes the locks of its records. A read then runs at once, on the
+//! state before the transaction (the transaction's own writes are still queued); a write is queued and
+//! replied `+QUEUED`. TXN.COMMIT applies the queued writes on their shards, all locked at once, and only
+//! then releases the records' locks.
+use crate::command::{self, flags, lookup, Keys};
+use crate::connection::ConnState;
+use crate::server::Server;
+use crate::txn::{modes, AbortCause, KeyLock, LockKey};
+use fallow_proto::ReplyWriter;
+use fallow_txn::lock::TxnId;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::Notify;
+
+/// Most writes one transaction may queue: beyond it the transaction aborts (`full`).
+pub const QUEUED_WRITES_MAX: usize = 100_000;
+
+/// An open transaction.
+pub struct Session {
+    pub id: TxnId,
+    /// Records this transaction holds a lock on.
+    held: Vec<LockKey>,
+    /// Writes to apply at commit: owned copies of their arguments.
+    queued: Vec<Vec<Vec<u8>>>,
+    /// Set once the transaction was aborted; its commands fail until TXN.COMMIT or TXN.ABORT ends it.
+    pub aborted: Option<AbortCause>,
+}
+
+/// The locks a plain command or EXEC took after finding a record locked by a transaction.
+pub struct PlainLocks {
+    pub id: TxnId,
+    held: Vec<LockKey>,
+}
+
+/// A lock request queued in a record's phaser; the connection sleeps until `notify` or the deadline.
+pub struct LockWait {
+    pub txn: TxnId,
+    pub started: Instant,
+}
+
+impl Session {
+    pub fn new(id: TxnId) -> Session {
+        Session {
+            id,
+            held: Vec::new(),
+            queued: Vec::new(),
+            aborted: None,
+        }
+    }
+}
+
+/// Runs a command of an open transaction (everything but TXN.*).
+pub fn run_in_txn(
+    server: &Server,
+    conn: &mut ConnState,
+    out: &mut ReplyWriter,
+    spec: &'static command::CommandSpec,
+    args: &[&[u8]],
+) {
+    let session = conn.txn.as_ref().expect("in a transaction");
+    if let Some(cause) = session.aborted {
+        return out.error(&cause.error());
+    }
+    if let Some(refusal) = refused_in_txn(spec) {
+        return out.error(&refusal);
+    }
+    if matches!(spec.keys, Keys::None) {
+        return command::run_unlocked_by_txns(server, conn, out, spec, args, false);
+    }
+    let requests = modes::requests(spec, args, conn.address(), server.txns.abstract_locks());
+    match acquire_for_session(server, conn, &requests) {
+        Granted::All => {}
+        Granted::Waiting => return,
+        Granted::Refused(cause) => {
+            abort(server, conn, cause);
+            return out.error(&cause.error());
+        }
+    }
+    // ids are unique, not sequential: handing one out at once costs an aborted transaction only a gap
+    if modes::is_read(spec) || spec.name == "uid.next" {
+        return command::run_unlocked_by_txns(server, conn, out, spec, args, false);
+    }
+    let session = conn.txn.as_mut().expect("in a transaction");
+    if session.queued.len() >= QUEUED_WRITES_MAX {
+        abort(server, conn, AbortCause::Full);
+        return out.error(&AbortCause::Full.error());
+    }
+    session
+        .queued
+        .push(args.iter().map(|arg| arg.to_vec()).collect());
+    server
+        .txns
+        .stats
+        .queued_writes
+        .fetch_add(1, Ordering::Relaxed);
+    out.simple("QUEUED");
+}
+
+/// Why a command cannot run inside a transaction, if it cannot.
+fn refused_in_txn(spec: &command::CommandSpec) -> Option<String> {
+    let refused = spec.flags & (flags::NO_MULTI | flags::BLOCKING | flags::PUBSUB) != 0
+        || matches!(spec.keys, Keys::All)
+        || matches!(spec.name, "select" | "swapdb" | "move" | "multi");
+    refused.then(|| {
+        format!(
+            "ERR {} is not allowed inside a transaction",
+            spec.name.to_ascii_uppercase()
+        )
+    })
+}
+
+enum Granted {
+    All,
+    /// A request queued: `conn.lock_wait` is set and the command is re-run when it is granted.
+    Waiting,
+    Refused(AbortCause),
+}
+
+fn acquire_for_session(server: &Server, conn: &mut ConnState, requests: &[KeyLock]) -> Granted {
+    let session = conn.txn.as_mut().expect("in a transaction");
+    let (id, held) = (session.id, &mut session.held);
+    let waker = conn.lock_waker.clone();
+    acquire_all(
+        server,
+        id,
+        held,
+        requests,
+        false,
+        &waker,
+        &mut conn.lock_wait,
+    )
+}
+
+/// Takes every lock of `requests` in order, recording each granted record in `held`.
+fn acquire_all(
+    server: &Server,
+    id: TxnId,
+    held: &mut Vec<LockKey>,
+    requests: &[KeyLock],
+    always_wait: bool,
+    waker: &Arc<Notify>,
+    wait: &mut Option<LockWait>,
+) -> Granted {
+    for request in requests {
+        match server.txns.acquire(id, request, always_wait, waker) {
+            Ok(true) => {
+                if !held.contains(&request.key) {
+                    held.push(request.key.clone());
+                }
+            }
+            Ok(false) => {
+                *wait = Some(LockWait {
+                    txn: id,
+                    started: Instant::now(),
+                });
+                return Granted::Waiting;
+            }
+            Err(cause) => return Granted::Refused(cause),
+        }
+    }
+    Granted::All
+}
+
+/// Ends the open transaction without applying anything: releases its locks and withdraws its wait. The
+/// session stays, marked aborted, so the rest of a pipelined transaction fails too.
+pub fn abort(server: &Server, conn: &mut ConnState, cause: AbortCause) {
+    server.txns.stats.count_abort(cause);
+    conn.lock_wait = None;
+    let session = conn.txn.as_mut().expect("in a transaction");
+    server.txns.release(session.id, &session.held);
+    session.held = Vec::new();
+    session.queued = Vec::new();
+    session.aborted = Some(cause);
+}
+
+/// TXN.COMMIT: applies the queued writes on their shards, locked together, replying with an array of their
+/// replies; then releases every lock.
+pub fn commit(server: &Server, conn: &mut ConnState, out: &mut ReplyWriter, session: Session) {
+    let commands: Vec<(&'static command::CommandSpec, Vec<&[u8]>)> = session
+        .queued
+        .iter()
+        .filter_map(|command| {
+            let args: Vec<&[u8]> = command.iter().map(|arg| arg.as_slice()).collect();
+            lookup(args[0]).map(|(_, spec)| (spec, args))
+        })
+        .collect();
+    debug_assert_eq!(
+        commands.len(),
+        session.queued.len(),
+        "queued commands are known"
+    );
+    let keys = commands.iter().flat_map(|(spec, args)| {
+        command::key_positions(spec, args)
+            .into_iter()
+            .map(|position| args[position])
+    });
+    let mut guards = server.store.lock_keys(keys);
+    out.array_len(commands.len());
+    for (spec, args) in &commands {
+        guards = command::run_with_guards(server, conn, out, spec, args, guards, true);
+    }
+    // released with the shards still locked: no one sees the records between the writes and the release
+    server.txns.release(session.id, &session.held);
+    drop(guards);
+    server.txns.stats.commits.fetch_add(1, Ordering::Relaxed);
+}
+
+/// What a plain command or EXEC does about transactions' locks on its records.
+pub enum PlainAccess {
+    /// Run it now (with the shards locked).
+    Run,
+    /// Queued for a lock: drop the shards and wait (`conn.lock_wait` is set).
+    Wait,
+    /// Refused (deadlock, full table, timeout): the error reply is written.
+    Refused,
+}
+
+/// Checks the locks of a plain command or EXEC's queue (`requests`), with their shards locked.
+pub fn plain_access(
+    server: &Server,
+    conn: &mut ConnState,
+    out: &mut ReplyWriter,
+    requests: &[KeyLock],
+) -> PlainAccess {
+    if requests.is_empty() {
+        return PlainAccess::Run;
+    }
+    if conn.plain_locks.is_none() {
+        if server.txns.admits_all(requests) {
+            return PlainAccess::Run;
+        }
+        server
+            .txns
+            .stats
+            .plain_lock_waits
+            .fetch_add(1, Ordering::Relaxed);
+        conn.plain_locks = Some(PlainLocks {
+            id: server.txns.new_id(),
+            held: Vec::new(),
+        });
+    }
+    let waker = conn.lock_waker.clone();
+    let plain = conn.plain_locks.as_mut().expect("set above");
+    let (id, held) = (plain.id, &mut plain.held);
+    match acquire_all(
+        server,
+        id,
+        held,
+        requests,
+        true,
+        &waker,
+        &mut conn.lock_wait,
+    ) {
+        Granted::All => PlainAccess::Run,
+        Granted::Waiting => PlainAccess::Wait,
+        Granted::Refused(cause) => {
+            release_plain(server, conn);
+            out.error(&cause.error());
+            PlainAccess::Refused
+        }
+    }
+}
+
+/// Releases the locks a plain command or EXEC took (after it ran, or when its wait ended).
+pub fn release_plain(server: &Server, conn: &mut ConnState) {
+    if let Some(plain) = conn.plain_locks.take() {
+        server.txns.release(plain.id, &plain.held);
+    }
+    conn.lock_wait = None;
+}
+
+/// A lock wait passed `txn-lock-wait-ms`: the transaction aborts, or the plain command is refused.
+pub fn wait_timed_out(server: &Server, conn: &mut ConnState, out: &mut ReplyWriter) {
+    if conn.txn.is_some() {
+        abort(server, conn, AbortCause::Timeout);
+    } else {
+        release_plain(server, conn);
+    }
+    out.error(&AbortCause::Timeout.error());
+}
+
+/// The connection is closing: its transaction aborts and its locks go.
+pub fn disconnect(server: &Server, conn: &mut ConnState) {
+    if conn.txn.as_ref().is_some_and(|txn| txn.aborted.is_none()) {
+        server
+            .txns
+            .stats
+            .aborts_disconnect
+            .fetch_add(1, Ordering::Relaxed);
+    }
+    end(server, conn);
+}
+
+/// Ends the connection's transaction, if any, and drops every lock it holds or waits for.
+pub fn end(server: &Server, conn: &mut ConnState) {
+    if let Some(session) = conn.txn.take() {
+        server.txns.release(session.id, &session.held);
+    }
+    release_plain(server, conn);
+}
