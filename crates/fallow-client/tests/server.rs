@@ -366,7 +366,22 @@ fn bank(combining: bool) {
     let committed: usize = tellers.into_iter().map(|t| t.join().unwrap()).sum();
     done.store(true, Ordering::Relaxed);
     auditor.join().unwrap();
-    let balances = read_all(&client, &accounts).expect("final audit");
+    let Some(balances) = read_all(&client, &accounts) else {
+        let stats = client.stats();
+        let locked = |when: &str| {
+            for server in &servers {
+                let info = raw(server).call(&[b"INFO", b"txn"]).unwrap();
+                let text = String::from_utf8_lossy(info.as_bytes().unwrap_or(b"")).into_owned();
+                let line = text.lines().find(|l| l.starts_with("txn_locked_records"));
+                eprintln!("{when}: {line:?}");
+            }
+        };
+        locked("client alive");
+        drop(client);
+        thread::sleep(Duration::from_millis(200));
+        locked("client dropped");
+        panic!("final audit ran out of retries: {stats:?}");
+    };
     assert_eq!(balances.iter().sum::<i64>(), total, "{balances:?}");
     eprintln!(
         "combining={combining}: {committed} transfers: {:?}",
