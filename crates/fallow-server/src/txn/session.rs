@@ -22,7 +22,7 @@ pub const QUEUED_WRITES_MAX: usize = 100_000;
 /// An open transaction.
 pub struct Session {
     pub id: TxnId,
-    /// Records this transaction holds a lock on.
+    /// Records this transaction holds a lock on or waits for.
     held: Vec<LockKey>,
     /// Writes to apply at commit: owned copies of their arguments.
     queued: Vec<Vec<Vec<u8>>>,
@@ -135,7 +135,7 @@ fn acquire_for_session(server: &Server, conn: &mut ConnState, requests: &[KeyLoc
     )
 }
 
-/// Takes every lock of `requests` in order, recording each granted record in `held`.
+/// Takes every lock of `requests` in order, recording each granted or queued record in `held`.
 fn acquire_all(
     server: &Server,
     id: TxnId,
@@ -146,12 +146,14 @@ fn acquire_all(
     wait: &mut Option<LockWait>,
 ) -> Granted {
     for request in requests {
-        match server.txns.acquire(id, request, always_wait, waker) {
-            Ok(true) => {
-                if !held.contains(&request.key) {
-                    held.push(request.key.clone());
-                }
-            }
+        let answer = server.txns.acquire(id, request, always_wait, waker);
+        // A queued request is recorded too: a release may grant it before the command re-runs, and an
+        // abort, timeout or disconnect in between must release it with the rest.
+        if answer.is_ok() && !held.contains(&request.key) {
+            held.push(request.key.clone());
+        }
+        match answer {
+            Ok(true) => {}
             Ok(false) => {
                 *wait = Some(LockWait {
                     txn: id,
@@ -301,4 +303,92 @@ pub fn end(server: &Server, conn: &mut ConnState) {
         server.txns.release(session.id, &session.held);
     }
     release_plain(server, conn);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::server::ClientKind;
+
+    fn server() -> Server {
+        Server::new(Config {
+            shards: 2,
+            threads: 1,
+            ..Config::default()
+        })
+    }
+
+    fn connection(server: &Server) -> ConnState {
+        let handle = server
+            .register_client(ClientKind::Resp, "test".into(), "test".into())
+            .expect("room for a client");
+        let (sender, _) = tokio::sync::mpsc::channel(1);
+        ConnState::new(handle, true, sender)
+    }
+
+    fn run(server: &Server, conn: &mut ConnState, args: &[&str]) -> Vec<u8> {
+        let args: Vec<&[u8]> = args.iter().map(|arg| arg.as_bytes()).collect();
+        let mut out = ReplyWriter::new(false);
+        command::execute(server, conn, &mut out, &args);
+        out.buf
+    }
+
+    fn begin(server: &Server, conn: &mut ConnState) {
+        assert_eq!(run(server, conn, &["TXN.BEGIN"]), b"+OK\r\n");
+    }
+
+    #[test]
+    fn a_wait_granted_just_before_its_timeout_is_released_with_the_abort() {
+        let server = server();
+        let (mut holder, mut waiter) = (connection(&server), connection(&server));
+        begin(&server, &mut holder);
+        begin(&server, &mut waiter);
+        assert_eq!(
+            run(&server, &mut holder, &["SET", "k", "1"]),
+            b"+QUEUED\r\n"
+        );
+        assert!(
+            run(&server, &mut waiter, &["GET", "k"]).is_empty(),
+            "it waits"
+        );
+        assert!(waiter.lock_wait.is_some());
+        // the commit grants the waiter's request; its deadline fires before the command re-runs
+        run(&server, &mut holder, &["TXN.COMMIT"]);
+        let mut out = ReplyWriter::new(false);
+        wait_timed_out(&server, &mut waiter, &mut out);
+        assert!(out.buf.starts_with(b"-TXNABORT timeout"));
+        assert_eq!(
+            server.txns.locked_records(),
+            0,
+            "no lock outlives its transactions"
+        );
+        server.txns.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn a_disconnect_while_waiting_or_holding_releases_everything() {
+        let server = server();
+        let (mut first, mut second, mut plain) = (
+            connection(&server),
+            connection(&server),
+            connection(&server),
+        );
+        begin(&server, &mut first);
+        begin(&server, &mut second);
+        assert_eq!(
+            run(&server, &mut first, &["SADD", "s", "x"]),
+            b"+QUEUED\r\n"
+        );
+        assert!(run(&server, &mut second, &["SCARD", "s"]).is_empty());
+        assert!(run(&server, &mut plain, &["SMEMBERS", "s"]).is_empty());
+        disconnect(&server, &mut first);
+        disconnect(&server, &mut second);
+        disconnect(&server, &mut plain);
+        assert_eq!(server.txns.locked_records(), 0);
+        assert_eq!(
+            server.txns.stats.aborts_disconnect.load(Ordering::Relaxed),
+            2
+        );
+    }
 }

@@ -1,0 +1,172 @@
+//! The client: configuration, per-node pools, routing, plain commands and the transaction retry loop.
+use std::time::Duration;
+
+use rand::Rng;
+
+use crate::combine::CombineTable;
+use crate::connection::Pool;
+use crate::error::{AbortCause, ClientError};
+use crate::reply::{Reply, ReplyLimits};
+use crate::ring::HashRing;
+use crate::stats::{ClientStats, Counters};
+use crate::txn::Txn;
+
+/// Most transactions in one combined group (rule 3 of `combine`): bounds how long a finished member
+/// waits for the others and how much one abort takes down.
+pub const COMBINE_GROUP_MEMBERS_MAX: usize = 32;
+
+/// Longest wait of a combined member for the rest of its group before the group aborts. Above the
+/// connection's I/O timeout, so a member blocked in a server call is not given up on too early.
+pub const COMBINE_GROUP_WAIT_MAX: Duration = Duration::from_secs(30);
+
+#[derive(Clone, Debug)]
+pub struct ClientConfig {
+    /// The nodes, "host:port"; keys are spread over them by consistent hashing.
+    pub nodes: Vec<String>,
+    /// Merge combinable operations of concurrent transactions (see `combine`).
+    pub combining: bool,
+    /// Retries of an aborted transaction before `transaction` returns `ClientError::Aborted`.
+    pub retries_max: u32,
+    /// First backoff before a retry; it doubles per retry up to `backoff_max_us`, with jitter.
+    pub backoff_initial_us: u64,
+    pub backoff_max_us: u64,
+    /// Idle connections kept per node (more are opened while needed, see `connection::Pool`).
+    pub connections_per_node: usize,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            nodes: vec!["127.0.0.1:6379".into()],
+            combining: false,
+            retries_max: 16,
+            backoff_initial_us: 100,
+            backoff_max_us: 50_000,
+            connections_per_node: 8,
+        }
+    }
+}
+
+/// A client of one or more fallow nodes. Send + Sync: share it with `Arc` across threads. Combining works
+/// between the transactions of one `Client`.
+pub struct Client {
+    pub(crate) config: ClientConfig,
+    pub(crate) pools: Vec<Pool>,
+    ring: HashRing,
+    pub(crate) table: CombineTable,
+    pub(crate) counters: Counters,
+}
+
+impl Client {
+    /// Connects to every node once, so a wrong address fails here.
+    pub fn connect(config: ClientConfig) -> Result<Client, ClientError> {
+        if config.nodes.is_empty() {
+            return Err(ClientError::Usage("no nodes".into()));
+        }
+        let limits = ReplyLimits::default();
+        let idle_max = config.connections_per_node.max(1);
+        let pools: Vec<Pool> = config
+            .nodes
+            .iter()
+            .map(|node| Pool::new(node.clone(), idle_max, limits))
+            .collect();
+        for pool in &pools {
+            pool.warm()?;
+        }
+        Ok(Client {
+            ring: HashRing::new(&config.nodes),
+            pools,
+            table: CombineTable::new(COMBINE_GROUP_MEMBERS_MAX, COMBINE_GROUP_WAIT_MAX),
+            counters: Counters::default(),
+            config,
+        })
+    }
+
+    pub fn config(&self) -> &ClientConfig {
+        &self.config
+    }
+
+    /// The node (index into `config.nodes`) that owns `key`.
+    pub fn node_for(&self, key: &[u8]) -> usize {
+        self.ring.node_for(key)
+    }
+
+    /// The node of a command: its first argument after the name is the key; keyless commands go to node 0.
+    pub(crate) fn node_for_args(&self, args: &[&[u8]]) -> usize {
+        args.get(1).map_or(0, |key| self.node_for(key))
+    }
+
+    /// Runs one command outside any transaction on the node of `args[1]`. An error reply is an `Err`
+    /// (`Aborted` for TXNABORT, which a plain command gets when its lock wait fails).
+    pub fn command(&self, args: &[&[u8]]) -> Result<Reply, ClientError> {
+        if args.is_empty() {
+            return Err(ClientError::Usage("empty command".into()));
+        }
+        let pool = &self.pools[self.node_for_args(args)];
+        let mut connection = pool.checkout()?;
+        Counters::add(&self.counters.round_trips, 1);
+        let reply = connection.call(args)?;
+        pool.checkin(connection);
+        match reply {
+            Reply::Error(text) => Err(ClientError::from_error_reply(text)),
+            reply => Ok(reply),
+        }
+    }
+
+    /// Runs `body` in a transaction and commits it. On an abort (TXNABORT from the server, or the
+    /// combiner's) it runs `body` again after a backoff, up to `retries_max` times, then returns
+    /// `ClientError::Aborted`. Any other error of `body` aborts the transaction and is returned as is.
+    pub fn transaction<T>(
+        &self,
+        body: impl FnMut(&mut Txn) -> Result<T, ClientError>,
+    ) -> Result<T, ClientError> {
+        self.transaction_with_replies(body).map(|(value, _)| value)
+    }
+
+    /// As `transaction`, also returning the replies of the transaction's writes from TXN.COMMIT, in the
+    /// order `body` issued them (Reply::Nil where the server sent none).
+    pub fn transaction_with_replies<T>(
+        &self,
+        mut body: impl FnMut(&mut Txn) -> Result<T, ClientError>,
+    ) -> Result<(T, Vec<Reply>), ClientError> {
+        let mut retries = 0;
+        let mut alone = false;
+        loop {
+            let mut txn = Txn::new(self, self.config.combining && !alone);
+            let result = match body(&mut txn) {
+                Ok(value) => txn.commit().map(|replies| (value, replies)),
+                Err(error) => Err(txn.abandon(error)),
+            };
+            match result {
+                Err(ClientError::Aborted(cause)) if retries < self.config.retries_max => {
+                    retries += 1;
+                    Counters::add(&self.counters.retries, 1);
+                    // A member that conflicted inside a combined group retries alone (Claret §4.3).
+                    alone = cause == AbortCause::Combine;
+                    std::thread::sleep(self.backoff(retries));
+                }
+                Ok(done) => {
+                    Counters::add(&self.counters.commits, 1);
+                    return Ok(done);
+                }
+                Err(error) => return Err(error),
+            }
+        }
+    }
+
+    /// Exponential backoff with "equal jitter": half the step fixed, half random, so retries that collided
+    /// spread out while none comes back too soon.
+    fn backoff(&self, retry: u32) -> Duration {
+        let doubled = self
+            .config
+            .backoff_initial_us
+            .saturating_mul(1u64 << retry.saturating_sub(1).min(32));
+        let step_us = doubled.min(self.config.backoff_max_us);
+        let jitter_us = rand::thread_rng().gen_range(0..=step_us / 2);
+        Duration::from_micros(step_us - step_us / 2 + jitter_us)
+    }
+
+    pub fn stats(&self) -> ClientStats {
+        self.counters.snapshot()
+    }
+}

@@ -1,0 +1,162 @@
+//! Blocking RESP2 connections over TCP and the per-node pools that keep them.
+//!
+//! A connection carries at most one server transaction at a time, so a transaction holds its connections
+//! from TXN.BEGIN to TXN.COMMIT/TXN.ABORT and gives them back only in a clean state. A connection whose
+//! exchange failed half-way is dropped (the server aborts its transaction on disconnect), never reused.
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use crate::error::ClientError;
+use crate::reply::{parse_reply, ParsedReply, Reply, ReplyLimits};
+
+/// How long one read or write may block. Longer than the server's default lock wait (500 ms), so a
+/// command waiting for a lock gets its TXNABORT rather than a client-side timeout.
+pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
+
+const READ_CHUNK_BYTES: usize = 16 << 10;
+
+pub struct Connection {
+    stream: TcpStream,
+    /// Received bytes not yet parsed: `buf[start..]`.
+    buf: Vec<u8>,
+    start: usize,
+    out: Vec<u8>,
+    limits: ReplyLimits,
+}
+
+impl Connection {
+    pub fn open(address: &str, limits: ReplyLimits) -> Result<Connection, ClientError> {
+        let stream = TcpStream::connect(address)?;
+        stream.set_nodelay(true)?;
+        stream.set_read_timeout(Some(IO_TIMEOUT))?;
+        stream.set_write_timeout(Some(IO_TIMEOUT))?;
+        Ok(Connection {
+            stream,
+            buf: Vec::with_capacity(READ_CHUNK_BYTES),
+            start: 0,
+            out: Vec::new(),
+            limits,
+        })
+    }
+
+    /// Queues one command; `flush` sends every queued command in one write (a pipeline).
+    pub fn push(&mut self, args: &[&[u8]]) {
+        fallow_proto::resp::encode_request(args, &mut self.out);
+    }
+
+    pub fn flush(&mut self) -> Result<(), ClientError> {
+        let result = self.stream.write_all(&self.out);
+        self.out.clear();
+        Ok(result?)
+    }
+
+    /// Sends one command and reads its reply: one round trip.
+    pub fn call(&mut self, args: &[&[u8]]) -> Result<Reply, ClientError> {
+        self.push(args);
+        self.flush()?;
+        self.read_reply()
+    }
+
+    pub fn read_reply(&mut self) -> Result<Reply, ClientError> {
+        loop {
+            match parse_reply(&self.buf[self.start..], &self.limits) {
+                ParsedReply::Complete(reply, used) => {
+                    self.consume(used);
+                    return Ok(reply);
+                }
+                ParsedReply::Invalid(message) => return Err(ClientError::Protocol(message)),
+                ParsedReply::Incomplete => self.fill()?,
+            }
+        }
+    }
+
+    fn consume(&mut self, used: usize) {
+        self.start += used;
+        if self.start == self.buf.len() {
+            self.buf.clear();
+            self.start = 0;
+        }
+    }
+
+    /// Reads more bytes. The buffer holds at most one reply's worth plus a chunk (the parser's limits bound
+    /// a reply), so a server streaming garbage without end is cut off.
+    fn fill(&mut self) -> Result<(), ClientError> {
+        if self.start > 0 {
+            self.buf.drain(..self.start);
+            self.start = 0;
+        }
+        let buffered_bytes_max = self.limits.bulk_bytes_max.saturating_mul(2) + READ_CHUNK_BYTES;
+        if self.buf.len() > buffered_bytes_max {
+            return Err(ClientError::Protocol(format!(
+                "reply larger than {buffered_bytes_max} bytes"
+            )));
+        }
+        let old_len = self.buf.len();
+        self.buf.resize(old_len + READ_CHUNK_BYTES, 0);
+        let read = self.stream.read(&mut self.buf[old_len..]);
+        let read_bytes = match read {
+            Ok(n) => n,
+            Err(error) => {
+                self.buf.truncate(old_len);
+                return Err(error.into());
+            }
+        };
+        self.buf.truncate(old_len + read_bytes);
+        if read_bytes == 0 {
+            return Err(ClientError::Io(std::io::ErrorKind::UnexpectedEof.into()));
+        }
+        Ok(())
+    }
+}
+
+/// Idle connections to one node. Up to `idle_max` are kept; a checkout when none is idle opens a new
+/// connection, so a pool never makes a thread wait (waiting for a connection held by a transaction that
+/// waits for a lock held by this thread would deadlock outside the server's sight). Open connections are
+/// bounded by the number of threads using the client, times the nodes a transaction touches.
+pub struct Pool {
+    address: String,
+    idle: Mutex<Vec<Connection>>,
+    idle_max: usize,
+    limits: ReplyLimits,
+}
+
+impl Pool {
+    pub fn new(address: String, idle_max: usize, limits: ReplyLimits) -> Pool {
+        Pool {
+            address,
+            idle: Mutex::new(Vec::new()),
+            idle_max,
+            limits,
+        }
+    }
+
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    pub fn checkout(&self) -> Result<Connection, ClientError> {
+        if let Some(connection) = self.idle.lock().pop() {
+            return Ok(connection);
+        }
+        Connection::open(&self.address, self.limits)
+    }
+
+    /// Returns a connection in a clean state (no transaction, nothing unread).
+    pub fn checkin(&self, connection: Connection) {
+        debug_assert!(connection.start == connection.buf.len() && connection.out.is_empty());
+        let mut idle = self.idle.lock();
+        if idle.len() < self.idle_max {
+            idle.push(connection);
+        }
+    }
+
+    /// Opens connections up front so a bad address fails at `Client::connect`.
+    pub fn warm(&self) -> Result<(), ClientError> {
+        let connection = Connection::open(&self.address, self.limits)?;
+        self.checkin(connection);
+        Ok(())
+    }
+}

@@ -1,0 +1,457 @@
+//! The client against real `fallow` servers (target/release/fallow, or $FALLOW_BIN), each test on its own
+//! servers and free ports: commit and abort, retries after TXNABORT, transactions over two nodes,
+//! combining's shared round trips, and the bank-transfer invariant with and without combining.
+//! When the binary is not built, each test prints a note and passes.
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use fallow_client::connection::Connection;
+use fallow_client::reply::ReplyLimits;
+use fallow_client::{AbortCause, Client, ClientConfig, ClientError, Reply};
+
+fn fallow_bin() -> PathBuf {
+    match std::env::var_os("FALLOW_BIN") {
+        Some(path) => PathBuf::from(path),
+        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/release/fallow"),
+    }
+}
+
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+/// A server process that is killed when the test ends, however it ends.
+struct Server {
+    child: Child,
+    address: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `count` servers, or None (with a note) when the binary is not built.
+fn start(count: usize) -> Option<Vec<Server>> {
+    let program = fallow_bin();
+    if !program.is_file() {
+        eprintln!("note: {} is not built; skipping", program.display());
+        return None;
+    }
+    Some((0..count).map(|_| start_one(&program)).collect())
+}
+
+fn start_one(program: &PathBuf) -> Server {
+    let port = free_port();
+    let child = Command::new(program)
+        .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+        .args([
+            "--memcache-port",
+            "0",
+            "--unixsocket",
+            "",
+            "--log-level",
+            "warn",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {}: {e}", program.display()));
+    let server = Server {
+        child,
+        address: format!("127.0.0.1:{port}"),
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(&server.address).is_err() {
+        assert!(Instant::now() < deadline, "fallow did not listen on {port}");
+        thread::sleep(Duration::from_millis(10));
+    }
+    server
+}
+
+fn client(servers: &[Server], combining: bool) -> Client {
+    Client::connect(ClientConfig {
+        nodes: servers.iter().map(|s| s.address.clone()).collect(),
+        combining,
+        retries_max: 200,
+        backoff_initial_us: 50,
+        backoff_max_us: 5_000,
+        connections_per_node: 16,
+    })
+    .expect("connect")
+}
+
+/// A raw connection, for commands the test plays by hand.
+fn raw(server: &Server) -> Connection {
+    Connection::open(&server.address, ReplyLimits::default()).expect("connect")
+}
+
+fn config_set(server: &Server, name: &str, value: &str) {
+    let reply = raw(server).call(&[b"CONFIG", b"SET", name.as_bytes(), value.as_bytes()]);
+    assert_eq!(
+        reply.unwrap(),
+        Reply::Simple("OK".into()),
+        "CONFIG SET {name}"
+    );
+}
+
+fn int(client: &Client, args: &[&[u8]]) -> i64 {
+    let reply = client.command(args).expect("command");
+    reply
+        .as_int()
+        .unwrap_or_else(|| panic!("{args:?}: {reply:?}"))
+}
+
+#[test]
+fn commits_writes_and_reads_the_state_before() {
+    let Some(servers) = start(1) else { return };
+    let client = client(&servers, false);
+    let (cardinality, replies) = client
+        .transaction_with_replies(|txn| {
+            let before = txn.call(&[b"SCARD", b"s"])?;
+            assert_eq!(txn.call(&[b"SADD", b"s", b"x", b"y"])?, Reply::Queued);
+            assert_eq!(txn.call(&[b"INCRBY", b"c", b"5"])?, Reply::Queued);
+            // No read-your-own-writes: the read sees the state before the transaction.
+            assert_eq!(txn.call(&[b"SCARD", b"s"])?, before);
+            Ok(before)
+        })
+        .unwrap();
+    assert_eq!(cardinality, Reply::Int(0));
+    assert_eq!(replies, vec![Reply::Int(2), Reply::Int(5)]);
+    assert_eq!(int(&client, &[b"SCARD", b"s"]), 2);
+    let stats = client.stats();
+    assert_eq!((stats.commits, stats.aborts.total()), (1, 0));
+}
+
+#[test]
+fn a_failing_body_aborts_and_applies_nothing() {
+    let Some(servers) = start(1) else { return };
+    let client = client(&servers, false);
+    let result: Result<(), _> = client.transaction(|txn| {
+        txn.call(&[b"SADD", b"s", b"x"])?;
+        Err(ClientError::Usage("changed my mind".into()))
+    });
+    assert!(matches!(result, Err(ClientError::Usage(_))));
+    assert_eq!(int(&client, &[b"SCARD", b"s"]), 0);
+    // A server error inside the body is the body's to handle; the transaction goes on.
+    client
+        .transaction(|txn| {
+            txn.call(&[b"SET", b"str", b"x"])?;
+            Ok(())
+        })
+        .unwrap();
+    client
+        .transaction(|txn| {
+            let wrong = txn.call(&[b"SCARD", b"str"]);
+            assert!(
+                matches!(wrong, Err(ClientError::Server(ref text)) if text.starts_with("WRONGTYPE"))
+            );
+            txn.call(&[b"SADD", b"s", b"y"])?;
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(int(&client, &[b"SCARD", b"s"]), 1);
+}
+
+/// With phasing off a conflicting lock fails at once; the client retries until the holder commits.
+#[test]
+fn retries_after_txnabort_until_the_holder_commits() {
+    let Some(servers) = start(1) else { return };
+    config_set(&servers[0], "txn-phasing", "no");
+    let client = client(&servers, false);
+    let mut holder = raw(&servers[0]);
+    holder.push(&[b"TXN.BEGIN"]);
+    holder.push(&[b"SADD", b"s", b"held"]);
+    holder.flush().unwrap();
+    assert_eq!(holder.read_reply().unwrap(), Reply::Simple("OK".into()));
+    assert_eq!(holder.read_reply().unwrap(), Reply::Queued);
+
+    let no_retries = Client::connect(ClientConfig {
+        retries_max: 0,
+        ..client.config().clone()
+    })
+    .unwrap();
+    let refused = no_retries.transaction(|txn| txn.call(&[b"SCARD", b"s"]));
+    assert!(
+        matches!(refused, Err(ClientError::Aborted(AbortCause::Conflict))),
+        "{refused:?}"
+    );
+
+    let release = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(100));
+        holder.call(&[b"TXN.COMMIT"]).unwrap()
+    });
+    let seen = client
+        .transaction(|txn| txn.call(&[b"SCARD", b"s"]))
+        .unwrap();
+    assert_eq!(seen, Reply::Int(1), "read after the holder's commit");
+    assert_eq!(release.join().unwrap(), Reply::Array(vec![Reply::Int(1)]));
+    let stats = client.stats();
+    assert!(
+        stats.retries >= 1 && stats.aborts.conflict >= 1,
+        "{stats:?}"
+    );
+}
+
+#[test]
+fn a_transaction_over_two_nodes_commits_or_aborts_on_both() {
+    let Some(servers) = start(2) else { return };
+    let client = client(&servers, false);
+    let keys = keys_on_each_node(&client, 2);
+    let (a, b) = (keys[0].as_bytes(), keys[1].as_bytes());
+    let aborted: Result<(), _> = client.transaction(|txn| {
+        txn.call(&[b"INCRBY", a, b"1"])?;
+        txn.call(&[b"INCRBY", b, b"1"])?;
+        Err(ClientError::Usage("abort".into()))
+    });
+    assert!(aborted.is_err());
+    client
+        .transaction(|txn| {
+            txn.call(&[b"INCRBY", a, b"1"])?;
+            txn.call(&[b"INCRBY", b, b"2"])?;
+            Ok(())
+        })
+        .unwrap();
+    for (server, expected) in servers.iter().zip([1, 2]) {
+        let key = if expected == 1 { a } else { b };
+        let value = raw(server).call(&[b"GET", key]).unwrap();
+        assert_eq!(value.as_int(), Some(expected), "on {}", server.address);
+    }
+}
+
+/// One key per node (key:N is on node N).
+fn keys_on_each_node(client: &Client, nodes: usize) -> Vec<String> {
+    (0..nodes)
+        .map(|node| {
+            (0..)
+                .map(|i| format!("key:{i}"))
+                .find(|key| client.node_for(key.as_bytes()) == node)
+                .unwrap()
+        })
+        .collect()
+}
+
+/// Threads that increment one counter at once share the first one's lock and round trip.
+#[test]
+fn combining_shares_round_trips() {
+    let Some(servers) = start(1) else { return };
+    const THREADS: usize = 8;
+    const ROUNDS: usize = 20;
+    let run = |combining: bool| {
+        let client = Arc::new(client(&servers, combining));
+        client.command(&[b"DEL", b"hot"]).unwrap();
+        let workers: Vec<_> = (0..THREADS)
+            .map(|_| {
+                let client = Arc::clone(&client);
+                thread::spawn(move || {
+                    for _ in 0..ROUNDS {
+                        client
+                            .transaction(|txn| {
+                                txn.call(&[b"INCRBY", b"hot", b"1"])?;
+                                // Keep the body open a little, as an application's would.
+                                thread::sleep(Duration::from_millis(10));
+                                Ok(())
+                            })
+                            .unwrap();
+                    }
+                })
+            })
+            .collect();
+        workers.into_iter().for_each(|w| w.join().unwrap());
+        assert_eq!(int(&client, &[b"GET", b"hot"]), (THREADS * ROUNDS) as i64);
+        client.stats()
+    };
+    let alone = run(false);
+    let combined = run(true);
+    eprintln!("alone: {alone:?}\ncombined: {combined:?}");
+    assert_eq!(alone.combined_ops, 0);
+    assert!(combined.combined_ops > 0, "{combined:?}");
+    assert!(combined.round_trips_saved() > 0, "{combined:?}");
+    assert!(
+        combined.round_trips < alone.round_trips,
+        "{combined:?} vs {alone:?}"
+    );
+}
+
+/// Combined writes' commit replies reach the transaction that issued them.
+#[test]
+fn combined_writes_get_their_commit_replies() {
+    let Some(servers) = start(1) else { return };
+    let client = Arc::new(client(&servers, true));
+    let workers: Vec<_> = (0..4)
+        .map(|i| {
+            let client = Arc::clone(&client);
+            thread::spawn(move || {
+                let member = format!("m{i}");
+                let ((), replies) = client
+                    .transaction_with_replies(|txn| {
+                        txn.call(&[b"SADD", b"set", member.as_bytes()])?;
+                        thread::sleep(Duration::from_millis(10));
+                        Ok(())
+                    })
+                    .unwrap();
+                replies
+            })
+        })
+        .collect();
+    for worker in workers {
+        assert_eq!(worker.join().unwrap(), vec![Reply::Int(1)]);
+    }
+    assert_eq!(int(&client, &[b"SCARD", b"set"]), 4);
+}
+
+const ACCOUNTS: usize = 16;
+const BALANCE_INITIAL: i64 = 100;
+
+/// Transfers between accounts on two nodes, each checking the balance it takes from, while auditors
+/// read every account in one transaction: the total never changes and no balance goes negative.
+fn bank(combining: bool) {
+    let Some(servers) = start(2) else { return };
+    for server in &servers {
+        config_set(server, "txn-lock-wait-ms", "50");
+    }
+    // A transfer reads its source, then upgrades to an increment: it waits while others read it, and two
+    // transfers upgrading one account deadlock (one retries), so transfers need room to back off.
+    let client = Arc::new(
+        Client::connect(ClientConfig {
+            retries_max: 30,
+            backoff_max_us: 5_000,
+            ..client(&servers, combining).config().clone()
+        })
+        .unwrap(),
+    );
+    let accounts: Vec<String> = (0..ACCOUNTS).map(|i| format!("acct:{i}")).collect();
+    for account in &accounts {
+        let initial = BALANCE_INITIAL.to_string();
+        client
+            .command(&[b"SET", account.as_bytes(), initial.as_bytes()])
+            .unwrap();
+    }
+    let total = BALANCE_INITIAL * ACCOUNTS as i64;
+    let done = Arc::new(AtomicBool::new(false));
+    let auditor = {
+        let (client, accounts, done) = (Arc::clone(&client), accounts.clone(), Arc::clone(&done));
+        thread::spawn(move || {
+            let mut audits = 0;
+            while !done.load(Ordering::Relaxed) || audits == 0 {
+                let Some(balances) = read_all(&client, &accounts) else {
+                    continue;
+                };
+                assert_eq!(
+                    balances.iter().sum::<i64>(),
+                    total,
+                    "audit saw {balances:?}"
+                );
+                assert!(balances.iter().all(|&b| b >= 0), "audit saw {balances:?}");
+                audits += 1;
+                // Leave gaps for the tellers, whose upgrades wait for every audit's reads.
+                thread::sleep(Duration::from_millis(10));
+            }
+        })
+    };
+    let tellers: Vec<_> = (0..4)
+        .map(|seed| {
+            let (client, accounts) = (Arc::clone(&client), accounts.clone());
+            thread::spawn(move || transfers(&client, &accounts, seed))
+        })
+        .collect();
+    let committed: usize = tellers.into_iter().map(|t| t.join().unwrap()).sum();
+    done.store(true, Ordering::Relaxed);
+    auditor.join().unwrap();
+    let Some(balances) = read_all(&client, &accounts) else {
+        let stats = client.stats();
+        let locked = |when: &str| {
+            for server in &servers {
+                let info = raw(server).call(&[b"INFO", b"txn"]).unwrap();
+                let text = String::from_utf8_lossy(info.as_bytes().unwrap_or(b"")).into_owned();
+                let line = text.lines().find(|l| l.starts_with("txn_locked_records"));
+                eprintln!("{when}: {line:?}");
+            }
+        };
+        locked("client alive");
+        drop(client);
+        thread::sleep(Duration::from_millis(200));
+        locked("client dropped");
+        panic!("final audit ran out of retries: {stats:?}");
+    };
+    assert_eq!(balances.iter().sum::<i64>(), total, "{balances:?}");
+    eprintln!(
+        "combining={combining}: {committed} transfers: {:?}",
+        client.stats()
+    );
+    assert!(committed > 0);
+}
+
+/// Runs transfers; returns how many committed. A transfer reads its source, then upgrades to an
+/// increment, which waits for other readers and deadlocks with another upgrade of the account: some
+/// transfers run out of retries, which is no error here (nothing of them is applied).
+fn transfers(client: &Client, accounts: &[String], seed: u64) -> usize {
+    let mut committed = 0;
+    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut next = move |bound: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % bound as u64) as usize
+    };
+    for _ in 0..100 {
+        let from = accounts[next(accounts.len())].as_bytes();
+        let to = accounts[next(accounts.len())].as_bytes();
+        let amount = (1 + next(60)).to_string();
+        if from == to {
+            continue;
+        }
+        let result = client.transaction(|txn| {
+            let balance = txn.call(&[b"GET", from])?.as_int().unwrap_or(0);
+            if balance >= amount.parse::<i64>().unwrap() {
+                txn.call(&[b"DECRBY", from, amount.as_bytes()])?;
+                txn.call(&[b"INCRBY", to, amount.as_bytes()])?;
+            }
+            Ok(())
+        });
+        match result {
+            Ok(()) => committed += 1,
+            Err(ClientError::Aborted(_)) => {}
+            Err(error) => panic!("transfer: {error}"),
+        }
+    }
+    committed
+}
+
+/// Every balance, read in one transaction; None when it ran out of retries.
+fn read_all(client: &Client, accounts: &[String]) -> Option<Vec<i64>> {
+    let result = client.transaction(|txn| {
+        let mut balances = Vec::with_capacity(accounts.len());
+        for account in accounts {
+            balances.push(
+                txn.call(&[b"GET", account.as_bytes()])?
+                    .as_int()
+                    .unwrap_or(0),
+            );
+        }
+        Ok(balances)
+    });
+    match result {
+        Ok(balances) => Some(balances),
+        Err(ClientError::Aborted(_)) => None,
+        Err(error) => panic!("audit: {error}"),
+    }
+}
+
+#[test]
+fn bank_transfers_keep_the_total() {
+    bank(false);
+}
+
+#[test]
+fn bank_transfers_keep_the_total_with_combining() {
+    bank(true);
+}

@@ -1,0 +1,20 @@
+"""fallow's Python client: interactive transactions over plain redis-py clients.
+
+    import redis, fallow
+    r = redis.Redis(port=6379)
+    with fallow.transaction(r) as t:       # TXN.BEGIN; commit on exit, abort on an exception
+        n = t.execute("SCARD", "s")         # a read: its value on the state before the transaction
+        t.execute("SADD", "s", "x")         # a write: "QUEUED"; applied at commit
+    print(t.results)                        # the writes' replies, from TXN.COMMIT
+
+    fallow.run(r, lambda t: ..., retries=16)  # retried with backoff on fallow.TxnAborted
+
+The TXN.* commands run on one connection taken from the client's pool for the whole transaction. With a
+`fallow.Cluster([r1, r2])` keys are spread by the same consistent hashing as the Rust client; a transaction
+begins a server transaction on each node it touches and commits on all after the body (no two-phase
+commit: a failure between the per-node commits leaves a partial commit, raised as PartialCommit).
+"""
+from .cluster import Cluster, node_for
+from .txn import PartialCommit, Transaction, TxnAborted, run, transaction
+
+__all__ = ["Cluster", "PartialCommit", "Transaction", "TxnAborted", "node_for", "run", "transaction"]
