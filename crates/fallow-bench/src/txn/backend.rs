@@ -1,18 +1,13 @@
 //! How the benchmark runs a transaction. A workload writes each transaction as a body over [`Calls`]; a
-//! [`Backend`] runs bodies as transactions (retrying aborts with backoff) or, in `nontxn` mode, as the same
-//! commands without TXN.*. The backend is the one seam where the transaction client plugs in.
-use std::time::Duration;
+//! [`Backend`] runs bodies as transactions or, in `nontxn` mode, as the same commands without TXN.*. The
+//! backend is fallow-client: it retries aborts with backoff and, in `combining` mode, combines.
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use anyhow::{bail, Context};
-use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use anyhow::bail;
+pub use fallow_client::Reply;
+use fallow_client::{AbortCause, Client, ClientConfig, ClientError, ClientStats, Txn};
 
-use crate::bulk::client::Conn;
-pub use crate::bulk::client::Reply;
 use crate::options::ServerAddr;
-
-/// Largest reply a benchmark connection accepts (a big follower set is the largest).
-const REPLY_BYTES_MAX: usize = 64 << 20;
 
 /// Why a call did not give a reply the body can use.
 #[derive(Debug)]
@@ -21,6 +16,8 @@ pub enum CallError {
     Abort(String),
     /// Anything else: the run stops.
     Failed(anyhow::Error),
+    /// The cell is over: give the transaction up without counting it.
+    Stopped,
 }
 
 impl From<anyhow::Error> for CallError {
@@ -61,7 +58,7 @@ pub trait Backend: Sync {
     }
 }
 
-/// Retry after an abort: exponential backoff with full jitter, as Claret's baseline clients.
+/// Retry after an abort: fallow-client's exponential backoff with jitter.
 #[derive(Clone, Copy, Debug)]
 pub struct RetryPolicy {
     pub retries_max: u32,
@@ -69,184 +66,177 @@ pub struct RetryPolicy {
     pub backoff_max_us: u64,
 }
 
-impl RetryPolicy {
-    /// The pause before retry number `retry` (1-based).
-    pub fn backoff(&self, retry: u32, rng: &mut SmallRng) -> Duration {
-        let ceiling_us = self
-            .backoff_initial_us
-            .saturating_mul(1u64 << retry.min(20).saturating_sub(1))
-            .min(self.backoff_max_us)
-            .max(1);
-        Duration::from_micros(rng.gen_range(0..=ceiling_us))
+/// One fallow-client shared by every client thread of a cell, so combining sees all their transactions.
+pub struct ClientBackend {
+    client: Client,
+    transactional: bool,
+    /// Aborts of plain commands (nontxn), which are not retried.
+    plain_aborts: AtomicU64,
+}
+
+impl ClientBackend {
+    /// A client of `server` for `threads` threads; `transactional` false is the `nontxn` mode.
+    pub fn connect(
+        server: &ServerAddr,
+        transactional: bool,
+        combining: bool,
+        retry: RetryPolicy,
+        threads: usize,
+    ) -> anyhow::Result<ClientBackend> {
+        let ServerAddr::Tcp(node) = server else {
+            bail!("fallow-client connects over TCP only, not {server}");
+        };
+        let config = ClientConfig {
+            nodes: vec![node.clone()],
+            combining,
+            retries_max: retry.retries_max,
+            backoff_initial_us: retry.backoff_initial_us,
+            backoff_max_us: retry.backoff_max_us,
+            // One idle connection per thread: each has at most one transaction in flight.
+            connections_per_node: threads,
+        };
+        let client =
+            Client::connect(config).map_err(|e| anyhow::anyhow!("connecting to {server}: {e}"))?;
+        Ok(ClientBackend {
+            client,
+            transactional,
+            plain_aborts: AtomicU64::new(0),
+        })
+    }
+
+    pub fn stats(&self) -> ClientStats {
+        self.client.stats()
     }
 }
 
-/// The cause word of a `TXNABORT <cause> ...` error, or None for any other error.
-pub fn abort_cause(error: &str) -> Option<String> {
-    let rest = error.strip_prefix("TXNABORT")?;
-    Some(
-        rest.split_whitespace()
-            .next()
-            .unwrap_or("unknown")
-            .to_string(),
-    )
-}
+impl Backend for ClientBackend {
+    fn session(&self, _index: usize) -> anyhow::Result<Box<dyn Session + '_>> {
+        Ok(Box::new(ClientSession { backend: self }))
+    }
 
-/// A stopgap transaction client over one blocking RESP connection per thread; it goes when
-/// `fallow-client` lands. With `transactional` false it is the `nontxn` mode: the same commands, no TXN.*.
-pub struct RespBackend {
-    pub server: ServerAddr,
-    pub transactional: bool,
-    pub retry: RetryPolicy,
-    pub seed: u64,
-}
-
-impl Backend for RespBackend {
-    fn session(&self, index: usize) -> anyhow::Result<Box<dyn Session + '_>> {
-        Ok(Box::new(RespSession {
-            conn: Conn::connect(&self.server, REPLY_BYTES_MAX)?,
-            backend: self,
-            rng: SmallRng::seed_from_u64(self.seed ^ index as u64),
-        }))
+    fn combined_ops(&self) -> u64 {
+        self.client.stats().combined_ops
     }
 }
 
-struct RespSession<'a> {
-    conn: Conn,
-    backend: &'a RespBackend,
-    rng: SmallRng,
+struct ClientSession<'a> {
+    backend: &'a ClientBackend,
 }
 
-/// The calls of one attempt; inside a transaction a write's reply is `+QUEUED`.
-struct ConnCalls<'a>(&'a mut Conn);
+/// The calls of one transaction attempt. Keeps the abort as fallow-client gave it, so the client sees
+/// its own cause again (a combining conflict retries alone).
+struct TxnCalls<'t, 'c> {
+    txn: &'t mut Txn<'c>,
+    abort: Option<AbortCause>,
+}
 
-impl Calls for ConnCalls<'_> {
+impl Calls for TxnCalls<'_, '_> {
     fn call(&mut self, args: &[&[u8]]) -> Result<Reply, CallError> {
-        match self.0.call(args)? {
-            Reply::Error(text) => match abort_cause(&text) {
-                Some(cause) => Err(CallError::Abort(cause)),
-                None => Err(CallError::Failed(anyhow::anyhow!(
-                    "{}: {text}",
-                    String::from_utf8_lossy(args[0])
-                ))),
-            },
-            reply => Ok(reply),
+        match self.txn.call(args) {
+            Ok(reply) => Ok(reply),
+            Err(ClientError::Aborted(cause)) => {
+                let name = cause.name().to_string();
+                self.abort = Some(cause);
+                Err(CallError::Abort(name))
+            }
+            Err(e) => Err(command_error(args, e)),
         }
     }
 }
 
-impl RespSession<'_> {
-    /// One attempt: Ok(None) when it committed, Ok(Some(cause)) when it aborted.
-    fn attempt(&mut self, body: &mut Body<'_>) -> anyhow::Result<Option<String>> {
-        let transactional = self.backend.transactional;
-        if transactional {
-            expect_ok(self.conn.call(&[b"TXN.BEGIN"])?, "TXN.BEGIN")?;
+/// `nontxn`: each call a plain command.
+struct PlainCalls<'c>(&'c Client);
+
+impl Calls for PlainCalls<'_> {
+    fn call(&mut self, args: &[&[u8]]) -> Result<Reply, CallError> {
+        match self.0.command(args) {
+            Ok(reply) => Ok(reply),
+            Err(ClientError::Aborted(cause)) => Err(CallError::Abort(cause.name().to_string())),
+            Err(e) => Err(command_error(args, e)),
         }
-        let result = body(&mut ConnCalls(&mut self.conn));
-        if !transactional {
-            return match result {
-                Ok(()) => Ok(None),
-                Err(CallError::Abort(cause)) => Ok(Some(cause)),
-                Err(CallError::Failed(e)) => Err(e),
-            };
-        }
-        match result {
-            Ok(()) => match self.conn.call(&[b"TXN.COMMIT"])? {
-                Reply::Error(text) => match abort_cause(&text) {
-                    Some(cause) => Ok(Some(cause)),
-                    None => bail!("TXN.COMMIT: {text}"),
-                },
-                _ => Ok(None),
-            },
+    }
+}
+
+fn command_error(args: &[&[u8]], error: ClientError) -> CallError {
+    let name = String::from_utf8_lossy(args.first().copied().unwrap_or_default());
+    CallError::Failed(anyhow::anyhow!("{name}: {error}"))
+}
+
+impl ClientSession<'_> {
+    fn run_plain(&mut self, body: &mut Body<'_>) -> anyhow::Result<Outcome> {
+        match body(&mut PlainCalls(&self.backend.client)) {
+            Ok(()) => Ok(Outcome {
+                committed: true,
+                ..Outcome::default()
+            }),
+            // A plain command aborts only when its lock wait fails; it is not retried.
             Err(CallError::Abort(cause)) => {
-                // The connection stays in the aborted transaction until TXN.ABORT ends it.
-                expect_ok(self.conn.call(&[b"TXN.ABORT"])?, "TXN.ABORT")?;
-                Ok(Some(cause))
+                self.backend.plain_aborts.fetch_add(1, Ordering::Relaxed);
+                Ok(Outcome {
+                    committed: false,
+                    retries: 0,
+                    abort_causes: vec![cause],
+                })
             }
             Err(CallError::Failed(e)) => Err(e),
+            Err(CallError::Stopped) => Ok(Outcome::default()),
         }
     }
 }
 
-impl Session for RespSession<'_> {
+/// How a stopped body ends its transaction in fallow-client (an error it does not retry).
+const STOPPED: &str = "the benchmark cell is over";
+
+impl Session for ClientSession<'_> {
     fn run(&mut self, body: &mut Body<'_>) -> anyhow::Result<Outcome> {
-        let mut outcome = Outcome::default();
-        loop {
-            match self.attempt(body).context("transaction")? {
-                None => {
-                    outcome.committed = true;
-                    return Ok(outcome);
+        if !self.backend.transactional {
+            return self.run_plain(body);
+        }
+        let (mut attempts, mut causes) = (0u32, Vec::new());
+        let result = self.backend.client.transaction(|txn| {
+            attempts += 1;
+            let mut calls = TxnCalls { txn, abort: None };
+            match body(&mut calls) {
+                Ok(()) => Ok(()),
+                Err(CallError::Abort(name)) => {
+                    causes.push(name);
+                    Err(ClientError::Aborted(
+                        calls.abort.take().unwrap_or(AbortCause::Conflict),
+                    ))
                 }
-                Some(cause) => outcome.abort_causes.push(cause),
+                Err(CallError::Failed(e)) => Err(ClientError::Usage(format!("{e:#}"))),
+                Err(CallError::Stopped) => Err(ClientError::Usage(STOPPED.into())),
             }
-            if outcome.retries >= self.backend.retry.retries_max {
-                return Ok(outcome);
-            }
-            outcome.retries += 1;
-            std::thread::sleep(self.backend.retry.backoff(outcome.retries, &mut self.rng));
+        });
+        let retries = attempts.saturating_sub(1);
+        // Aborts at TXN.COMMIT happen outside the body, so their causes are not seen here.
+        while causes.len() < retries as usize {
+            causes.push("commit".to_string());
+        }
+        match result {
+            Ok(()) => Ok(Outcome {
+                committed: true,
+                retries,
+                abort_causes: causes,
+            }),
+            Err(ClientError::Aborted(_)) => Ok(Outcome {
+                committed: false,
+                retries,
+                abort_causes: causes,
+            }),
+            Err(ClientError::Usage(text)) if text == STOPPED => Ok(Outcome::default()),
+            Err(e) => bail!("transaction: {e}"),
         }
     }
 }
 
-fn expect_ok(reply: Reply, what: &str) -> anyhow::Result<()> {
-    match reply {
-        Reply::Status(_) => Ok(()),
-        other => bail!("{what}: unexpected reply {other:?}"),
-    }
-}
-
-/// Reply helpers for bodies.
+/// The bulk strings of an array reply (ZRANGE, SMEMBERS, HGETALL).
 pub fn reply_items(reply: &Reply) -> Vec<Vec<u8>> {
     match reply {
         Reply::Array(items) => items
             .iter()
-            .filter_map(|item| match item {
-                Reply::Bulk(Some(bytes)) => Some(bytes.clone()),
-                _ => None,
-            })
+            .filter_map(|item| item.as_bytes().map(<[u8]>::to_vec))
             .collect(),
         _ => Vec::new(),
-    }
-}
-
-/// An integer reply, or an integer in a bulk string (UID.NEXT may answer either).
-pub fn reply_int(reply: &Reply) -> Option<i64> {
-    match reply {
-        Reply::Int(n) => Some(*n),
-        Reply::Bulk(Some(bytes)) => std::str::from_utf8(bytes).ok()?.parse().ok(),
-        _ => None,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn abort_causes_are_the_word_after_txnabort() {
-        assert_eq!(
-            abort_cause("TXNABORT conflict on key x").as_deref(),
-            Some("conflict")
-        );
-        assert_eq!(abort_cause("TXNABORT").as_deref(), Some("unknown"));
-        assert_eq!(abort_cause("ERR wrong type"), None);
-    }
-
-    #[test]
-    fn backoff_grows_and_stays_under_the_cap() {
-        let policy = RetryPolicy {
-            retries_max: 10,
-            backoff_initial_us: 100,
-            backoff_max_us: 1000,
-        };
-        let mut rng = SmallRng::seed_from_u64(1);
-        for retry in 1..40 {
-            let pause = policy.backoff(retry, &mut rng);
-            let cap = (100u64 << (retry - 1).min(20)).min(1000);
-            assert!(
-                pause <= Duration::from_micros(cap),
-                "retry {retry}: {pause:?}"
-            );
-        }
     }
 }

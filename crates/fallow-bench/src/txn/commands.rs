@@ -1,6 +1,6 @@
 //! Building commands, and the commands of fallow's new data types (TopN, SummaryBag, UIdGenerator) with
 //! the stand-ins used where they are missing (Redis, or a fallow without them).
-use super::backend::{reply_int, CallError, Calls, Reply};
+use super::backend::{CallError, Calls, Reply};
 
 /// Whether fallow has TOPN.* / BAG.* / UID.NEXT. The one switch between the new types and their stand-ins.
 pub const ADT_COMMANDS_LANDED: bool = true;
@@ -148,7 +148,8 @@ impl Uids {
     pub fn next(&mut self, c: &mut dyn Calls, d: Dialect, key: &str) -> Result<u64, CallError> {
         if d.adt_commands {
             let reply = call(c, &[&"UID.NEXT", &key])?;
-            return reply_int(&reply)
+            return reply
+                .as_int()
                 .map(|id| id as u64)
                 .ok_or_else(|| CallError::Failed(anyhow::anyhow!("UID.NEXT: {reply:?}")));
         }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use hdrhistogram::Histogram;
 
-use super::backend::{Backend, Body, Session};
+use super::backend::{Backend, Body, CallError, Calls, Reply, Session};
 
 /// Latencies above this (one minute) are recorded as this.
 const LATENCY_NS_MAX: u64 = 60_000_000_000;
@@ -84,10 +84,28 @@ struct Recorder<'a> {
     shared: &'a Shared,
 }
 
+/// Ends a transaction at its next call once the cell is over, so a transaction that waits and retries
+/// for long cannot hold the cell past its end.
+struct StopCalls<'a> {
+    inner: &'a mut dyn Calls,
+    stop: &'a AtomicBool,
+}
+
+impl Calls for StopCalls<'_> {
+    fn call(&mut self, args: &[&[u8]]) -> Result<Reply, CallError> {
+        if self.stop.load(Ordering::Relaxed) {
+            return Err(CallError::Stopped);
+        }
+        self.inner.call(args)
+    }
+}
+
 impl TxnRunner for Recorder<'_> {
     fn run(&mut self, kind: &'static str, body: &mut Body<'_>) -> anyhow::Result<bool> {
         let start = Instant::now();
-        let outcome = self.session.run(body)?;
+        let stop = &self.shared.stop;
+        let mut guarded = |calls: &mut dyn Calls| body(&mut StopCalls { inner: calls, stop });
+        let outcome = self.session.run(&mut guarded)?;
         if !self.shared.measuring.load(Ordering::Relaxed) {
             return Ok(outcome.committed);
         }
@@ -293,11 +311,11 @@ pub mod testing {
                     Reply::Array(
                         self.array_reply
                             .iter()
-                            .map(|b| Reply::Bulk(Some(b.clone())))
+                            .map(|b| Reply::Bulk(b.clone()))
                             .collect(),
                     )
                 }
-                _ => Reply::Status(b"QUEUED".to_vec()),
+                _ => Reply::Queued,
             })
         }
     }

@@ -4,7 +4,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 
-use super::backend::{Backend, RespBackend, RetryPolicy};
+use super::backend::{ClientBackend, RetryPolicy};
 use super::driver::{min_window_mean, run_cell, CellTiming, Workload};
 use super::raw::{Raw, RawParams};
 use super::report::{self, CellResult, PointReport, RunReport};
@@ -277,9 +277,12 @@ pub fn run_txn(args: &TxnArgs) -> anyhow::Result<()> {
                 }
             }
         }
+        // What is done so far is on disk, should a later target fail.
+        let so_far = RunReport::new(experiment.name(), common, std::mem::take(&mut points));
+        report::write_all(&so_far, &common.out)?;
+        points = so_far.points;
     }
     let report = RunReport::new(experiment.name(), common, points);
-    report::write_all(&report, &common.out)?;
     print!("{}", report::markdown(&report));
     if !common.quiet {
         eprintln!("results in {}", common.out.display());
@@ -287,26 +290,13 @@ pub fn run_txn(args: &TxnArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The modes a target runs: all asked for on fallow (combining only once the client can combine), nontxn
-/// alone on Redis.
+/// The modes a target runs: all asked for on fallow, nontxn alone on Redis.
 fn modes_of(target: &Target, common: &CommonArgs) -> Vec<Mode> {
-    if target.name != "fallow" {
-        return vec![Mode::Nontxn];
+    match target.name {
+        "fallow" => common.modes.clone(),
+        _ => vec![Mode::Nontxn],
     }
-    let mut modes = common.modes.clone();
-    if modes.contains(&Mode::Combining) && !COMBINING_AVAILABLE {
-        if !common.quiet {
-            eprintln!(
-                "note: combining needs fallow-client, which has not landed; skipping that mode"
-            );
-        }
-        modes.retain(|&m| m != Mode::Combining);
-    }
-    modes
 }
-
-/// Whether the client can combine (fallow-client).
-const COMBINING_AVAILABLE: bool = false;
 
 /// Differs between cells and between runs, so client-made ids do not repeat on the same data.
 fn nonce() -> u64 {
@@ -315,17 +305,20 @@ fn nonce() -> u64 {
         .map_or(0, |d| d.as_nanos() as u64)
 }
 
-fn backend(common: &CommonArgs, target: &Target, mode: Mode) -> Box<dyn Backend> {
-    Box::new(RespBackend {
-        server: target.addr.clone(),
-        transactional: mode != Mode::Nontxn,
-        retry: RetryPolicy {
-            retries_max: common.retries_max,
-            backoff_initial_us: common.backoff_initial_us,
-            backoff_max_us: common.backoff_max_us,
-        },
-        seed: common.seed,
-    })
+fn backend(
+    common: &CommonArgs,
+    target: &Target,
+    mode: Mode,
+    clients: usize,
+) -> anyhow::Result<ClientBackend> {
+    let retry = RetryPolicy {
+        retries_max: common.retries_max,
+        backoff_initial_us: common.backoff_initial_us,
+        backoff_max_us: common.backoff_max_us,
+    };
+    let transactional = mode != Mode::Nontxn;
+    let combining = mode == Mode::Combining;
+    ClientBackend::connect(&target.addr, transactional, combining, retry, clients)
 }
 
 fn run_one(
@@ -337,7 +330,7 @@ fn run_one(
     point: &str,
 ) -> anyhow::Result<CellResult> {
     target.set_mode(mode)?;
-    let backend = backend(common, target, mode);
+    let backend = backend(common, target, mode, clients)?;
     let timing = CellTiming {
         warmup: Duration::from_secs_f64(common.warmup_s()),
         duration: Duration::from_secs_f64(common.duration_s()),
@@ -358,7 +351,7 @@ fn run_one(
     let mut probe = ServerProbe::new(target);
     let measured = run_cell(
         workload,
-        &*backend,
+        &backend,
         clients,
         timing,
         common.seed,
@@ -375,7 +368,7 @@ fn run_one(
         &measured,
         &probe,
         min_window,
-        backend.combined_ops(),
+        &backend.stats(),
     );
     if !common.quiet {
         eprintln!("{}", cell.line(point));

@@ -12,6 +12,7 @@ use super::server::ServerProbe;
 use super::{CommonArgs, Mode};
 use crate::plot::{short_number, write_side_by_side, FONT};
 use crate::report::LatencySummary;
+use fallow_client::ClientStats;
 use fallow_model::calibrate::MachineInfo;
 
 /// What one cell measured.
@@ -39,7 +40,8 @@ pub struct CellResult {
     /// Every INFO txn counter's growth over the measured period.
     pub server_txn_counters: BTreeMap<String, f64>,
     pub committed_by_kind: BTreeMap<&'static str, u64>,
-    pub combined_ops: u64,
+    /// fallow-client's counters over the cell, warm-up included.
+    pub client: ClientRecord,
     pub timeline_txn_per_s: Vec<f64>,
 }
 
@@ -51,7 +53,7 @@ impl CellResult {
         measured: &CellMeasurement,
         probe: &ServerProbe,
         min_window: f64,
-        combined_ops: u64,
+        client: &ClientStats,
     ) -> CellResult {
         let stats = &measured.stats;
         let committed = stats.committed;
@@ -81,7 +83,7 @@ impl CellResult {
             conflicts,
             server_txn_counters: probe.counters.clone(),
             committed_by_kind: stats.committed_by_kind.clone(),
-            combined_ops,
+            client: ClientRecord::from(client),
             timeline_txn_per_s: measured.timeline_txn_per_s.clone(),
         }
     }
@@ -107,6 +109,32 @@ impl CellResult {
         match self.target {
             "fallow" => self.mode.name().to_string(),
             other => format!("{other} {}", self.mode.name()),
+        }
+    }
+}
+
+/// fallow-client's counters (`ClientStats`) as the JSON shows them.
+#[derive(Clone, Debug, Serialize)]
+pub struct ClientRecord {
+    pub commits: u64,
+    pub retries: u64,
+    pub aborts: u64,
+    /// Operations that rode on another transaction's lock instead of going to the server.
+    pub combined_ops: u64,
+    /// Transactions that committed without a server transaction of their own.
+    pub commits_avoided: u64,
+    pub round_trips: u64,
+}
+
+impl From<&ClientStats> for ClientRecord {
+    fn from(stats: &ClientStats) -> ClientRecord {
+        ClientRecord {
+            commits: stats.commits,
+            retries: stats.retries,
+            aborts: stats.aborts.total(),
+            combined_ops: stats.combined_ops,
+            commits_avoided: stats.commits_avoided,
+            round_trips: stats.round_trips,
         }
     }
 }

@@ -9,11 +9,10 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::backend::Reply;
 use super::commands::Dialect;
 use super::driver::Probe;
 use super::Mode;
-use crate::bulk::client::Conn;
+use crate::bulk::client::{Conn, Reply};
 use crate::options::ServerAddr;
 
 const REPLY_BYTES_MAX: usize = 64 << 20;
