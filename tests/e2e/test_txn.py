@@ -247,3 +247,15 @@ def test_new_types_commute_inside_transactions(raw):
     assert reader.read_reply() == [b"bob", 7]
     assert reader.cmd("BAG.SUMMARY", "stats") == [2, 5, 7, b"6"]
     assert reader.cmd("TXN.COMMIT") == []
+
+
+def test_a_nowait_transaction_aborts_instead_of_queueing(raw):
+    t1, t2 = raw(), raw()
+    assert t1.cmd("TXN.BEGIN") == "OK"
+    assert t1.cmd("SADD", "s", "x") == "QUEUED"
+    assert t2.cmd("TXN.BEGIN", "NOWAIT") == "OK"
+    assert t2.cmd("SADD", "s", "y") == "QUEUED", "a shared mode is granted at once"
+    assert t2.cmd("SCARD", "s").startswith("TXNABORT conflict")
+    assert t2.cmd("TXN.ABORT") == "OK"
+    assert t2.cmd("TXN.BEGIN", "SOMETIMES") == Err("ERR syntax error")
+    assert t1.cmd("TXN.COMMIT") == [1]

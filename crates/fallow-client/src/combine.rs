@@ -32,8 +32,9 @@
 //! The group is strictly serializable as one transaction: its server transactions hold all their locks
 //! until the group commits (two-phase locking over their union), and rule 4 keeps them from waiting on
 //! each other. The cost: a member that waits on the server for a transaction outside the group, which in
-//! turn waits for the group's lock, forms a cycle the server cannot see; the lock wait bound
-//! (`txn-lock-wait-ms`) breaks it with `TXNABORT timeout`.
+//! turn waits for the group's lock, would form a cycle the server cannot see. So members begin their server
+//! transactions with `TXN.BEGIN NOWAIT` (`txn`): they never wait on the server, and a lock they cannot get at
+//! once aborts them.
 //!
 //! This module is the bookkeeping alone (no I/O, so it is tested without a server); `txn` does the I/O.
 use std::collections::HashMap;

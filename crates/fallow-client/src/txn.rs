@@ -110,7 +110,13 @@ impl<'client> Txn<'client> {
             return node_txn.connection.call(args);
         }
         let mut connection = self.client.pools[node].checkout()?;
-        connection.push(&[b"TXN.BEGIN"]);
+        // A combining member never waits on the server: its group may be waiting for it, a cycle the
+        // server cannot see. A lock it cannot get at once aborts it (and it retries).
+        if self.member.is_some() {
+            connection.push(&[b"TXN.BEGIN", b"NOWAIT"]);
+        } else {
+            connection.push(&[b"TXN.BEGIN"]);
+        }
         connection.push(args);
         connection.flush()?;
         match connection.read_reply()? {

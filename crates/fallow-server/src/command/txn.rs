@@ -3,16 +3,17 @@
 use super::flags::*;
 use super::{spec, CommandSpec, Ctx, Group, Keys};
 use crate::txn::session::{self, Session};
+use crate::txn::WaitPolicy;
 use std::sync::atomic::Ordering;
 
 pub const COMMANDS: &[CommandSpec] = &[
     spec(
         "txn.begin",
-        1,
+        -1,
         NO_MULTI | NOSCRIPT | FAST,
         Keys::None,
         Group::Transaction,
-        "Begin an interactive transaction: reads see the state before it, writes apply at TXN.COMMIT",
+        "Begin an interactive transaction: reads see the state before it, writes apply at TXN.COMMIT; NOWAIT: a lock request that cannot be granted at once aborts it",
         begin,
     ),
     spec(
@@ -35,7 +36,12 @@ pub const COMMANDS: &[CommandSpec] = &[
     ),
 ];
 
-fn begin(ctx: &mut Ctx, _args: &[&[u8]]) {
+fn begin(ctx: &mut Ctx, args: &[&[u8]]) {
+    let wait = match args {
+        [_] => WaitPolicy::IfPhasing,
+        [_, option] if super::is(option, "nowait") => WaitPolicy::Never,
+        _ => return ctx.out.error(super::SYNTAX),
+    };
     if ctx.conn.txn.is_some() {
         return ctx.out.error("ERR TXN.BEGIN calls can not be nested");
     }
@@ -43,7 +49,7 @@ fn begin(ctx: &mut Ctx, _args: &[&[u8]]) {
         return ctx.out.error("ERR TXN.BEGIN inside MULTI is not allowed");
     }
     let id = ctx.server.txns.new_id();
-    ctx.conn.txn = Some(Session::new(id));
+    ctx.conn.txn = Some(Session::new(id, wait));
     ctx.server.txns.stats.begun.fetch_add(1, Ordering::Relaxed);
     ctx.out.ok();
 }

@@ -135,6 +135,18 @@ pub struct Txns {
     pub stats: TxnStats,
 }
 
+/// Whether a lock request that cannot be granted now queues.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitPolicy {
+    /// Plain commands and EXEC: their clients cannot retry them as transactions.
+    Always,
+    /// Transactions: queue when phasing is on, fail fast when it is off.
+    IfPhasing,
+    /// Transactions begun with TXN.BEGIN NOWAIT (a combining client's: they must never wait on the server
+    /// while their group waits for them).
+    Never,
+}
+
 /// One lock request of a command: a record and the modes the command takes on it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KeyLock {
@@ -200,18 +212,21 @@ impl Txns {
     }
 
     /// Asks for one record's lock: Ok(true) granted, Ok(false) queued (`waker` is notified when a release
-    /// grants it). A transaction queues only with phasing on; a plain command (`always_wait`) always
-    /// queues, since its client cannot retry it as a transaction.
+    /// grants it), as `wait` says.
     pub fn acquire(
         &self,
         txn: TxnId,
         request: &KeyLock,
-        always_wait: bool,
+        wait: WaitPolicy,
         waker: &Arc<Notify>,
     ) -> Result<bool, AbortCause> {
         let mut locks = self.locks.lock();
         let now = Instant::now();
-        let may_wait = always_wait || locks.table.config().phasing;
+        let may_wait = match wait {
+            WaitPolicy::Always => true,
+            WaitPolicy::IfPhasing => locks.table.config().phasing,
+            WaitPolicy::Never => false,
+        };
         let answer = locks
             .table
             .acquire_modes(&request.key, txn, &request.modes, now, may_wait);

@@ -8,7 +8,7 @@
 use crate::command::{self, flags, lookup, Keys};
 use crate::connection::ConnState;
 use crate::server::Server;
-use crate::txn::{modes, AbortCause, KeyLock, LockKey};
+use crate::txn::{modes, AbortCause, KeyLock, LockKey, WaitPolicy};
 use fallow_proto::ReplyWriter;
 use fallow_txn::lock::TxnId;
 use std::sync::atomic::Ordering;
@@ -28,6 +28,8 @@ pub struct Session {
     queued: Vec<Vec<Vec<u8>>>,
     /// Set once the transaction was aborted; its commands fail until TXN.COMMIT or TXN.ABORT ends it.
     pub aborted: Option<AbortCause>,
+    /// Whether its lock requests may queue (TXN.BEGIN NOWAIT: never).
+    pub wait: WaitPolicy,
 }
 
 /// The locks a plain command or EXEC took after finding a record locked by a transaction.
@@ -43,12 +45,13 @@ pub struct LockWait {
 }
 
 impl Session {
-    pub fn new(id: TxnId) -> Session {
+    pub fn new(id: TxnId, wait: WaitPolicy) -> Session {
         Session {
             id,
             held: Vec::new(),
             queued: Vec::new(),
             aborted: None,
+            wait,
         }
     }
 }
@@ -122,14 +125,14 @@ enum Granted {
 
 fn acquire_for_session(server: &Server, conn: &mut ConnState, requests: &[KeyLock]) -> Granted {
     let session = conn.txn.as_mut().expect("in a transaction");
-    let (id, held) = (session.id, &mut session.held);
+    let (id, held, wait) = (session.id, &mut session.held, session.wait);
     let waker = conn.lock_waker.clone();
     acquire_all(
         server,
         id,
         held,
         requests,
-        false,
+        wait,
         &waker,
         &mut conn.lock_wait,
     )
@@ -141,12 +144,12 @@ fn acquire_all(
     id: TxnId,
     held: &mut Vec<LockKey>,
     requests: &[KeyLock],
-    always_wait: bool,
+    wait_policy: WaitPolicy,
     waker: &Arc<Notify>,
     wait: &mut Option<LockWait>,
 ) -> Granted {
     for request in requests {
-        let answer = server.txns.acquire(id, request, always_wait, waker);
+        let answer = server.txns.acquire(id, request, wait_policy, waker);
         // A queued request is recorded too: a release may grant it before the command re-runs, and an
         // abort, timeout or disconnect in between must release it with the rest.
         if answer.is_ok() && !held.contains(&request.key) {
@@ -253,7 +256,7 @@ pub fn plain_access(
         id,
         held,
         requests,
-        true,
+        WaitPolicy::Always,
         &waker,
         &mut conn.lock_wait,
     ) {
