@@ -432,14 +432,9 @@ fn txn_metrics(exposition: &mut Exposition, server: &Server) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
 
     fn server() -> Server {
-        Server::new(Config {
-            shards: 2,
-            threads: 1,
-            ..Config::default()
-        })
+        Server::for_tests()
     }
 
     #[test]

@@ -219,3 +219,15 @@ impl Server {
         self.elastic.wake.config_changed();
     }
 }
+
+#[cfg(test)]
+impl Server {
+    /// A small server for unit tests: two shards, one thread, everything else default.
+    pub fn for_tests() -> Server {
+        Server::new(Config {
+            shards: 2,
+            threads: 1,
+            ..Config::default()
+        })
+    }
+}

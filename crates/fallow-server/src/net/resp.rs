@@ -316,14 +316,8 @@ where
             }
             _ = handle.kill_signal.notified() => break Flow::Close,
             read = stream.read_buf(input) => {
-                match read {
-                    Ok(0) | Err(_) => break Flow::Close,
-                    Ok(read) => {
-                        server.stats.net_input_bytes.fetch_add(read as u64, Ordering::Relaxed);
-                        if input.len() > limits.query_buffer_bytes_max {
-                            break Flow::Close;
-                        }
-                    }
+                if !keep_reading_while_waiting(server, read, input, limits) {
+                    break Flow::Close;
                 }
             }
         }
@@ -384,20 +378,34 @@ where
             }
             _ = handle.kill_signal.notified() => break Flow::Close,
             read = stream.read_buf(input) => {
-                match read {
-                    Ok(0) | Err(_) => break Flow::Close,
-                    Ok(read) => {
-                        server.stats.net_input_bytes.fetch_add(read as u64, Ordering::Relaxed);
-                        if input.len() > limits.query_buffer_bytes_max {
-                            break Flow::Close;
-                        }
-                    }
+                if !keep_reading_while_waiting(server, read, input, limits) {
+                    break Flow::Close;
                 }
             }
         }
     };
     conn.handle.snapshot.lock().blocked = false;
     Ok(flow)
+}
+
+/// Input that arrives while a command waits (blocked pop, lock wait) stays buffered for later; false when
+/// the client went away or passed the query buffer limit.
+fn keep_reading_while_waiting(
+    server: &Server,
+    read: std::io::Result<usize>,
+    input: &[u8],
+    limits: &Limits,
+) -> bool {
+    match read {
+        Ok(0) | Err(_) => false,
+        Ok(read) => {
+            server
+                .stats
+                .net_input_bytes
+                .fetch_add(read as u64, Ordering::Relaxed);
+            input.len() <= limits.query_buffer_bytes_max
+        }
+    }
 }
 
 async fn sleep_until_or_forever(deadline: Option<tokio::time::Instant>) {

@@ -16,8 +16,10 @@ use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::Notify;
 
-/// Most writes one transaction may queue: beyond it the transaction aborts (`full`).
+/// Most writes one transaction may queue, and most bytes of their arguments: beyond either the transaction
+/// aborts (`full`).
 pub const QUEUED_WRITES_MAX: usize = 100_000;
+pub const QUEUED_BYTES_MAX: usize = 256 << 20;
 
 /// An open transaction.
 pub struct Session {
@@ -26,6 +28,7 @@ pub struct Session {
     held: Vec<LockKey>,
     /// Writes to apply at commit: owned copies of their arguments.
     queued: Vec<Vec<Vec<u8>>>,
+    queued_bytes: usize,
     /// Set once the transaction was aborted; its commands fail until TXN.COMMIT or TXN.ABORT ends it.
     pub aborted: Option<AbortCause>,
     /// Whether its lock requests may queue (TXN.BEGIN NOWAIT: never).
@@ -50,6 +53,7 @@ impl Session {
             id,
             held: Vec::new(),
             queued: Vec::new(),
+            queued_bytes: 0,
             aborted: None,
             wait,
         }
@@ -88,10 +92,13 @@ pub fn run_in_txn(
         return command::run_unlocked_by_txns(server, conn, out, spec, args, false);
     }
     let session = conn.txn.as_mut().expect("in a transaction");
-    if session.queued.len() >= QUEUED_WRITES_MAX {
+    let bytes: usize = args.iter().map(|arg| arg.len()).sum();
+    if session.queued.len() >= QUEUED_WRITES_MAX || session.queued_bytes + bytes > QUEUED_BYTES_MAX
+    {
         abort(server, conn, AbortCause::Full);
         return out.error(&AbortCause::Full.error());
     }
+    session.queued_bytes += bytes;
     session
         .queued
         .push(args.iter().map(|arg| arg.to_vec()).collect());
@@ -179,6 +186,7 @@ pub fn abort(server: &Server, conn: &mut ConnState, cause: AbortCause) {
     server.txns.release(session.id, &session.held);
     session.held = Vec::new();
     session.queued = Vec::new();
+    session.queued_bytes = 0;
     session.aborted = Some(cause);
 }
 
@@ -311,15 +319,10 @@ pub fn end(server: &Server, conn: &mut ConnState) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
     use crate::server::ClientKind;
 
     fn server() -> Server {
-        Server::new(Config {
-            shards: 2,
-            threads: 1,
-            ..Config::default()
-        })
+        Server::for_tests()
     }
 
     fn connection(server: &Server) -> ConnState {
@@ -393,5 +396,23 @@ mod tests {
             server.txns.stats.aborts_disconnect.load(Ordering::Relaxed),
             2
         );
+    }
+
+    #[test]
+    fn a_transaction_queues_a_bounded_number_of_writes() {
+        let server = server();
+        let mut conn = connection(&server);
+        begin(&server, &mut conn);
+        for _ in 0..QUEUED_WRITES_MAX {
+            assert_eq!(run(&server, &mut conn, &["INCR", "n"]), b"+QUEUED\r\n");
+        }
+        let refused = run(&server, &mut conn, &["INCR", "n"]);
+        assert!(refused.starts_with(b"-TXNABORT full"), "{refused:?}");
+        assert_eq!(
+            server.txns.locked_records(),
+            0,
+            "the abort released the lock"
+        );
+        assert!(run(&server, &mut conn, &["TXN.COMMIT"]).starts_with(b"-TXNABORT full"));
     }
 }
