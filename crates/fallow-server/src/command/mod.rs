@@ -1,7 +1,8 @@
 //! The command table and dispatch. Each command family lives in its own file and contributes a slice of
 //! `CommandSpec`s: name, arity, flags and key positions as data (as in Redis's command table), plus the
 //! handler. Dispatch checks authentication, arity, MULTI queueing, pub/sub context, ACL permissions and
-//! maxmemory, locks the shards of the command's keys, and runs the handler, which writes its reply.
+//! maxmemory, hands the commands of an open transaction to `txn::session`, locks the shards of the command's
+//! keys, waits for transactions' locks on them (`txn`), and runs the handler, which writes its reply.
 pub mod acl;
 pub mod bag;
 pub mod bulk;
