@@ -5,7 +5,7 @@
 //! state before the transaction (the transaction's own writes are still queued); a write is queued and
 //! replied `+QUEUED`. TXN.COMMIT applies the queued writes on their shards, all locked at once, and only
 //! then releases the records' locks.
-use crate::command::{self, flags, lookup, Keys};
+use crate::command::{self, flags, Keys};
 use crate::connection::ConnState;
 use crate::server::Server;
 use crate::txn::{modes, AbortCause, KeyLock, LockKey, WaitPolicy};
@@ -26,8 +26,9 @@ pub struct Session {
     pub id: TxnId,
     /// Records this transaction holds a lock on or waits for.
     held: Vec<LockKey>,
-    /// Writes to apply at commit: owned copies of their arguments.
-    queued: Vec<Vec<Vec<u8>>>,
+    /// Writes to apply at commit: each command (looked up once, at dispatch) and an owned copy of its
+    /// arguments.
+    queued: Vec<(&'static command::CommandSpec, Vec<Vec<u8>>)>,
     queued_bytes: usize,
     /// Set once the transaction was aborted; its commands fail until TXN.COMMIT or TXN.ABORT ends it.
     pub aborted: Option<AbortCause>,
@@ -101,7 +102,7 @@ pub fn run_in_txn(
     session.queued_bytes += bytes;
     session
         .queued
-        .push(args.iter().map(|arg| arg.to_vec()).collect());
+        .push((spec, args.iter().map(|arg| arg.to_vec()).collect()));
     server
         .txns
         .stats
@@ -193,19 +194,11 @@ pub fn abort(server: &Server, conn: &mut ConnState, cause: AbortCause) {
 /// TXN.COMMIT: applies the queued writes on their shards, locked together, replying with an array of their
 /// replies; then releases every lock.
 pub fn commit(server: &Server, conn: &mut ConnState, out: &mut ReplyWriter, session: Session) {
-    let commands: Vec<(&'static command::CommandSpec, Vec<&[u8]>)> = session
+    let commands: Vec<(&command::CommandSpec, Vec<&[u8]>)> = session
         .queued
         .iter()
-        .filter_map(|command| {
-            let args: Vec<&[u8]> = command.iter().map(|arg| arg.as_slice()).collect();
-            lookup(args[0]).map(|(_, spec)| (spec, args))
-        })
+        .map(|(spec, args)| (*spec, args.iter().map(Vec::as_slice).collect()))
         .collect();
-    debug_assert_eq!(
-        commands.len(),
-        session.queued.len(),
-        "queued commands are known"
-    );
     let keys = commands.iter().flat_map(|(spec, args)| {
         command::key_positions(spec, args)
             .into_iter()
