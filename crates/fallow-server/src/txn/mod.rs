@@ -13,7 +13,7 @@ use fallow_txn::lock::{Acquire, ConflictCause, LockConfig, LockTable, TxnId};
 use fallow_txn::Mode;
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
@@ -31,6 +31,13 @@ pub enum AbortCause {
 }
 
 impl AbortCause {
+    pub const ALL: [AbortCause; 4] = [
+        AbortCause::Conflict,
+        AbortCause::Deadlock,
+        AbortCause::Timeout,
+        AbortCause::Full,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             AbortCause::Conflict => "conflict",
@@ -85,26 +92,31 @@ pub struct TxnStats {
 
 impl TxnStats {
     /// Aborts by cause: the lock table's causes, then TXN.ABORT (`client`) and disconnects.
-    pub fn aborts(&self) -> [(&'static str, u64); 6] {
-        let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
-        [
-            ("conflict", load(&self.aborts_conflict)),
-            ("deadlock", load(&self.aborts_deadlock)),
-            ("timeout", load(&self.aborts_timeout)),
-            ("full", load(&self.aborts_full)),
-            ("client", load(&self.aborts_client)),
-            ("disconnect", load(&self.aborts_disconnect)),
-        ]
+    pub fn aborts(&self) -> Vec<(&'static str, u64)> {
+        let causes = AbortCause::ALL
+            .into_iter()
+            .map(|cause| (cause.name(), self.abort_counter(cause)));
+        let ended = [
+            ("client", &self.aborts_client),
+            ("disconnect", &self.aborts_disconnect),
+        ];
+        causes
+            .chain(ended)
+            .map(|(name, counter)| (name, counter.load(Ordering::Relaxed)))
+            .collect()
     }
 
     pub fn count_abort(&self, cause: AbortCause) {
-        let counter = match cause {
+        self.abort_counter(cause).fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn abort_counter(&self, cause: AbortCause) -> &AtomicU64 {
+        match cause {
             AbortCause::Conflict => &self.aborts_conflict,
             AbortCause::Deadlock => &self.aborts_deadlock,
             AbortCause::Timeout => &self.aborts_timeout,
             AbortCause::Full => &self.aborts_full,
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
+        }
     }
 }
 
@@ -131,7 +143,7 @@ pub struct Txns {
     /// Records locked now; plain commands skip the table while it is 0.
     locked_records: AtomicUsize,
     next_id: AtomicU64,
-    abstract_locks: std::sync::atomic::AtomicBool,
+    abstract_locks: AtomicBool,
     pub stats: TxnStats,
 }
 
@@ -164,7 +176,7 @@ impl Txns {
             }),
             locked_records: AtomicUsize::new(0),
             next_id: AtomicU64::new(1),
-            abstract_locks: std::sync::atomic::AtomicBool::new(true),
+            abstract_locks: AtomicBool::new(true),
             stats: TxnStats::default(),
         };
         txns.configure(settings);
