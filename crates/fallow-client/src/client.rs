@@ -113,6 +113,49 @@ impl Client {
         }
     }
 
+    /// Runs `commands` outside any transaction, pipelined: one write and one read per node involved, so
+    /// the whole batch costs one round trip. Replies come in the order of `commands`; an error reply is a
+    /// `Reply::Error` in its place (a TXNABORT there means that command's lock wait failed).
+    pub fn pipeline(&self, commands: &[Vec<Vec<u8>>]) -> Result<Vec<Reply>, ClientError> {
+        let nodes: Vec<usize> = commands
+            .iter()
+            .map(|command| match command.get(1) {
+                Some(key) => self.node_for(key),
+                None => 0,
+            })
+            .collect();
+        if commands.iter().any(Vec::is_empty) {
+            return Err(ClientError::Usage("empty command".into()));
+        }
+        let mut sent = Vec::new();
+        for node in 0..self.pools.len() {
+            let mine: Vec<usize> = (0..commands.len()).filter(|&i| nodes[i] == node).collect();
+            if mine.is_empty() {
+                continue;
+            }
+            let mut connection = self.pools[node].checkout()?;
+            for &i in &mine {
+                let args: Vec<&[u8]> = commands[i].iter().map(Vec::as_slice).collect();
+                connection.push(&args);
+            }
+            Counters::add(&self.counters.round_trips, 1);
+            Counters::add(&self.counters.writes_behind, mine.len() as u64 - 1);
+            connection.flush()?;
+            sent.push((node, mine, connection));
+        }
+        let mut replies: Vec<Option<Reply>> = vec![None; commands.len()];
+        for (node, mine, mut connection) in sent {
+            for i in mine {
+                replies[i] = Some(connection.read_reply()?);
+            }
+            self.pools[node].checkin(connection);
+        }
+        Ok(replies
+            .into_iter()
+            .map(|r| r.expect("every command answered"))
+            .collect())
+    }
+
     /// Runs `body` in a transaction and commits it. On an abort (TXNABORT from the server, or the
     /// combiner's) it runs `body` again after a backoff, up to `retries_max` times, then returns
     /// `ClientError::Aborted`. Any other error of `body` aborts the transaction and is returned as is.

@@ -32,9 +32,12 @@
 //! The group is strictly serializable as one transaction: its server transactions hold all their locks
 //! until the group commits (two-phase locking over their union), and rule 4 keeps them from waiting on
 //! each other. The cost: a member that waits on the server for a transaction outside the group, which in
-//! turn waits for the group's lock, would form a cycle the server cannot see. So members begin their server
-//! transactions with `TXN.BEGIN NOWAIT` (`txn`): they never wait on the server, and a lock they cannot get at
-//! once aborts them.
+//! turn waits for the group's lock, would form a cycle the server cannot see. So:
+//! 8. A member alone in its group waits on the server as any transaction does (phasing); once its group
+//!    has several members, its commands go with NOWAIT (`txn`: `TXN.BEGIN NOWAIT`, or `TXN.NOWAIT` on a
+//!    transaction already begun), so a lock it cannot get at once aborts it.
+//! 9. Two groups do not merge while a member of either is inside a server call that may wait: that
+//!    member's wait began alone and cannot be turned into NOWAIT half-way.
 //!
 //! This module is the bookkeeping alone (no I/O, so it is tested without a server); `txn` does the I/O.
 use std::collections::HashMap;
@@ -87,6 +90,8 @@ struct Member {
     parked: Vec<ParkedOp>,
     /// Commit replies of this member's parked operations, delivered by their owners.
     delivered: Vec<(usize, Reply)>,
+    /// Inside a server call sent while alone, which may wait for a lock (rule 9).
+    waiting_call: bool,
 }
 
 /// A lock a member's server transaction holds or is acquiring.
@@ -155,6 +160,7 @@ impl CombineTable {
             stage: Stage::Running,
             parked: Vec::new(),
             delivered: Vec::new(),
+            waiting_call: false,
         };
         state.members.insert(id, member);
         id
@@ -207,7 +213,23 @@ impl CombineTable {
         };
         let group = state.groups.get_mut(&group_id).expect("member's group");
         group.holds.entry(key.to_vec()).or_default().push(hold);
+        let alone = group.members.len() == 1;
+        state.members.get_mut(&member).expect("member").waiting_call = alone;
         Plan::Send
+    }
+
+    /// Whether `member`'s command just planned as `Send` goes with NOWAIT (rule 8): it has company.
+    pub fn sends_nowait(&self, member: MemberId) -> bool {
+        let state = self.state.lock();
+        let group = state.members[&member].group;
+        state.groups[&group].members.len() > 1
+    }
+
+    /// The server answered `member`'s command: it no longer waits there (rule 9).
+    pub fn returned(&self, member: MemberId) {
+        if let Some(entry) = self.state.lock().members.get_mut(&member) {
+            entry.waiting_call = false;
+        }
     }
 
     /// The owner of an open group's granted lock that `group_id` may join for `combine` (rules 2, 3).
@@ -216,7 +238,14 @@ impl CombineTable {
         let (mine, theirs) = (&state.groups[&group_id], state.groups.get(&target)?);
         let open = |group: &Group| group.open && group.aborted.is_none();
         let fits = mine.members.len() + theirs.members.len() <= self.members_max;
-        (target != group_id && open(mine) && open(theirs) && fits).then_some(owner)
+        let waiting = |group: &Group| {
+            group
+                .members
+                .iter()
+                .any(|member| state.members[member].waiting_call)
+        };
+        let quiet = !waiting(mine) && !waiting(theirs);
+        (target != group_id && open(mine) && open(theirs) && fits && quiet).then_some(owner)
     }
 
     /// The server granted `member`'s combinable lock: others may now combine with it.

@@ -20,6 +20,11 @@ pub struct ClientStats {
     pub combine_flushes: u64,
     /// Request/reply exchanges with a server; a pipelined batch on one connection counts once.
     pub round_trips: u64,
+    /// Writes sent behind a later command instead of in a round trip of their own (`Txn::write`,
+    /// `Client::pipeline`).
+    pub writes_behind: u64,
+    /// Commits that rode behind the body's last command (`Txn::call_and_commit`).
+    pub commits_behind: u64,
 }
 
 impl ClientStats {
@@ -57,6 +62,8 @@ pub(crate) struct Counters {
     pub commits_avoided: AtomicU64,
     pub combine_flushes: AtomicU64,
     pub round_trips: AtomicU64,
+    pub writes_behind: AtomicU64,
+    pub commits_behind: AtomicU64,
 }
 
 impl Counters {
@@ -93,6 +100,8 @@ impl Counters {
             commits_avoided: self.commits_avoided.load(Relaxed),
             combine_flushes: self.combine_flushes.load(Relaxed),
             round_trips: self.round_trips.load(Relaxed),
+            writes_behind: self.writes_behind.load(Relaxed),
+            commits_behind: self.commits_behind.load(Relaxed),
         }
     }
 }

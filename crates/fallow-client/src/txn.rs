@@ -1,12 +1,17 @@
 //! One transaction attempt: server transactions begun lazily per node, strict two-phase locking across
 //! nodes (every node commits only after the body finished), and the I/O side of combining.
 //!
+//! Writes issued with `Txn::write` ride behind: inside a transaction a write only answers `QUEUED`, so
+//! the client need not wait for it. It is sent, pipelined and in issue order, ahead of the next command
+//! on its node, or with TXN.COMMIT. The server sees the same commands in the same order (so takes the
+//! same locks in the same order) as with `call`, only in fewer round trips.
+//!
 //! Across nodes there is no two-phase commit: TXN.COMMIT goes to every node in one pipelined write, and a
 //! client that crashes, or a connection that fails, between those commits leaves some nodes committed and
 //! others not (`ClientError::PartialCommit`). fallow is a cache and keeps no commit log.
 use crate::client::Client;
 use crate::combine::{MemberId, ParkedOp, Plan};
-use crate::commands::combine_key;
+use crate::commands::{combine_key, CombineKey};
 use crate::connection::Connection;
 use crate::error::{AbortCause, ClientError};
 use crate::reply::Reply;
@@ -18,11 +23,91 @@ enum Slot {
     Parked { issuer: MemberId, slot: usize },
 }
 
+/// A write not sent yet (`Txn::write`), and the reply slot it was given.
+struct Pending {
+    args: Vec<Vec<u8>>,
+    slot: usize,
+}
+
 /// The server transaction on one node.
 struct NodeTxn {
     connection: Connection,
+    /// TXN.BEGIN was sent: TXN.ABORT is needed to give the connection back.
+    begun: bool,
+    /// The server transaction never waits for a lock (TXN.BEGIN NOWAIT, or TXN.NOWAIT since).
+    nowait: bool,
+    /// Writes waiting for the next round trip on this node.
+    pending: Vec<Pending>,
+    /// Every reply to what was sent has been read, so TXN.ABORT's reply would be the next.
+    synced: bool,
     /// One entry per write the server queued, in order: TXN.COMMIT's array follows it.
     queued: Vec<Slot>,
+}
+
+/// What `NodeTxn::push_prelude` put ahead of a command, whose replies come first.
+struct Prelude {
+    /// TXN.BEGIN or TXN.NOWAIT, each answering OK.
+    settings: usize,
+    writes: Vec<usize>,
+}
+
+impl NodeTxn {
+    /// Pushes TXN.BEGIN (first time) and the pending writes onto the connection, unsent. `nowait`: the
+    /// transaction must not wait for locks from now on (a combining member with company, whose group
+    /// may be waiting for it: a cycle the server cannot see), so TXN.BEGIN NOWAIT or TXN.NOWAIT.
+    fn push_prelude(&mut self, nowait: bool) -> Prelude {
+        let mut settings = 0;
+        if !self.begun {
+            if nowait {
+                self.connection.push(&[b"TXN.BEGIN", b"NOWAIT"]);
+            } else {
+                self.connection.push(&[b"TXN.BEGIN"]);
+            }
+            (self.begun, self.nowait, settings) = (true, nowait, 1);
+        } else if nowait && !self.nowait {
+            self.connection.push(&[b"TXN.NOWAIT"]);
+            (self.nowait, settings) = (true, 1);
+        }
+        self.synced = false;
+        let mut writes = Vec::with_capacity(self.pending.len());
+        for pending in self.pending.drain(..) {
+            let args: Vec<&[u8]> = pending.args.iter().map(Vec::as_slice).collect();
+            self.connection.push(&args);
+            writes.push(pending.slot);
+        }
+        Prelude { settings, writes }
+    }
+
+    /// Reads the replies to a prelude: TXN.BEGIN's, then each pending write's (queued, or its reply
+    /// kept in `early` for the commit's replies). Returns the abort a write met, if any.
+    fn read_prelude(
+        &mut self,
+        prelude: Prelude,
+        early: &mut Vec<(usize, Reply)>,
+    ) -> Result<Option<AbortCause>, ClientError> {
+        for _ in 0..prelude.settings {
+            match self.connection.read_reply()? {
+                Reply::Simple(ok) if ok == "OK" => {}
+                other => {
+                    return Err(ClientError::Protocol(format!(
+                        "TXN.BEGIN or TXN.NOWAIT answered {other:?}"
+                    )))
+                }
+            }
+        }
+        let mut abort = None;
+        for slot in prelude.writes {
+            match self.connection.read_reply()? {
+                Reply::Queued => self.queued.push(Slot::Own(slot)),
+                Reply::Error(text) => match AbortCause::from_error_reply(&text) {
+                    Some(cause) => abort = abort.or(Some(cause)),
+                    None => early.push((slot, Reply::Error(text))),
+                },
+                other => early.push((slot, other)),
+            }
+        }
+        Ok(abort)
+    }
 }
 
 /// A transaction in progress, handed to the body of `Client::transaction`.
@@ -31,8 +116,12 @@ pub struct Txn<'client> {
     /// The combiner's member, while this attempt takes part in combining.
     member: Option<MemberId>,
     nodes: Vec<Option<NodeTxn>>,
-    /// Reply slots handed out, one per write that answered `Queued`.
+    /// Reply slots handed out, one per write that answered `Queued` or was sent with `write`.
     slots: usize,
+    /// Replies of written-behind writes that the server gave at once (errors), by slot.
+    early: Vec<(usize, Reply)>,
+    /// The writes' replies, once `call_and_commit` committed the transaction.
+    committed: Option<Vec<Reply>>,
     aborted: Option<AbortCause>,
 }
 
@@ -43,8 +132,52 @@ impl<'client> Txn<'client> {
             member: combining.then(|| client.table.join()),
             nodes: client.pools.iter().map(|_| None).collect(),
             slots: 0,
+            early: Vec::new(),
+            committed: None,
             aborted: None,
         }
+    }
+
+    /// Issues a write whose reply the body does not need before commit: it is sent with the next round
+    /// trip on its node (or the commit), so it costs no round trip of its own. Its reply comes, as a
+    /// queued write's does, in the commit's replies at its issue position; a write the server refused at
+    /// once (an unknown command, a wrong argument count) gets that error there. A TXNABORT it causes
+    /// surfaces from the next call or the commit. In a combining transaction the write is sent at once
+    /// (`call`), because a combined lock must be granted before others can share it.
+    pub fn write(&mut self, args: &[&[u8]]) -> Result<(), ClientError> {
+        self.check_open(args)?;
+        if self.member.is_some() {
+            return self.call(args).map(drop);
+        }
+        let node = self.client.node_for_args(args);
+        let slot = self.slots;
+        let node_txn = match self.node_txn(node) {
+            Ok(node_txn) => node_txn,
+            Err(error) => return Err(self.fail(error)),
+        };
+        node_txn.pending.push(Pending {
+            args: args.iter().map(|arg| arg.to_vec()).collect(),
+            slot,
+        });
+        self.slots += 1;
+        Counters::add(&self.client.counters.writes_behind, 1);
+        Ok(())
+    }
+
+    /// The node's transaction state, taking a connection for it on first use (nothing is sent yet).
+    fn node_txn(&mut self, node: usize) -> Result<&mut NodeTxn, ClientError> {
+        if self.nodes[node].is_none() {
+            let connection = self.client.pools[node].checkout()?;
+            self.nodes[node] = Some(NodeTxn {
+                connection,
+                begun: false,
+                nowait: false,
+                pending: Vec::new(),
+                synced: true,
+                queued: Vec::new(),
+            });
+        }
+        Ok(self.nodes[node].as_mut().expect("node transaction"))
     }
 
     /// Runs one command in the transaction on the node of `args[1]`. A read returns its value on the
@@ -52,12 +185,7 @@ impl<'client> Txn<'client> {
     /// error reply is an `Err`; TXNABORT aborts the transaction (`ClientError::Aborted`, and every later
     /// call returns it too), any other error leaves the transaction going.
     pub fn call(&mut self, args: &[&[u8]]) -> Result<Reply, ClientError> {
-        if args.is_empty() {
-            return Err(ClientError::Usage("empty command".into()));
-        }
-        if let Some(cause) = &self.aborted {
-            return Err(ClientError::Aborted(cause.clone()));
-        }
+        self.check_open(args)?;
         let node = self.client.node_for_args(args);
         // Only a combining member needs the key; the rest skip its allocation.
         let combine = self.member.and_then(|_| combine_key(args));
@@ -67,7 +195,12 @@ impl<'client> Txn<'client> {
                 .table
                 .plan(member, node, combine.clone(), self.slots, args)
             {
-                Plan::Send => {}
+                Plan::Send => {
+                    let nowait = self.client.table.sends_nowait(member);
+                    let exchanged = self.exchange(node, args, nowait);
+                    self.client.table.returned(member);
+                    return self.answered(node, args, combine, exchanged);
+                }
                 Plan::Combined => {
                     self.slots += 1;
                     Counters::add(&self.client.counters.combined_ops, 1);
@@ -77,7 +210,19 @@ impl<'client> Txn<'client> {
                 Plan::Aborted(cause) => return Err(self.abort(cause)),
             }
         }
-        let reply = match self.exchange(node, args) {
+        let exchanged = self.exchange(node, args, false);
+        self.answered(node, args, combine, exchanged)
+    }
+
+    /// What `call` returns for the server's answer to `args`.
+    fn answered(
+        &mut self,
+        node: usize,
+        args: &[&[u8]],
+        combine: Option<CombineKey>,
+        exchanged: Result<Reply, ClientError>,
+    ) -> Result<Reply, ClientError> {
+        let reply = match exchanged {
             Ok(reply) => reply,
             Err(error) => return Err(self.fail(error)),
         };
@@ -97,42 +242,125 @@ impl<'client> Txn<'client> {
         }
     }
 
+    /// A command may still be issued: `args` is not empty, and the attempt neither aborted nor committed.
+    fn check_open(&self, args: &[&[u8]]) -> Result<(), ClientError> {
+        if args.is_empty() {
+            return Err(ClientError::Usage("empty command".into()));
+        }
+        if let Some(cause) = &self.aborted {
+            return Err(ClientError::Aborted(cause.clone()));
+        }
+        if self.committed.is_some() {
+            return Err(ClientError::Usage(
+                "the transaction was committed by call_and_commit".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Runs the body's last command and commits in the same round trip: TXN.COMMIT goes pipelined right
+    /// behind it. The reply is `call`'s; a TXNABORT, of the command or of the commit, is
+    /// `ClientError::Aborted` and the body is retried as usual. The body must issue nothing after it. Any
+    /// other error reply comes back as `Err` with the transaction committed. When other nodes or a
+    /// combined group take part, the commit cannot ride along: this is `call`, and the commit follows
+    /// the body as usual.
+    pub fn call_and_commit(&mut self, args: &[&[u8]]) -> Result<Reply, ClientError> {
+        self.check_open(args)?;
+        let node = self.client.node_for_args(args);
+        let elsewhere =
+            (0..self.nodes.len()).any(|other| other != node && self.nodes[other].is_some());
+        if self.member.is_some() || elsewhere {
+            return self.call(args);
+        }
+        let exchanged = self.exchange_and_commit(node, args);
+        let (reply, commit, abort) = match exchanged {
+            Ok(replies) => replies,
+            Err(error) => return Err(self.fail(error)),
+        };
+        let abort = abort.or_else(|| match &commit {
+            Reply::Error(text) => AbortCause::from_error_reply(text),
+            _ => None,
+        });
+        if let Some(cause) = abort {
+            return Err(self.abort(cause));
+        }
+        let Reply::Array(items) = commit else {
+            let error = ClientError::Protocol(format!("TXN.COMMIT answered {commit:?}"));
+            return Err(self.fail(error));
+        };
+        let node_txn = self.nodes[node].take().expect("node transaction");
+        let mut replies: Vec<Option<Reply>> = vec![None; self.slots];
+        self.route_commit_replies(&node_txn.queued, items, &mut replies);
+        self.client.pools[node].checkin(node_txn.connection);
+        for (slot, early) in self.early.drain(..) {
+            replies[slot] = Some(early);
+        }
+        self.committed = Some(fill(replies));
+        match reply {
+            Reply::Error(text) => Err(ClientError::Server(text)),
+            reply => Ok(reply),
+        }
+    }
+
+    /// One round trip on `node`: the prelude, `args`, TXN.COMMIT. Returns `args`' reply, the commit's,
+    /// and an abort met by the prelude or by `args`.
+    fn exchange_and_commit(
+        &mut self,
+        node: usize,
+        args: &[&[u8]],
+    ) -> Result<(Reply, Reply, Option<AbortCause>), ClientError> {
+        Counters::add(&self.client.counters.round_trips, 1);
+        Counters::add(&self.client.counters.commits_behind, 1);
+        self.node_txn(node)?;
+        let slot = self.slots;
+        let node_txn = self.nodes[node].as_mut().expect("node transaction");
+        let prelude = node_txn.push_prelude(false);
+        node_txn.connection.push(args);
+        node_txn.connection.push(&[b"TXN.COMMIT"]);
+        node_txn.connection.flush()?;
+        let mut abort = node_txn.read_prelude(prelude, &mut self.early)?;
+        let reply = node_txn.connection.read_reply()?;
+        let commit = node_txn.connection.read_reply()?;
+        node_txn.synced = true;
+        match &reply {
+            Reply::Queued => {
+                node_txn.queued.push(Slot::Own(slot));
+                self.slots += 1;
+            }
+            Reply::Error(text) => abort = abort.or_else(|| AbortCause::from_error_reply(text)),
+            _ => {}
+        }
+        Ok((reply, commit, abort))
+    }
+
     fn queue_own(&mut self, node: usize) {
         let node_txn = self.nodes[node].as_mut().expect("node transaction");
         node_txn.queued.push(Slot::Own(self.slots));
         self.slots += 1;
     }
 
-    /// Sends `args` on the node's server transaction, beginning it first (pipelined: no extra round trip).
-    fn exchange(&mut self, node: usize, args: &[&[u8]]) -> Result<Reply, ClientError> {
+    /// Sends `args` on the node's server transaction, behind TXN.BEGIN (first time) and the node's
+    /// pending writes, all in one pipelined write: one round trip.
+    fn exchange(
+        &mut self,
+        node: usize,
+        args: &[&[u8]],
+        nowait: bool,
+    ) -> Result<Reply, ClientError> {
         Counters::add(&self.client.counters.round_trips, 1);
-        if let Some(node_txn) = self.nodes[node].as_mut() {
-            return node_txn.connection.call(args);
+        self.node_txn(node)?;
+        let node_txn = self.nodes[node].as_mut().expect("node transaction");
+        let prelude = node_txn.push_prelude(nowait);
+        node_txn.connection.push(args);
+        node_txn.connection.flush()?;
+        let abort = node_txn.read_prelude(prelude, &mut self.early)?;
+        let reply = node_txn.connection.read_reply()?;
+        node_txn.synced = true;
+        match abort {
+            // The server fails every command after an abort; report the write's cause.
+            Some(cause) => Ok(Reply::Error(format!("TXNABORT {cause}"))),
+            None => Ok(reply),
         }
-        let mut connection = self.client.pools[node].checkout()?;
-        // A combining member never waits on the server: its group may be waiting for it, a cycle the
-        // server cannot see. A lock it cannot get at once aborts it (and it retries).
-        if self.member.is_some() {
-            connection.push(&[b"TXN.BEGIN", b"NOWAIT"]);
-        } else {
-            connection.push(&[b"TXN.BEGIN"]);
-        }
-        connection.push(args);
-        connection.flush()?;
-        match connection.read_reply()? {
-            Reply::Simple(ok) if ok == "OK" => {}
-            other => {
-                return Err(ClientError::Protocol(format!(
-                    "TXN.BEGIN answered {other:?}"
-                )))
-            }
-        }
-        let reply = connection.read_reply()?;
-        self.nodes[node] = Some(NodeTxn {
-            connection,
-            queued: Vec::new(),
-        });
-        Ok(reply)
     }
 
     /// Aborts the attempt: the combiner lets the member go (or aborts its group), every server transaction
@@ -147,6 +375,15 @@ impl<'client> Txn<'client> {
             let Some(mut node_txn) = slot.take() else {
                 continue;
             };
+            if !node_txn.begun {
+                // Nothing was sent on it: it is clean.
+                self.client.pools[node].checkin(node_txn.connection);
+                continue;
+            }
+            if !node_txn.synced {
+                // Replies are still unread; dropping the connection aborts its transaction.
+                continue;
+            }
             Counters::add(&self.client.counters.round_trips, 1);
             let ended = node_txn.connection.call(&[b"TXN.ABORT"]);
             if matches!(ended, Ok(Reply::Simple(ref ok)) if ok == "OK") {
@@ -164,7 +401,8 @@ impl<'client> Txn<'client> {
 
     /// The body returned `error`: end the attempt and hand the error up.
     pub(crate) fn abandon(mut self, error: ClientError) -> ClientError {
-        if self.aborted.is_some() {
+        // Committed already (by `call_and_commit`): nothing is left to abort.
+        if self.aborted.is_some() || self.committed.is_some() {
             return error;
         }
         match error {
@@ -179,8 +417,12 @@ impl<'client> Txn<'client> {
         if let Some(cause) = &self.aborted {
             return Err(ClientError::Aborted(cause.clone()));
         }
+        if let Some(replies) = self.committed.take() {
+            return Ok(replies);
+        }
         let mut replies: Vec<Option<Reply>> = vec![None; self.slots];
         let Some(member) = self.member else {
+            self.send_pending_across_nodes()?;
             self.commit_nodes(&mut replies, None)?;
             return Ok(fill(replies));
         };
@@ -206,6 +448,45 @@ impl<'client> Txn<'client> {
             replies[slot] = Some(reply);
         }
         Ok(fill(replies))
+    }
+
+    /// With more than one node, sends every node's pending writes (one pipelined round trip, all nodes at
+    /// once) and checks they were queued before any node commits: a write aborted on one node after
+    /// another had committed would be a partial commit. On one node, its writes go with TXN.COMMIT.
+    fn send_pending_across_nodes(&mut self) -> Result<(), ClientError> {
+        let used: Vec<usize> = (0..self.nodes.len())
+            .filter(|&node| self.nodes[node].is_some())
+            .collect();
+        let pending = |node: &NodeTxn| !node.pending.is_empty() || !node.begun;
+        if used.len() < 2 || !self.nodes.iter().flatten().any(pending) {
+            return Ok(());
+        }
+        let mut sent = Vec::with_capacity(used.len());
+        for node in used {
+            let node_txn = self.nodes[node].as_mut().expect("used");
+            if !pending(node_txn) {
+                continue;
+            }
+            Counters::add(&self.client.counters.round_trips, 1);
+            let prelude = node_txn.push_prelude(false);
+            if let Err(error) = node_txn.connection.flush() {
+                return Err(self.fail(error));
+            }
+            sent.push((node, prelude));
+        }
+        let mut abort = None;
+        for (node, prelude) in sent {
+            let node_txn = self.nodes[node].as_mut().expect("used");
+            match node_txn.read_prelude(prelude, &mut self.early) {
+                Ok(found) => abort = abort.or(found),
+                Err(error) => return Err(self.fail(error)),
+            }
+            node_txn.synced = true;
+        }
+        match abort {
+            Some(cause) => Err(self.abort(cause)),
+            None => Ok(()),
+        }
     }
 
     /// Sends the operations parked on this member, pipelined per node, and checks each was queued. A
@@ -237,12 +518,14 @@ impl<'client> Txn<'client> {
         let node_txn = self.nodes[node].as_mut().ok_or_else(|| {
             ClientError::Protocol("an operation was parked on a node this member never used".into())
         })?;
+        // Its group waits for these at the barrier: they must not wait on the server (rule 8).
+        let prelude = node_txn.push_prelude(true);
         for op in ops {
             let args: Vec<&[u8]> = op.args.iter().map(Vec::as_slice).collect();
             node_txn.connection.push(&args);
         }
         node_txn.connection.flush()?;
-        let mut abort = None;
+        let mut abort = node_txn.read_prelude(prelude, &mut self.early)?;
         for op in ops {
             match node_txn.connection.read_reply()? {
                 Reply::Queued => node_txn.queued.push(Slot::Parked {
@@ -259,6 +542,7 @@ impl<'client> Txn<'client> {
                 other => self.client.table.deliver(op.issuer, op.slot, other),
             }
         }
+        node_txn.synced = true;
         Ok(abort)
     }
 
@@ -276,14 +560,19 @@ impl<'client> Txn<'client> {
         let mut sent = Vec::with_capacity(begun.len());
         for &node in &begun {
             let mut node_txn = self.nodes[node].take().expect("begun");
+            // TXN.COMMIT never waits for a lock, so no NOWAIT is needed here.
+            let prelude = node_txn.push_prelude(false);
             node_txn.connection.push(&[b"TXN.COMMIT"]);
             Counters::add(&self.client.counters.round_trips, 1);
             let flushed = node_txn.connection.flush();
-            sent.push((node, node_txn, flushed));
+            sent.push((node, node_txn, prelude, flushed));
         }
         let (mut committed, mut abort, mut failure) = (0, None, None);
-        for (node, mut node_txn, flushed) in sent {
-            let reply = flushed.and_then(|()| node_txn.connection.read_reply());
+        for (node, mut node_txn, prelude, flushed) in sent {
+            // A write that aborted in the prelude makes the server refuse the commit as well.
+            let reply = flushed
+                .and_then(|()| node_txn.read_prelude(prelude, &mut self.early))
+                .and_then(|_| node_txn.connection.read_reply());
             match reply {
                 Ok(Reply::Array(items)) => {
                     committed += 1;
@@ -301,6 +590,9 @@ impl<'client> Txn<'client> {
                 }
                 Err(error) => failure = failure.or(Some(error)),
             }
+        }
+        for (slot, reply) in self.early.drain(..) {
+            replies[slot] = Some(reply);
         }
         self.settle_commit(committed, abort, failure, member)
     }

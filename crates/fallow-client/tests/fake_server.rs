@@ -67,6 +67,8 @@ fn execute(store: &Store, queued: &mut Option<Vec<Vec<Vec<u8>>>>, args: Vec<Vec<
             *queued = Some(Vec::new());
             b"+OK\r\n".to_vec()
         }
+        // Without locks there is nothing to wait for: NOWAIT changes nothing here.
+        ("TXN.NOWAIT", Some(_)) => b"+OK\r\n".to_vec(),
         ("TXN.ABORT", Some(_)) => {
             *queued = None;
             b"+OK\r\n".to_vec()

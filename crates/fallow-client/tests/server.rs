@@ -411,7 +411,15 @@ fn transfers(client: &Client, accounts: &[String], seed: u64) -> usize {
         }
         let result = client.transaction(|txn| {
             let balance = txn.call(&[b"GET", from])?.as_int().unwrap_or(0);
-            if balance >= amount.parse::<i64>().unwrap() {
+            if balance < amount.parse::<i64>().unwrap() {
+                return Ok(());
+            }
+            // Odd tellers send their writes behind (with the commit, after a round of their own when
+            // the accounts are on two nodes); even ones one round trip each.
+            if seed % 2 == 1 {
+                txn.write(&[b"DECRBY", from, amount.as_bytes()])?;
+                txn.write(&[b"INCRBY", to, amount.as_bytes()])?;
+            } else {
                 txn.call(&[b"DECRBY", from, amount.as_bytes()])?;
                 txn.call(&[b"INCRBY", to, amount.as_bytes()])?;
             }
@@ -430,12 +438,14 @@ fn transfers(client: &Client, accounts: &[String], seed: u64) -> usize {
 fn read_all(client: &Client, accounts: &[String]) -> Option<Vec<i64>> {
     let result = client.transaction(|txn| {
         let mut balances = Vec::with_capacity(accounts.len());
-        for account in accounts {
-            balances.push(
-                txn.call(&[b"GET", account.as_bytes()])?
-                    .as_int()
-                    .unwrap_or(0),
-            );
+        for (index, account) in accounts.iter().enumerate() {
+            let get: &[&[u8]] = &[b"GET", account.as_bytes()];
+            // The last read carries the commit when every account is on its node.
+            let reply = match index + 1 == accounts.len() {
+                true => txn.call_and_commit(get)?,
+                false => txn.call(get)?,
+            };
+            balances.push(reply.as_int().unwrap_or(0));
         }
         Ok(balances)
     });
@@ -454,4 +464,173 @@ fn bank_transfers_keep_the_total() {
 #[test]
 fn bank_transfers_keep_the_total_with_combining() {
     bank(true);
+}
+
+/// Writes sent behind: no round trip of their own, their replies (an error one too) at their issue
+/// positions, and the commit riding on the last command.
+#[test]
+fn writes_behind_and_the_commit_behind_the_last_command_save_round_trips() {
+    let Some(servers) = start(1) else { return };
+    let client = client(&servers, false);
+    let (before, replies) = client
+        .transaction_with_replies(|txn| {
+            txn.write(&[b"SADD", b"s", b"x", b"y"])?;
+            txn.write(&[b"SADD", b"s"])?;
+            txn.write(&[b"INCRBY", b"c", b"5"])?;
+            txn.call(&[b"SCARD", b"s"])
+        })
+        .unwrap();
+    assert_eq!(before, Reply::Int(0), "reads see the state before");
+    assert!(
+        matches!(&replies[1], Reply::Error(text) if text.contains("wrong number of arguments")),
+        "{replies:?}"
+    );
+    assert_eq!((&replies[0], &replies[2]), (&Reply::Int(2), &Reply::Int(5)));
+    let stats = client.stats();
+    assert_eq!(
+        (stats.round_trips, stats.writes_behind),
+        (2, 3),
+        "{stats:?}"
+    );
+
+    // Writes only: TXN.BEGIN, the writes and TXN.COMMIT in one round trip.
+    let ((), replies) = client
+        .transaction_with_replies(|txn| txn.write(&[b"INCRBY", b"c", b"1"]))
+        .unwrap();
+    assert_eq!(replies, vec![Reply::Int(6)]);
+    assert_eq!(client.stats().round_trips, 3);
+
+    // Reads ending in call_and_commit: one round trip, writes' replies as from a commit.
+    let (cardinality, replies) = client
+        .transaction_with_replies(|txn| {
+            txn.write(&[b"SADD", b"s", b"z"])?;
+            let cardinality = txn.call_and_commit(&[b"SCARD", b"s"])?;
+            let after = txn.call(&[b"GET", b"c"]);
+            assert!(matches!(after, Err(ClientError::Usage(_))), "{after:?}");
+            Ok(cardinality)
+        })
+        .unwrap();
+    assert_eq!((cardinality, replies), (Reply::Int(2), vec![Reply::Int(1)]));
+    let stats = client.stats();
+    assert_eq!(
+        (stats.round_trips, stats.commits_behind),
+        (4, 1),
+        "{stats:?}"
+    );
+    assert_eq!(int(&client, &[b"SCARD", b"s"]), 3);
+}
+
+/// A write behind that cannot get its lock aborts the attempt at the next round trip (here the commit),
+/// and the retry succeeds once the holder is gone; nothing of the aborted attempt is applied.
+#[test]
+fn a_write_behind_that_conflicts_aborts_and_retries() {
+    let Some(servers) = start(1) else { return };
+    config_set(&servers[0], "txn-phasing", "no");
+    let client = client(&servers, false);
+    let mut holder = raw(&servers[0]);
+    holder.push(&[b"TXN.BEGIN"]);
+    holder.push(&[b"SCARD", b"s"]);
+    holder.flush().unwrap();
+    assert_eq!(holder.read_reply().unwrap(), Reply::Simple("OK".into()));
+    assert_eq!(holder.read_reply().unwrap(), Reply::Int(0));
+    let release = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(100));
+        holder.call(&[b"TXN.COMMIT"]).unwrap()
+    });
+    let ((), replies) = client
+        .transaction_with_replies(|txn| {
+            txn.write(&[b"INCR", b"attempts"])?;
+            txn.write(&[b"SADD", b"s", b"x"])
+        })
+        .unwrap();
+    assert_eq!(replies, vec![Reply::Int(1), Reply::Int(1)]);
+    assert_eq!(release.join().unwrap(), Reply::Array(vec![]));
+    let stats = client.stats();
+    assert!(stats.aborts.conflict >= 1, "{stats:?}");
+    assert_eq!(
+        int(&client, &[b"GET", b"attempts"]),
+        1,
+        "aborted attempts apply nothing"
+    );
+}
+
+/// Writes behind on two nodes: they are queued on both before either commits.
+#[test]
+fn writes_behind_on_two_nodes_commit_on_both() {
+    let Some(servers) = start(2) else { return };
+    let client = client(&servers, false);
+    let keys = keys_on_each_node(&client, 2);
+    let (a, b) = (keys[0].as_bytes(), keys[1].as_bytes());
+    let ((), replies) = client
+        .transaction_with_replies(|txn| {
+            txn.write(&[b"INCRBY", a, b"1"])?;
+            txn.write(&[b"INCRBY", b, b"2"])
+        })
+        .unwrap();
+    assert_eq!(replies, vec![Reply::Int(1), Reply::Int(2)]);
+    // One round of writes on both nodes, then one of commits.
+    assert_eq!(client.stats().round_trips, 4);
+    for (server, (key, expected)) in servers.iter().zip([(a, 1), (b, 2)]) {
+        let value = raw(server).call(&[b"GET", key]).unwrap();
+        assert_eq!(value.as_int(), Some(expected), "on {}", server.address);
+    }
+}
+
+#[test]
+fn a_pipeline_answers_in_order_over_two_nodes() {
+    let Some(servers) = start(2) else { return };
+    let client = client(&servers, false);
+    let keys = keys_on_each_node(&client, 2);
+    let command =
+        |args: &[&str]| -> Vec<Vec<u8>> { args.iter().map(|a| a.as_bytes().to_vec()).collect() };
+    let replies = client
+        .pipeline(&[
+            command(&["INCRBY", &keys[0], "3"]),
+            command(&["INCRBY", &keys[1], "4"]),
+            command(&["SADD", &keys[0]]),
+            command(&["GET", &keys[1]]),
+        ])
+        .unwrap();
+    assert_eq!(replies[..2], [Reply::Int(3), Reply::Int(4)]);
+    assert!(matches!(&replies[2], Reply::Error(_)), "{replies:?}");
+    assert_eq!(replies[3], Reply::Bulk(b"4".to_vec()));
+    assert_eq!(client.stats().round_trips, 2, "one per node");
+}
+
+/// TXN.NOWAIT turns an open transaction's waits into aborts: with phasing on, a conflicting request
+/// that would queue fails at once instead.
+#[test]
+fn txn_nowait_makes_a_conflict_abort_at_once() {
+    let Some(servers) = start(1) else { return };
+    let mut holder = raw(&servers[0]);
+    holder.push(&[b"TXN.BEGIN"]);
+    holder.push(&[b"SET", b"k", b"held"]);
+    holder.flush().unwrap();
+    assert_eq!(holder.read_reply().unwrap(), Reply::Simple("OK".into()));
+    assert_eq!(holder.read_reply().unwrap(), Reply::Queued);
+
+    let mut other = raw(&servers[0]);
+    let refused = other.call(&[b"TXN.NOWAIT"]).unwrap();
+    assert!(matches!(refused, Reply::Error(ref text) if text.contains("without TXN.BEGIN")));
+    for command in [&[&b"TXN.BEGIN"[..]][..], &[b"TXN.NOWAIT"]] {
+        assert_eq!(other.call(command).unwrap(), Reply::Simple("OK".into()));
+    }
+    let started = Instant::now();
+    let reply = other.call(&[b"GET", b"k"]).unwrap();
+    assert!(
+        matches!(reply, Reply::Error(ref text) if text.starts_with("TXNABORT conflict")),
+        "{reply:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_millis(400),
+        "it did not wait"
+    );
+    assert_eq!(
+        other.call(&[b"TXN.ABORT"]).unwrap(),
+        Reply::Simple("OK".into())
+    );
+    assert_eq!(
+        holder.call(&[b"TXN.COMMIT"]).unwrap(),
+        Reply::Array(vec![Reply::Simple("OK".into())])
+    );
 }

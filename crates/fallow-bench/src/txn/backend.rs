@@ -29,6 +29,17 @@ impl From<anyhow::Error> for CallError {
 /// What a transaction body issues commands through.
 pub trait Calls {
     fn call(&mut self, args: &[&[u8]]) -> Result<Reply, CallError>;
+
+    /// A write whose reply the body does not use: the backend may send it behind a later command
+    /// (pipelined) instead of waiting for its reply. Its errors surface by the end of the body.
+    fn write(&mut self, args: &[&[u8]]) -> Result<(), CallError> {
+        self.call(args).map(drop)
+    }
+
+    /// The body's last command: the backend may commit in the same round trip. Nothing may follow it.
+    fn call_last(&mut self, args: &[&[u8]]) -> Result<Reply, CallError> {
+        self.call(args)
+    }
 }
 
 /// A transaction: it may run several times (after aborts), so it must not consume what it captures.
@@ -72,6 +83,9 @@ pub struct ClientBackend {
     transactional: bool,
     /// Aborts of plain commands (nontxn), which are not retried.
     plain_aborts: AtomicU64,
+    /// Writes go behind the next command (`Calls::write`) and the commit behind the last
+    /// (`Calls::call_last`); false sends each command in its own round trip.
+    pub pipelining: bool,
 }
 
 impl ClientBackend {
@@ -101,6 +115,7 @@ impl ClientBackend {
             client,
             transactional,
             plain_aborts: AtomicU64::new(0),
+            pipelining: true,
         })
     }
 
@@ -128,12 +143,14 @@ struct ClientSession<'a> {
 struct TxnCalls<'t, 'c> {
     txn: &'t mut Txn<'c>,
     abort: Option<AbortCause>,
+    pipelining: bool,
 }
 
-impl Calls for TxnCalls<'_, '_> {
-    fn call(&mut self, args: &[&[u8]]) -> Result<Reply, CallError> {
-        match self.txn.call(args) {
-            Ok(reply) => Ok(reply),
+impl TxnCalls<'_, '_> {
+    /// fallow-client's result as the body sees it; an abort is kept to hand back to the client.
+    fn seen<T>(&mut self, args: &[&[u8]], result: Result<T, ClientError>) -> Result<T, CallError> {
+        match result {
+            Ok(value) => Ok(value),
             Err(ClientError::Aborted(cause)) => {
                 let name = cause.name().to_string();
                 self.abort = Some(cause);
@@ -144,16 +161,80 @@ impl Calls for TxnCalls<'_, '_> {
     }
 }
 
-/// `nontxn`: each call a plain command.
-struct PlainCalls<'c>(&'c Client);
+impl Calls for TxnCalls<'_, '_> {
+    fn call(&mut self, args: &[&[u8]]) -> Result<Reply, CallError> {
+        let result = self.txn.call(args);
+        self.seen(args, result)
+    }
+
+    fn write(&mut self, args: &[&[u8]]) -> Result<(), CallError> {
+        if !self.pipelining {
+            return self.call(args).map(drop);
+        }
+        let result = self.txn.write(args);
+        self.seen(args, result)
+    }
+
+    fn call_last(&mut self, args: &[&[u8]]) -> Result<Reply, CallError> {
+        if !self.pipelining {
+            return self.call(args);
+        }
+        let result = self.txn.call_and_commit(args);
+        self.seen(args, result)
+    }
+}
+
+/// `nontxn`: each call a plain command; writes wait, unsent, for the next call or the body's end and go
+/// pipelined with it, as the transactional modes send them.
+struct PlainCalls<'c> {
+    client: &'c Client,
+    writes: Vec<Vec<Vec<u8>>>,
+    pipelining: bool,
+}
+
+impl PlainCalls<'_> {
+    /// Sends the waiting writes and `last` (if any) in one pipeline; returns `last`'s reply.
+    fn send(&mut self, last: Option<&[&[u8]]>) -> Result<Option<Reply>, CallError> {
+        if let Some(args) = last {
+            self.writes
+                .push(args.iter().map(|arg| arg.to_vec()).collect());
+        }
+        if self.writes.is_empty() {
+            return Ok(None);
+        }
+        let commands = std::mem::take(&mut self.writes);
+        let replies = self
+            .client
+            .pipeline(&commands)
+            .map_err(|e| command_error(&[&commands[0][0]], e))?;
+        let mut last_reply = None;
+        for (command, reply) in commands.iter().zip(replies) {
+            last_reply = Some(match reply {
+                Reply::Error(text) => match ClientError::from_error_reply(text) {
+                    ClientError::Aborted(cause) => {
+                        return Err(CallError::Abort(cause.name().to_string()))
+                    }
+                    error => return Err(command_error(&[&command[0]], error)),
+                },
+                reply => reply,
+            });
+        }
+        Ok(last.and(last_reply))
+    }
+}
 
 impl Calls for PlainCalls<'_> {
     fn call(&mut self, args: &[&[u8]]) -> Result<Reply, CallError> {
-        match self.0.command(args) {
-            Ok(reply) => Ok(reply),
-            Err(ClientError::Aborted(cause)) => Err(CallError::Abort(cause.name().to_string())),
-            Err(e) => Err(command_error(args, e)),
+        Ok(self.send(Some(args))?.expect("a reply to the last command"))
+    }
+
+    fn write(&mut self, args: &[&[u8]]) -> Result<(), CallError> {
+        if !self.pipelining {
+            return self.call(args).map(drop);
         }
+        self.writes
+            .push(args.iter().map(|arg| arg.to_vec()).collect());
+        Ok(())
     }
 }
 
@@ -164,7 +245,13 @@ fn command_error(args: &[&[u8]], error: ClientError) -> CallError {
 
 impl ClientSession<'_> {
     fn run_plain(&mut self, body: &mut Body<'_>) -> anyhow::Result<Outcome> {
-        match body(&mut PlainCalls(&self.backend.client)) {
+        let mut calls = PlainCalls {
+            client: &self.backend.client,
+            writes: Vec::new(),
+            pipelining: self.backend.pipelining,
+        };
+        let result = body(&mut calls).and_then(|()| calls.send(None).map(drop));
+        match result {
             Ok(()) => Ok(Outcome {
                 committed: true,
                 ..Outcome::default()
@@ -195,7 +282,11 @@ impl Session for ClientSession<'_> {
         let (mut attempts, mut causes) = (0u32, Vec::new());
         let result = self.backend.client.transaction(|txn| {
             attempts += 1;
-            let mut calls = TxnCalls { txn, abort: None };
+            let mut calls = TxnCalls {
+                txn,
+                abort: None,
+                pipelining: self.backend.pipelining,
+            };
             match body(&mut calls) {
                 Ok(()) => Ok(()),
                 Err(CallError::Abort(name)) => {

@@ -65,11 +65,26 @@ pub fn command(args: &[&dyn Arg]) -> Vec<Vec<u8>> {
     args.iter().map(|a| a.bytes()).collect()
 }
 
-/// Sends one command through `calls`.
-pub fn call(calls: &mut dyn Calls, args: &[&dyn Arg]) -> Result<Reply, CallError> {
+/// Hands `args` as byte slices to `send`.
+fn with_args<T>(args: &[&dyn Arg], send: impl FnOnce(&[&[u8]]) -> T) -> T {
     let owned = command(args);
     let refs: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
-    calls.call(&refs)
+    send(&refs)
+}
+
+/// Sends one command through `calls`.
+pub fn call(calls: &mut dyn Calls, args: &[&dyn Arg]) -> Result<Reply, CallError> {
+    with_args(args, |refs| calls.call(refs))
+}
+
+/// Sends the body's last command; the backend may commit in the same round trip.
+pub fn call_last(calls: &mut dyn Calls, args: &[&dyn Arg]) -> Result<Reply, CallError> {
+    with_args(args, |refs| calls.call_last(refs))
+}
+
+/// Sends one write whose reply the body does not use: the backend may pipeline it behind a later command.
+pub fn write(calls: &mut dyn Calls, args: &[&dyn Arg]) -> Result<(), CallError> {
+    with_args(args, |refs| calls.write(refs))
 }
 
 /// TopN add (a bid): keeps the k best scores. Stand-in: ZADD, which keeps every member.
@@ -81,7 +96,7 @@ pub fn topn_add(
     member: &str,
 ) -> Result<(), CallError> {
     let name = if d.adt_commands { "TOPN.ADD" } else { "ZADD" };
-    call(c, &[&name, &key, &score, &member]).map(drop)
+    write(c, &[&name, &key, &score, &member])
 }
 
 /// The k best members with their scores, best first.
@@ -116,9 +131,9 @@ pub fn topn_reserve(d: Dialect, key: &str, k: u64) -> Vec<Vec<Vec<u8>>> {
 /// Adds an amount to a summary bag. Stand-in: INCRBY of a sum counter, which commutes as the bag's add.
 pub fn bag_add(c: &mut dyn Calls, d: Dialect, key: &str, amount: u64) -> Result<(), CallError> {
     if d.adt_commands {
-        call(c, &[&"BAG.ADD", &key, &amount]).map(drop)
+        write(c, &[&"BAG.ADD", &key, &amount])
     } else {
-        call(c, &[&"INCRBY", &format!("{key}:sum"), &amount]).map(drop)
+        write(c, &[&"INCRBY", &format!("{key}:sum"), &amount])
     }
 }
 

@@ -98,6 +98,20 @@ impl Calls for StopCalls<'_> {
         }
         self.inner.call(args)
     }
+
+    fn write(&mut self, args: &[&[u8]]) -> Result<(), CallError> {
+        if self.stop.load(Ordering::Relaxed) {
+            return Err(CallError::Stopped);
+        }
+        self.inner.write(args)
+    }
+
+    fn call_last(&mut self, args: &[&[u8]]) -> Result<Reply, CallError> {
+        if self.stop.load(Ordering::Relaxed) {
+            return Err(CallError::Stopped);
+        }
+        self.inner.call_last(args)
+    }
 }
 
 impl TxnRunner for Recorder<'_> {

@@ -318,7 +318,10 @@ fn backend(
     };
     let transactional = mode != Mode::Nontxn;
     let combining = mode == Mode::Combining;
-    ClientBackend::connect(&target.addr, transactional, combining, retry, clients)
+    let mut backend =
+        ClientBackend::connect(&target.addr, transactional, combining, retry, clients)?;
+    backend.pipelining = !common.no_pipelining;
+    Ok(backend)
 }
 
 fn run_one(

@@ -142,6 +142,10 @@ pub struct CommonArgs {
     /// No progress bars or lines (the table is still printed).
     #[arg(long)]
     pub quiet: bool,
+    /// Send every command in a round trip of its own: no writes behind the next command, no commit behind
+    /// the last (for comparison with runs before both).
+    #[arg(long)]
+    pub no_pipelining: bool,
 }
 
 impl CommonArgs {

@@ -3,7 +3,7 @@
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use super::commands::call;
+use super::commands::{call, call_last, write};
 use super::driver::{Actor, TxnRunner, Workload};
 use crate::options::Distribution;
 use crate::workload::KeyChooser;
@@ -78,10 +78,13 @@ impl Actor for RawActor {
     fn act(&mut self, txns: &mut dyn TxnRunner) -> anyhow::Result<()> {
         let ops = self.next_ops();
         txns.run("raw", &mut |c| {
-            for op in &ops {
+            for (index, op) in ops.iter().enumerate() {
                 match *op {
-                    RawOp::Add { key, element } => call(c, &[&"SADD", &set_key(key), &element])?,
-                    RawOp::Size { key } => call(c, &[&"SCARD", &set_key(key)])?,
+                    RawOp::Add { key, element } => write(c, &[&"SADD", &set_key(key), &element])?,
+                    RawOp::Size { key } if index + 1 == ops.len() => {
+                        call_last(c, &[&"SCARD", &set_key(key)]).map(drop)?
+                    }
+                    RawOp::Size { key } => call(c, &[&"SCARD", &set_key(key)]).map(drop)?,
                 };
             }
             Ok(())

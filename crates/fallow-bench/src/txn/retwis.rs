@@ -11,7 +11,7 @@ use rand::{Rng, SeedableRng};
 use rand_distr::Geometric;
 
 use super::backend::{reply_items, CallError, Calls};
-use super::commands::{call, command, Arg, Dialect, Uids};
+use super::commands::{call, call_last, command, write, Arg, Dialect, Uids};
 use super::driver::{Actor, TxnRunner, Workload};
 use super::rmat::Graph;
 
@@ -126,7 +126,7 @@ impl Actor for RetwisActor<'_> {
                 let uids = &mut self.uids;
                 txns.run("post", &mut |c| {
                     let id = uids.next(c, d, "rt:post-ids")?;
-                    call(
+                    write(
                         c,
                         &[
                             &"HSET",
@@ -144,8 +144,8 @@ impl Actor for RetwisActor<'_> {
                 // Whom to follow: the followed end of a random edge, so popular users gain followers.
                 let (followed, _) = graph.edges[self.rng.gen_range(0..graph.edges.len())];
                 txns.run("follow", &mut |c| {
-                    call(c, &[&"SADD", &followers_key(u64::from(followed)), &user])?;
-                    call(c, &[&"SADD", &following_key(user), &followed])?;
+                    write(c, &[&"SADD", &followers_key(u64::from(followed)), &user])?;
+                    write(c, &[&"SADD", &following_key(user), &followed])?;
                     Ok(())
                 })?;
             }
@@ -153,7 +153,7 @@ impl Actor for RetwisActor<'_> {
                 let uids = &mut self.uids;
                 txns.run("new-user", &mut |c| {
                     let id = uids.next(c, d, "rt:user-ids")?;
-                    call(
+                    write(
                         c,
                         &[&"HSET", &format!("rt:user:new:{id}"), &"name", &"someone"],
                     )?;
@@ -170,7 +170,7 @@ impl RetwisActor<'_> {
         let mut posts = Vec::new();
         let key = format!("rt:timeline:{user}");
         txns.run("timeline", &mut |c| {
-            posts = reply_items(&call(
+            posts = reply_items(&call_last(
                 c,
                 &[&"ZREVRANGE", &key, &0u64, &(TIMELINE_POSTS - 1)],
             )?);
@@ -178,7 +178,9 @@ impl RetwisActor<'_> {
         })?;
         for post in posts {
             let key = format!("rt:post:{}", String::from_utf8_lossy(&post));
-            txns.run("load-post", &mut |c| call(c, &[&"HGETALL", &key]).map(drop))?;
+            txns.run("load-post", &mut |c| {
+                call_last(c, &[&"HGETALL", &key]).map(drop)
+            })?;
         }
         Ok(())
     }
@@ -187,7 +189,7 @@ impl RetwisActor<'_> {
     fn repost(&mut self, txns: &mut dyn TxnRunner, user: u64) -> anyhow::Result<()> {
         let mut ranked = Vec::new();
         txns.run("rank-posts", &mut |c| {
-            ranked = reply_items(&call(
+            ranked = reply_items(&call_last(
                 c,
                 &[&"ZREVRANGE", &"rt:popular", &0u64, &(RANKED_POSTS - 1)],
             )?);
@@ -199,7 +201,7 @@ impl RetwisActor<'_> {
         let pick = (self.rank.sample(&mut self.rng) as usize).min(ranked.len() - 1);
         let id = String::from_utf8_lossy(&ranked[pick]).into_owned();
         txns.run("repost", &mut |c| {
-            call(
+            write(
                 c,
                 &[&"HINCRBY", &format!("rt:post:{id}"), &"reposts", &1u64],
             )?;
@@ -212,12 +214,12 @@ impl RetwisActor<'_> {
 /// The post goes onto the poster's own list, the popularity ranking and every follower's timeline.
 fn fan_out(c: &mut dyn Calls, user: u64, id: &dyn Arg) -> Result<(), CallError> {
     let followers = reply_items(&call(c, &[&"SMEMBERS", &followers_key(user)])?);
-    call(c, &[&"LPUSH", &format!("rt:posts:{user}"), id])?;
-    call(c, &[&"ZINCRBY", &"rt:popular", &1u64, id])?;
+    write(c, &[&"LPUSH", &format!("rt:posts:{user}"), id])?;
+    write(c, &[&"ZINCRBY", &"rt:popular", &1u64, id])?;
     let time_us = now_us();
     for follower in followers {
         let key = format!("rt:timeline:{}", String::from_utf8_lossy(&follower));
-        call(c, &[&"ZADD", &key, &time_us, id])?;
+        write(c, &[&"ZADD", &key, &time_us, id])?;
     }
     Ok(())
 }

@@ -10,7 +10,8 @@ use rand_distr::Zipf;
 
 use super::backend::{reply_items, CallError, Calls};
 use super::commands::{
-    bag_add, bag_mean, call, command, topn_add, topn_list, topn_max, topn_reserve, Dialect, Uids,
+    bag_add, bag_mean, call, call_last, command, topn_add, topn_list, topn_max, topn_reserve,
+    write, Dialect, Uids,
 };
 use super::driver::{Actor, TxnRunner, Workload};
 
@@ -242,18 +243,23 @@ impl Actor for RubisActor<'_> {
 }
 
 fn view_item(c: &mut dyn Calls, d: Dialect, item: u64, k: u64) -> Result<(), CallError> {
-    call(c, &[&"HGETALL", &item_key(item)])?;
     topn_list(c, d, &format!("rubis:item:{item}:bids"), k)?;
     bag_mean(c, d, &format!("rubis:item:{item}:bidstats"))?;
+    call_last(c, &[&"HGETALL", &item_key(item)])?;
     Ok(())
 }
 
 /// A listing: the first items of a category or region, then each of them.
 fn browse(c: &mut dyn Calls, index: &str) -> Result<(), CallError> {
     let listed = call(c, &[&"ZRANGE", &index, &0u64, &(BROWSE_ITEMS - 1)])?;
-    for item in reply_items(&listed) {
-        let key = item_key_named(&String::from_utf8_lossy(&item));
-        call(c, &[&"HGET", &key, &"name"])?;
+    let items = reply_items(&listed);
+    for (index, item) in items.iter().enumerate() {
+        let key = item_key_named(&String::from_utf8_lossy(item));
+        if index + 1 == items.len() {
+            call_last(c, &[&"HGET", &key, &"name"])?;
+        } else {
+            call(c, &[&"HGET", &key, &"name"])?;
+        }
     }
     Ok(())
 }
@@ -269,8 +275,8 @@ fn bid(c: &mut dyn Calls, d: Dialect, item: u64, user: u64, amount: u64) -> Resu
         &user.to_string(),
     )?;
     bag_add(c, d, &format!("rubis:item:{item}:bidstats"), amount)?;
-    call(c, &[&"INCRBY", &format!("rubis:item:{item}:nbids"), &1u64])?;
-    call(c, &[&"INCRBY", &format!("rubis:user:{user}:nbids"), &1u64])?;
+    write(c, &[&"INCRBY", &format!("rubis:item:{item}:nbids"), &1u64])?;
+    write(c, &[&"INCRBY", &format!("rubis:user:{user}:nbids"), &1u64])?;
     Ok(())
 }
 
@@ -280,7 +286,7 @@ fn sell_item(c: &mut dyn Calls, d: Dialect, uids: &mut Uids, seller: u64) -> Res
     // New items get a key space of their own: UID.NEXT's ids may fall in 0..items.
     let member = format!("new-{id}");
     let key = item_key_named(&member);
-    call(
+    write(
         c,
         &[
             &"HSET",
@@ -293,11 +299,11 @@ fn sell_item(c: &mut dyn Calls, d: Dialect, uids: &mut Uids, seller: u64) -> Res
             &region,
         ],
     )?;
-    call(
+    write(
         c,
         &[&"ZADD", &format!("rubis:category:{category}"), &id, &member],
     )?;
-    call(
+    write(
         c,
         &[&"ZADD", &format!("rubis:region:{region}"), &id, &member],
     )?;
@@ -309,7 +315,7 @@ fn close_auction(c: &mut dyn Calls, d: Dialect, item: u64) -> Result<(), CallErr
     let best = reply_items(&topn_max(c, d, &format!("rubis:item:{item}:bids"))?);
     if let [winner, amount, ..] = best.as_slice() {
         let (winner, amount) = (winner.clone(), amount.clone());
-        call(
+        write(
             c,
             &[
                 &"HSET",
@@ -334,20 +340,20 @@ fn comment(
 ) -> Result<(), CallError> {
     let id = uids.next(c, d, "rubis:comment-ids")?;
     let key = format!("rubis:comment:{id}");
-    call(
+    write(
         c,
         &[
             &"HSET", &key, &"from", &from, &"to", &to, &"item", &item, &"rating", &rating,
         ],
     )?;
-    call(c, &[&"HINCRBY", &user_key(to), &"rating", &rating])?;
+    write(c, &[&"HINCRBY", &user_key(to), &"rating", &rating])?;
     Ok(())
 }
 
 fn register_user(c: &mut dyn Calls, d: Dialect, uids: &mut Uids) -> Result<(), CallError> {
     let id = uids.next(c, d, "rubis:user-ids")?;
     let region = id % REGIONS;
-    call(
+    write(
         c,
         &[
             &"HSET",
@@ -358,13 +364,13 @@ fn register_user(c: &mut dyn Calls, d: Dialect, uids: &mut Uids) -> Result<(), C
             &0u64,
         ],
     )?;
-    call(c, &[&"SADD", &format!("rubis:region:{region}:users"), &id])?;
+    write(c, &[&"SADD", &format!("rubis:region:{region}:users"), &id])?;
     Ok(())
 }
 
 fn view_user(c: &mut dyn Calls, user: u64) -> Result<(), CallError> {
     call(c, &[&"HGETALL", &user_key(user)])?;
-    call(c, &[&"GET", &format!("rubis:user:{user}:nbids")])?;
+    call_last(c, &[&"GET", &format!("rubis:user:{user}:nbids")])?;
     Ok(())
 }
 

@@ -16,6 +16,9 @@ fn table() -> CombineTable {
 fn run(table: &CombineTable, member: MemberId, slot: usize, args: &[&[u8]]) -> Plan {
     let combine = combine_key(args);
     let plan = table.plan(member, 0, combine.clone(), slot, args);
+    if plan == Plan::Send {
+        table.returned(member);
+    }
     if let (Plan::Send, Some(combine)) = (&plan, combine) {
         table.granted(member, args[1], &combine);
     }
@@ -208,4 +211,30 @@ fn a_member_combines_within_its_group_but_not_with_its_own_lock() {
     assert_eq!(run(&table, b, 1, &[b"SADD", b"s", b"w"]), Plan::Combined);
     let parked = &table.state.lock().members[&a].parked;
     assert_eq!(parked.len(), 2);
+}
+
+/// Rules 8 and 9: a lone member's command may wait on the server, and while it is inside such a call no
+/// group merges with it; once answered, others combine onto its lock and its later commands go NOWAIT.
+#[test]
+fn no_merge_with_a_member_inside_a_waiting_call() {
+    let table = table();
+    let (a, b, c) = (table.join(), table.join(), table.join());
+    let sadd: &[&[u8]] = &[b"SADD", b"s", b"x"];
+    let combine = combine_key(sadd).unwrap();
+    assert_eq!(table.plan(a, 0, Some(combine.clone()), 0, sadd), Plan::Send);
+    assert!(!table.sends_nowait(a), "alone: it may wait");
+    table.granted(a, b"s", &combine);
+    // A is on its way to the server with another command that may wait.
+    assert_eq!(run(&table, a, 1, &[b"SCARD", b"t"]), Plan::Send);
+    assert_eq!(table.plan(a, 0, None, 2, &[b"SCARD", b"u"]), Plan::Send);
+    assert_eq!(
+        run(&table, b, 0, &[b"SADD", b"s", b"y"]),
+        Plan::Send,
+        "no merge"
+    );
+    table.returned(a);
+    assert_eq!(run(&table, c, 0, &[b"SADD", b"s", b"z"]), Plan::Combined);
+    assert_eq!(table.group_size(a), 2);
+    assert_eq!(table.plan(a, 0, None, 3, &[b"GET", b"v"]), Plan::Send);
+    assert!(table.sends_nowait(a), "with company: NOWAIT");
 }

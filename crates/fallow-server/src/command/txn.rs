@@ -1,4 +1,5 @@
-//! Interactive transactions over abstract data types: TXN.BEGIN, TXN.COMMIT, TXN.ABORT (docs/transactions.md).
+//! Interactive transactions over abstract data types: TXN.BEGIN, TXN.NOWAIT, TXN.COMMIT, TXN.ABORT
+//! (docs/transactions.md).
 //! What happens to the commands in between lives in `crate::txn::session`.
 use super::flags::*;
 use super::{spec, CommandSpec, Ctx, Group, Keys};
@@ -15,6 +16,15 @@ pub const COMMANDS: &[CommandSpec] = &[
         Group::Transaction,
         "Begin an interactive transaction: reads see the state before it, writes apply at TXN.COMMIT; NOWAIT: a lock request that cannot be granted at once aborts it",
         begin,
+    ),
+    spec(
+        "txn.nowait",
+        1,
+        NO_MULTI | NOSCRIPT | FAST,
+        Keys::None,
+        Group::Transaction,
+        "From now on, a lock request of the open transaction that cannot be granted at once aborts it (as TXN.BEGIN NOWAIT)",
+        nowait,
     ),
     spec(
         "txn.commit",
@@ -51,6 +61,16 @@ fn begin(ctx: &mut Ctx, args: &[&[u8]]) {
     let id = ctx.server.txns.new_id();
     ctx.conn.txn = Some(Session::new(id, wait));
     ctx.server.txns.stats.begun.fetch_add(1, Ordering::Relaxed);
+    ctx.out.ok();
+}
+
+/// A combining client's member that gained company in its group: waiting from here on could close a
+/// cycle through the group that the server cannot see.
+fn nowait(ctx: &mut Ctx, _args: &[&[u8]]) {
+    let Some(txn) = ctx.conn.txn.as_mut() else {
+        return ctx.out.error("ERR TXN.NOWAIT without TXN.BEGIN");
+    };
+    txn.wait = WaitPolicy::Never;
     ctx.out.ok();
 }
 
