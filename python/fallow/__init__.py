@@ -5,6 +5,7 @@
     with fallow.transaction(r) as t:       # TXN.BEGIN; commit on exit, abort on an exception
         n = t.execute("SCARD", "s")         # a read: its value on the state before the transaction
         t.execute("SADD", "s", "x")         # a write: "QUEUED"; applied at commit
+        t.write("INCR", "c")                # a write sent behind, with the next command or the commit
     print(t.results)                        # the writes' replies, from TXN.COMMIT
 
     fallow.run(r, lambda t: ..., retries=16)  # retried with backoff on fallow.TxnAborted

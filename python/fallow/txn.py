@@ -35,14 +35,24 @@ def _is_queued(reply) -> bool:
 
 class Transaction:
     """One transaction attempt. Use it as a context manager: it commits when the block ends and aborts
-    when the block raises. A server transaction begins lazily on each node the first command touches."""
+    when the block raises. A server transaction begins lazily on each node the first command touches:
+    TXN.BEGIN rides in the same pipelined batch as that command.
+
+    `write` sends a write behind: it waits, unsent, for the next command on its node (or the commit) and
+    goes in the same batch ahead of it, so it costs no round trip. `execute_and_commit` runs the last
+    command with TXN.COMMIT right behind it. Both as in the Rust client (docs/transactions.md)."""
 
     def __init__(self, target):
         self._cluster = target if isinstance(target, Cluster) else None
         self._clients = target.clients if self._cluster else [target]
         self._connections: dict[int, object] = {}
+        self._begun: set[int] = set()
+        # Per node, the writes not sent yet: (args, index in `results`).
+        self._pending: dict[int, list[tuple[tuple, int]]] = {}
         # Per node, the index in `results` of each write the server queued, in order.
         self._queued: dict[int, list[int]] = {}
+        # Replies the server gave a write behind at once (errors), by index in `results`.
+        self._early: dict[int, object] = {}
         self._writes = 0
         self.aborted: str | None = None
         self.results: list | None = None
@@ -51,6 +61,8 @@ class Transaction:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
+        if self.results is not None:
+            return False
         if exc_type is None and self.aborted is None:
             self.commit()
         else:
@@ -71,75 +83,171 @@ class Transaction:
             connection = pool.get_connection()
         except TypeError:  # redis-py before 5.3 requires a command name
             connection = pool.get_connection("TXN.BEGIN")
-        try:
-            connection.send_command("TXN.BEGIN")
-            connection.read_response()
-        except BaseException:
-            pool.release(connection)
-            raise
         self._connections[node] = connection
         self._queued[node] = []
         return connection
 
-    def execute(self, *args):
-        """Runs one command in the transaction: a read returns its value, a write "QUEUED"."""
+    def _check_open(self) -> None:
         if self.aborted is not None:
             raise TxnAborted(self.aborted)
-        node = self._node(args)
+        if self.results is not None:
+            raise RuntimeError("the transaction was committed by execute_and_commit")
+
+    def _send(self, node: int, commands: list) -> tuple:
+        """Sends TXN.BEGIN (first time), the node's pending writes and `commands` in one batch."""
         connection = self._connection(node)
-        try:
-            connection.send_command(*args)
-            reply = connection.read_response()
-        except ResponseError as error:
-            cause = _abort_cause(error)
+        begin = node not in self._begun
+        pending = self._pending.pop(node, [])
+        batch = ([("TXN.BEGIN",)] if begin else []) + [args for args, _ in pending] + commands
+        connection.send_packed_command(connection.pack_commands(batch))
+        self._begun.add(node)
+        return begin, pending, len(commands)
+
+    def _receive(self, node: int, sent: tuple) -> tuple[str | None, list]:
+        """Reads the replies to `_send`: returns the abort a pending write met and the replies (or
+        ResponseErrors) of the commands."""
+        begin, pending, count = sent
+        connection = self._connections[node]
+
+        def reply():
+            try:
+                return connection.read_response()
+            except ResponseError as error:
+                return error
+
+        if begin and isinstance(reply(), ResponseError):
+            raise ResponseError("TXN.BEGIN refused")
+        cause = None
+        for _, index in pending:
+            answer = reply()
+            if _is_queued(answer):
+                self._queued[node].append(index)
+            elif isinstance(answer, ResponseError) and _abort_cause(answer) is not None:
+                cause = cause or _abort_cause(answer)
+            else:
+                self._early[index] = answer
+        return cause, [reply() for _ in range(count)]
+
+    def _fail(self, cause: str, message: str = ""):
+        self.aborted = cause
+        self.abort()
+        raise TxnAborted(cause, message)
+
+    def execute(self, *args):
+        """Runs one command in the transaction: a read returns its value, a write "QUEUED"."""
+        self._check_open()
+        node = self._node(args)
+        cause, (reply,) = self._receive(node, self._send(node, [args]))
+        if isinstance(reply, ResponseError):
+            cause = cause or _abort_cause(reply)
             if cause is None:
-                raise
-            self.aborted = cause
-            self.abort()
-            raise TxnAborted(cause, str(error)) from None
+                raise reply
+        if cause is not None:
+            self._fail(cause, str(reply))
         if _is_queued(reply):
             self._queued[node].append(self._writes)
             self._writes += 1
         return reply
 
+    def write(self, *args) -> None:
+        """Issues a write whose reply comes at commit (in `results`), sent behind the next command."""
+        self._check_open()
+        node = self._node(args)
+        self._pending.setdefault(node, []).append((args, self._writes))
+        self._writes += 1
+
+    def execute_and_commit(self, *args):
+        """Runs the last command with TXN.COMMIT behind it (one round trip) and returns its reply; the
+        writes' replies are then in `results`. On several nodes this is `execute`, then `commit`."""
+        self._check_open()
+        node = self._node(args)
+        if any(other != node for other in set(self._connections) | set(self._pending)):
+            reply = self.execute(*args)
+            self.commit()
+            return reply
+        cause, (reply, committed) = self._receive(node, self._send(node, [args, ("TXN.COMMIT",)]))
+        for answer in (reply, committed):
+            if isinstance(answer, ResponseError):
+                cause = cause or _abort_cause(answer)
+        if cause is not None:
+            self._begun.discard(node)  # the refused TXN.COMMIT ended the server transaction
+            self._fail(cause)
+        if isinstance(committed, ResponseError):
+            self._release()
+            raise committed
+        if _is_queued(reply):
+            self._queued[node].append(self._writes)
+            self._writes += 1
+        results: list = [None] * self._writes
+        for index, item in zip(self._queued[node], committed or []):
+            results[index] = item
+        self._finish(results)
+        if isinstance(reply, ResponseError):
+            raise reply
+        return reply
+
+    def _finish(self, results: list) -> list:
+        for index, answer in self._early.items():
+            results[index] = answer
+        self._release()
+        self.results = results
+        return results
+
+    def _send_pending_across_nodes(self) -> None:
+        """With several nodes, every node's pending writes are queued before any node commits, so a
+        write's abort on one node cannot follow another node's commit."""
+        nodes = set(self._connections) | set(self._pending)
+        if len(nodes) < 2 or not self._pending:
+            return
+        sent = {node: self._send(node, []) for node in nodes if node in self._pending}
+        causes = [self._receive(node, batch)[0] for node, batch in sent.items()]
+        cause = next((c for c in causes if c is not None), None)
+        if cause is not None:
+            self._fail(cause)
+
     def commit(self) -> list:
-        """TXN.COMMIT on every node touched, sent to all before any reply is read."""
-        nodes = list(self._connections)
-        for node in nodes:
-            self._connections[node].send_command("TXN.COMMIT")
+        """TXN.COMMIT on every node touched (behind its pending writes), sent to all before any reply is
+        read."""
+        self._check_open()
+        self._send_pending_across_nodes()
+        nodes = sorted(set(self._connections) | set(self._pending))
+        sent = {node: self._send(node, [("TXN.COMMIT",)]) for node in nodes}
         results: list = [None] * self._writes
         committed, cause, failure = 0, None, None
         for node in nodes:
             try:
-                reply = self._connections[node].read_response()
-            except ResponseError as error:
-                cause = cause or _abort_cause(error)
-                failure = failure or (None if _abort_cause(error) else error)
-                continue
+                write_cause, (reply,) = self._receive(node, sent[node])
             except Exception as error:  # the connection failed: whether this node committed is unknown
                 self._connections[node].disconnect()
                 failure = failure or error
                 continue
+            if isinstance(reply, ResponseError):
+                cause = cause or write_cause or _abort_cause(reply)
+                failure = failure or (None if _abort_cause(reply) else reply)
+                continue
             committed += 1
             for index, item in zip(self._queued[node], reply or []):
                 results[index] = item
-        self._release()
         if failure is not None or (cause is not None and committed > 0):
+            self._release()
             raise PartialCommit(f"{committed} node(s) committed, then {failure or 'TXNABORT ' + cause}")
         if cause is not None:
+            self._release()
             self.aborted = cause
             raise TxnAborted(cause)
-        self.results = results
-        return results
+        return self._finish(results)
 
     def abort(self) -> None:
-        """TXN.ABORT on every node touched; locks are released and queued writes dropped."""
-        for connection in self._connections.values():
+        """TXN.ABORT on every node begun; locks are released and queued writes dropped."""
+        for node, connection in self._connections.items():
+            if node not in self._begun:
+                continue
             try:
                 connection.send_command("TXN.ABORT")
                 connection.read_response()
             except Exception:  # the server aborts a transaction whose connection goes away
                 connection.disconnect()
+        self._pending.clear()
         self._release()
 
     def _release(self) -> None:

@@ -258,4 +258,33 @@ def test_a_nowait_transaction_aborts_instead_of_queueing(raw):
     assert t2.cmd("SCARD", "s").startswith("TXNABORT conflict")
     assert t2.cmd("TXN.ABORT") == "OK"
     assert t2.cmd("TXN.BEGIN", "SOMETIMES") == Err("ERR syntax error")
+    assert t2.cmd("TXN.BEGIN", "NOWAIT", "NOWAIT") == Err("ERR syntax error")
     assert t1.cmd("TXN.COMMIT") == [1]
+
+
+def test_txn_nowait_switches_an_open_transaction_to_aborting(raw):
+    t1, t2 = raw(), raw()
+    assert t2.cmd("TXN.NOWAIT").startswith("ERR TXN.NOWAIT without TXN.BEGIN")
+    assert t1.cmd("TXN.BEGIN") == "OK"
+    assert t1.cmd("SADD", "s", "x") == "QUEUED"
+    assert t2.cmd("TXN.BEGIN") == "OK"
+    assert t2.cmd("TXN.NOWAIT") == "OK"
+    assert t2.cmd("SCARD", "s").startswith("TXNABORT conflict"), "refused, not queued"
+    assert t2.cmd("TXN.ABORT") == "OK"
+    assert t1.cmd("TXN.COMMIT") == [1]
+
+
+def test_a_busy_transaction_keeps_going_after_a_refused_command(raw):
+    admin = raw()
+    assert admin.cmd("CONFIG", "SET", "txn-phasing", "no") == "OK"
+    t1, t2 = raw(), raw()
+    assert t1.cmd("TXN.BEGIN") == "OK"
+    assert t1.cmd("SADD", "s", "x") == "QUEUED"
+    assert t2.cmd("TXN.BEGIN", "BUSY", "NOWAIT") == "OK"
+    assert t2.cmd("INCR", "c") == "QUEUED"
+    reply = t2.cmd("SCARD", "s")
+    assert isinstance(reply, Err) and reply.startswith("TXNBUSY conflict"), reply
+    assert t1.cmd("TXN.COMMIT") == [1]
+    assert t2.cmd("SCARD", "s") == 1, "sent again once the holder is gone"
+    assert t2.cmd("TXN.COMMIT") == [1]
+    assert int(txn_info(admin)["txn_busy_replies"]) >= 1

@@ -35,6 +35,43 @@ def test_commit_reads_before_and_returns_write_replies(r):
     assert r.scard("s") == 2
 
 
+def test_writes_behind_and_execute_and_commit(r):
+    with fallow.transaction(r) as t:
+        t.write("SADD", "s", "x", "y")
+        t.write("SADD", "s")  # refused at once: its error is its result
+        assert t.execute("SCARD", "s") == 0
+        t.write("INCRBY", "c", 5)
+    assert t.results[0] == 2 and t.results[2] == 5
+    assert isinstance(t.results[1], redis.ResponseError)
+    with fallow.transaction(r) as t:
+        t.write("SADD", "s", "z")
+        assert t.execute_and_commit("SCARD", "s") == 2
+        with pytest.raises(RuntimeError):
+            t.execute("GET", "c")
+    assert t.results == [1]
+    assert r.scard("s") == 3
+    # Writes only: TXN.BEGIN, the writes and TXN.COMMIT in one batch.
+    assert fallow.run(r, lambda t: t.write("INCR", "c")) is None
+    assert r.get("c") == "6"
+    assert r.ping()
+
+
+def test_a_write_behind_that_conflicts_aborts_and_retries(r, redis_client_factory, phasing_off):
+    holder = fallow.transaction(redis_client_factory())
+    assert holder.execute("SCARD", "s") == 0
+    with pytest.raises(fallow.TxnAborted):
+        with fallow.transaction(r) as t:
+            t.write("INCR", "attempts")
+            t.write("SADD", "s", "x")
+    assert r.get("attempts") is None
+    release = threading.Timer(0.1, holder.commit)
+    release.start()
+    fallow.run(r, lambda t: t.write("SADD", "s", "x"), retries=200, backoff=0.001, backoff_max=0.01)
+    release.join()
+    assert r.smembers("s") == {"x"}
+    assert r.ping()
+
+
 def test_an_exception_aborts(r):
     with pytest.raises(ValueError):
         with fallow.transaction(r) as t:
@@ -124,7 +161,9 @@ def _bank(target, new_target):
     done = threading.Event()
 
     def read_all(t):
-        return [int(t.execute("GET", account) or 0) for account in accounts]
+        balances = [int(t.execute("GET", account) or 0) for account in accounts[:-1]]
+        # The last read carries the commit (on several nodes: execute, then commit).
+        return balances + [int(t.execute_and_commit("GET", accounts[-1]) or 0)]
 
     def teller(seed):
         rng = random.Random(seed)
@@ -136,8 +175,10 @@ def _bank(target, new_target):
 
                 def transfer(t):
                     if int(t.execute("GET", source) or 0) >= amount:
-                        t.execute("DECRBY", source, amount)
-                        t.execute("INCRBY", dest, amount)
+                        # Odd tellers send their writes behind, with the commit.
+                        send = t.write if seed % 2 else t.execute
+                        send("DECRBY", source, amount)
+                        send("INCRBY", dest, amount)
 
                 # A transfer reads its source, then upgrades to an increment, which waits for other
                 # readers and deadlocks with another upgrade of the account: some run out of retries,

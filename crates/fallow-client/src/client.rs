@@ -32,6 +32,14 @@ pub struct ClientConfig {
     pub backoff_max_us: u64,
     /// Idle connections kept per node (more are opened while needed, see `connection::Pool`).
     pub connections_per_node: usize,
+    /// Claret's baseline: transactions begin with `TXN.BEGIN BUSY`, and a command refused with TXNBUSY
+    /// (its lock held in a conflicting mode, phasing off) is sent again after a backoff while the
+    /// transaction keeps its locks, instead of the whole transaction aborting. Commands then go one per
+    /// round trip (`write` and `call_and_commit` are `call`), so a retried command keeps its place.
+    pub retry_operations: bool,
+    /// How long one command is retried before its transaction aborts (cause timeout) and is retried
+    /// whole: two transactions retrying commands on each other's locks would otherwise never end.
+    pub operation_retry_max_ms: u64,
 }
 
 impl Default for ClientConfig {
@@ -43,6 +51,8 @@ impl Default for ClientConfig {
             backoff_initial_us: 100,
             backoff_max_us: 50_000,
             connections_per_node: 8,
+            retry_operations: false,
+            operation_retry_max_ms: 500,
         }
     }
 }
@@ -199,7 +209,7 @@ impl Client {
 
     /// Exponential backoff with "equal jitter": half the step fixed, half random, so retries that collided
     /// spread out while none comes back too soon.
-    fn backoff(&self, retry: u32) -> Duration {
+    pub(crate) fn backoff(&self, retry: u32) -> Duration {
         let doubled = self
             .config
             .backoff_initial_us

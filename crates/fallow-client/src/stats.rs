@@ -25,6 +25,8 @@ pub struct ClientStats {
     pub writes_behind: u64,
     /// Commits that rode behind the body's last command (`Txn::call_and_commit`).
     pub commits_behind: u64,
+    /// Commands sent again after a TXNBUSY refusal (`retry_operations`).
+    pub operation_retries: u64,
 }
 
 impl ClientStats {
@@ -64,6 +66,7 @@ pub(crate) struct Counters {
     pub round_trips: AtomicU64,
     pub writes_behind: AtomicU64,
     pub commits_behind: AtomicU64,
+    pub operation_retries: AtomicU64,
 }
 
 impl Counters {
@@ -102,6 +105,7 @@ impl Counters {
             round_trips: self.round_trips.load(Relaxed),
             writes_behind: self.writes_behind.load(Relaxed),
             commits_behind: self.commits_behind.load(Relaxed),
+            operation_retries: self.operation_retries.load(Relaxed),
         }
     }
 }

@@ -9,6 +9,8 @@
 //! Across nodes there is no two-phase commit: TXN.COMMIT goes to every node in one pipelined write, and a
 //! client that crashes, or a connection that fails, between those commits leaves some nodes committed and
 //! others not (`ClientError::PartialCommit`). fallow is a cache and keeps no commit log.
+use std::time::{Duration, Instant};
+
 use crate::client::Client;
 use crate::combine::{MemberId, ParkedOp, Plan};
 use crate::commands::{combine_key, CombineKey};
@@ -36,6 +38,8 @@ struct NodeTxn {
     begun: bool,
     /// The server transaction never waits for a lock (TXN.BEGIN NOWAIT, or TXN.NOWAIT since).
     nowait: bool,
+    /// Begin with TXN.BEGIN BUSY: a conflicting command is refused alone (`retry_operations`).
+    busy: bool,
     /// Writes waiting for the next round trip on this node.
     pending: Vec<Pending>,
     /// Every reply to what was sent has been read, so TXN.ABORT's reply would be the next.
@@ -58,11 +62,14 @@ impl NodeTxn {
     fn push_prelude(&mut self, nowait: bool) -> Prelude {
         let mut settings = 0;
         if !self.begun {
+            let mut begin: Vec<&[u8]> = vec![b"TXN.BEGIN"];
             if nowait {
-                self.connection.push(&[b"TXN.BEGIN", b"NOWAIT"]);
-            } else {
-                self.connection.push(&[b"TXN.BEGIN"]);
+                begin.push(b"NOWAIT");
             }
+            if self.busy {
+                begin.push(b"BUSY");
+            }
+            self.connection.push(&begin);
             (self.begun, self.nowait, settings) = (true, nowait, 1);
         } else if nowait && !self.nowait {
             self.connection.push(&[b"TXN.NOWAIT"]);
@@ -146,7 +153,7 @@ impl<'client> Txn<'client> {
     /// (`call`), because a combined lock must be granted before others can share it.
     pub fn write(&mut self, args: &[&[u8]]) -> Result<(), ClientError> {
         self.check_open(args)?;
-        if self.member.is_some() {
+        if self.member.is_some() || self.client.config.retry_operations {
             return self.call(args).map(drop);
         }
         let node = self.client.node_for_args(args);
@@ -172,6 +179,7 @@ impl<'client> Txn<'client> {
                 connection,
                 begun: false,
                 nowait: false,
+                busy: self.client.config.retry_operations,
                 pending: Vec::new(),
                 synced: true,
                 queued: Vec::new(),
@@ -197,7 +205,7 @@ impl<'client> Txn<'client> {
             {
                 Plan::Send => {
                     let nowait = self.client.table.sends_nowait(member);
-                    let exchanged = self.exchange(node, args, nowait);
+                    let exchanged = self.exchange_retrying(node, args, nowait);
                     self.client.table.returned(member);
                     return self.answered(node, args, combine, exchanged);
                 }
@@ -210,8 +218,36 @@ impl<'client> Txn<'client> {
                 Plan::Aborted(cause) => return Err(self.abort(cause)),
             }
         }
-        let exchanged = self.exchange(node, args, false);
+        let exchanged = self.exchange_retrying(node, args, false);
         self.answered(node, args, combine, exchanged)
+    }
+
+    /// `exchange`, sending `args` again after a backoff while the server refuses it with TXNBUSY
+    /// (`retry_operations`), for at most `operation_retry_max_ms`: then the answer is an abort (timeout).
+    fn exchange_retrying(
+        &mut self,
+        node: usize,
+        args: &[&[u8]],
+        nowait: bool,
+    ) -> Result<Reply, ClientError> {
+        let started = Instant::now();
+        let limit = Duration::from_millis(self.client.config.operation_retry_max_ms);
+        let mut retries = 0;
+        loop {
+            let reply = self.exchange(node, args, nowait)?;
+            if !matches!(&reply, Reply::Error(text) if text.starts_with("TXNBUSY")) {
+                return Ok(reply);
+            }
+            if started.elapsed() >= limit {
+                return Ok(Reply::Error(format!(
+                    "TXNABORT timeout (the command was busy for {} ms)",
+                    limit.as_millis()
+                )));
+            }
+            retries += 1;
+            Counters::add(&self.client.counters.operation_retries, 1);
+            std::thread::sleep(self.client.backoff(retries));
+        }
     }
 
     /// What `call` returns for the server's answer to `args`.
@@ -269,7 +305,7 @@ impl<'client> Txn<'client> {
         let node = self.client.node_for_args(args);
         let elsewhere =
             (0..self.nodes.len()).any(|other| other != node && self.nodes[other].is_some());
-        if self.member.is_some() || elsewhere {
+        if self.member.is_some() || elsewhere || self.client.config.retry_operations {
             return self.call(args);
         }
         let exchanged = self.exchange_and_commit(node, args);
@@ -282,6 +318,10 @@ impl<'client> Txn<'client> {
             _ => None,
         });
         if let Some(cause) = abort {
+            // The server ended the transaction at its refused TXN.COMMIT: no TXN.ABORT is needed.
+            if let Some(node_txn) = self.nodes[node].as_mut() {
+                node_txn.begun = false;
+            }
             return Err(self.abort(cause));
         }
         let Reply::Array(items) = commit else {
@@ -580,7 +620,11 @@ impl<'client> Txn<'client> {
                     self.client.pools[node].checkin(node_txn.connection);
                 }
                 Ok(Reply::Error(text)) => match AbortCause::from_error_reply(&text) {
-                    Some(cause) => abort = abort.or(Some(cause)),
+                    Some(cause) => {
+                        // A refused TXN.COMMIT ends the server transaction: the connection is clean.
+                        abort = abort.or(Some(cause));
+                        self.client.pools[node].checkin(node_txn.connection);
+                    }
                     None => failure = failure.or(Some(ClientError::Server(text))),
                 },
                 Ok(other) => {

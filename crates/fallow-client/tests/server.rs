@@ -85,6 +85,8 @@ fn client(servers: &[Server], combining: bool) -> Client {
         backoff_initial_us: 50,
         backoff_max_us: 5_000,
         connections_per_node: 16,
+        retry_operations: false,
+        operation_retry_max_ms: 500,
     })
     .expect("connect")
 }
@@ -633,4 +635,101 @@ fn txn_nowait_makes_a_conflict_abort_at_once() {
         holder.call(&[b"TXN.COMMIT"]).unwrap(),
         Reply::Array(vec![Reply::Simple("OK".into())])
     );
+}
+
+/// Claret's baseline: with phasing off, TXN.BEGIN BUSY refuses only the conflicting command (TXNBUSY) and
+/// the transaction stays open with its locks; `retry_operations` sends the command again until the holder
+/// is gone, or aborts the transaction (timeout) after `operation_retry_max_ms`.
+#[test]
+fn busy_commands_are_retried_alone_while_the_transaction_keeps_its_locks() {
+    let Some(servers) = start(1) else { return };
+    config_set(&servers[0], "txn-phasing", "no");
+    let hold = |key: &[u8]| {
+        let mut holder = raw(&servers[0]);
+        holder.push(&[b"TXN.BEGIN"]);
+        holder.push(&[b"SET", key, b"held"]);
+        holder.flush().unwrap();
+        assert_eq!(holder.read_reply().unwrap(), Reply::Simple("OK".into()));
+        assert_eq!(holder.read_reply().unwrap(), Reply::Queued);
+        holder
+    };
+    let mut holder = hold(b"k");
+    let mut other = raw(&servers[0]);
+    assert_eq!(
+        other.call(&[b"TXN.BEGIN", b"BUSY"]).unwrap(),
+        Reply::Simple("OK".into())
+    );
+    assert_eq!(other.call(&[b"INCR", b"c"]).unwrap(), Reply::Queued);
+    let busy = other.call(&[b"GET", b"k"]).unwrap();
+    assert!(
+        matches!(busy, Reply::Error(ref text) if text.starts_with("TXNBUSY")),
+        "{busy:?}"
+    );
+    assert_eq!(
+        other.call(&[b"INCR", b"d"]).unwrap(),
+        Reply::Queued,
+        "still open"
+    );
+    assert!(matches!(
+        holder.call(&[b"TXN.COMMIT"]).unwrap(),
+        Reply::Array(_)
+    ));
+    assert_eq!(
+        other.call(&[b"GET", b"k"]).unwrap(),
+        Reply::Bulk(b"held".to_vec())
+    );
+    assert_eq!(
+        other.call(&[b"TXN.COMMIT"]).unwrap(),
+        Reply::Array(vec![Reply::Int(1), Reply::Int(1)])
+    );
+
+    let client = Client::connect(ClientConfig {
+        retry_operations: true,
+        operation_retry_max_ms: 2_000,
+        ..client(&servers, false).config().clone()
+    })
+    .unwrap();
+    let mut holder = hold(b"k2");
+    let release = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(100));
+        holder.call(&[b"TXN.COMMIT"]).unwrap()
+    });
+    let seen = client
+        .transaction(|txn| {
+            txn.write(&[b"INCR", b"e"])?;
+            txn.call(&[b"GET", b"k2"])
+        })
+        .unwrap();
+    release.join().unwrap();
+    assert_eq!(seen, Reply::Bulk(b"held".to_vec()));
+    let stats = client.stats();
+    assert!(stats.operation_retries >= 1, "{stats:?}");
+    assert_eq!((stats.aborts.total(), stats.retries), (0, 0), "{stats:?}");
+    assert_eq!(int(&client, &[b"GET", b"e"]), 1);
+    let info = raw(&servers[0]).call(&[b"INFO", b"txn"]).unwrap();
+    let text = String::from_utf8_lossy(info.as_bytes().unwrap()).into_owned();
+    let busy_replies = text
+        .lines()
+        .find_map(|line| line.strip_prefix("txn_busy_replies:"))
+        .and_then(|count| count.trim().parse::<u64>().ok());
+    assert!(busy_replies.is_some_and(|count| count >= 2), "{text}");
+
+    // A holder that stays: the command is retried for operation_retry_max_ms, then the transaction
+    // aborts with cause timeout.
+    let patient = Client::connect(ClientConfig {
+        retries_max: 0,
+        operation_retry_max_ms: 50,
+        ..client.config().clone()
+    })
+    .unwrap();
+    let mut holder = hold(b"k3");
+    let result = patient.transaction(|txn| txn.call(&[b"GET", b"k3"]));
+    assert!(
+        matches!(result, Err(ClientError::Aborted(AbortCause::Timeout))),
+        "{result:?}"
+    );
+    assert!(matches!(
+        holder.call(&[b"TXN.COMMIT"]).unwrap(),
+        Reply::Array(_)
+    ));
 }

@@ -402,6 +402,11 @@ fn txn_metrics(exposition: &mut Exposition, server: &Server) {
         "Lock requests that queued behind a conflicting mode",
         load(&stats.lock_waits),
     );
+    exposition.counter(
+        "fallow_txn_busy_replies",
+        "Commands refused with TXNBUSY, their transaction left open (TXN.BEGIN BUSY)",
+        load(&stats.busy_replies),
+    );
     exposition.gauge_f64(
         "fallow_txn_lock_wait_seconds",
         "Time spent waiting for locks, in all",

@@ -77,6 +77,16 @@ pub struct RetryPolicy {
     pub backoff_max_us: u64,
 }
 
+/// How a cell's client runs its transactions.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ClientKind {
+    /// false: the `nontxn` mode (plain commands).
+    pub transactional: bool,
+    pub combining: bool,
+    /// A conflicting command is retried alone (`ClientConfig::retry_operations`, Claret's baseline).
+    pub retry_operations: bool,
+}
+
 /// One fallow-client shared by every client thread of a cell, so combining sees all their transactions.
 pub struct ClientBackend {
     client: Client,
@@ -89,14 +99,18 @@ pub struct ClientBackend {
 }
 
 impl ClientBackend {
-    /// A client of `server` for `threads` threads; `transactional` false is the `nontxn` mode.
+    /// A client of `server` for `threads` threads.
     pub fn connect(
         server: &ServerAddr,
-        transactional: bool,
-        combining: bool,
+        kind: ClientKind,
         retry: RetryPolicy,
         threads: usize,
     ) -> anyhow::Result<ClientBackend> {
+        let ClientKind {
+            transactional,
+            combining,
+            retry_operations,
+        } = kind;
         let ServerAddr::Tcp(node) = server else {
             bail!("fallow-client connects over TCP only, not {server}");
         };
@@ -108,6 +122,8 @@ impl ClientBackend {
             backoff_max_us: retry.backoff_max_us,
             // One idle connection per thread: each has at most one transaction in flight.
             connections_per_node: threads,
+            retry_operations,
+            operation_retry_max_ms: 500,
         };
         let client =
             Client::connect(config).map_err(|e| anyhow::anyhow!("connecting to {server}: {e}"))?;

@@ -4,7 +4,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 
-use super::backend::{ClientBackend, RetryPolicy};
+use super::backend::{ClientBackend, ClientKind, RetryPolicy};
 use super::driver::{min_window_mean, run_cell, CellTiming, Workload};
 use super::raw::{Raw, RawParams};
 use super::report::{self, CellResult, PointReport, RunReport};
@@ -12,7 +12,9 @@ use super::retwis::Retwis;
 use super::rmat::{self, Graph};
 use super::rubis::{self, Rubis, RubisMix, RubisParams};
 use super::server::{self, progress_bar, ServerProbe, Target};
-use super::{CommonArgs, Mode, RawArgs, RetwisArgs, RubisArgs, TxnArgs, TxnWorkload};
+use super::{
+    CommonArgs, ConflictRetry, Mode, RawArgs, RetwisArgs, RubisArgs, TxnArgs, TxnWorkload,
+};
 use crate::options::ServerAddr;
 
 /// Seconds per window of the minimum-throughput figure (Claret §6.2).
@@ -318,8 +320,18 @@ fn backend(
     };
     let transactional = mode != Mode::Nontxn;
     let combining = mode == Mode::Combining;
-    let mut backend =
-        ClientBackend::connect(&target.addr, transactional, combining, retry, clients)?;
+    let retry_operations = matches!(mode, Mode::Rw | Mode::Boosting)
+        && common.conflict_retry == ConflictRetry::Operation;
+    let mut backend = ClientBackend::connect(
+        &target.addr,
+        ClientKind {
+            transactional,
+            combining,
+            retry_operations,
+        },
+        retry,
+        clients,
+    )?;
     backend.pipelining = !common.no_pipelining;
     Ok(backend)
 }

@@ -18,15 +18,25 @@ use clap::{Args, Subcommand, ValueEnum};
 
 pub use experiment::run_txn;
 
+/// What retries after a lock conflict when phasing is off.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ConflictRetry {
+    /// The refused command, while the transaction keeps its locks (Claret's baseline, TXN.BEGIN BUSY).
+    Operation,
+    /// The whole transaction, after it aborts.
+    Transaction,
+}
+
 /// A concurrency-control configuration: the server's CONFIG settings plus the client's combining.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, ValueEnum, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Mode {
     /// The same operations as plain commands, no TXN.* (the upper bound).
     Nontxn,
-    /// Reader/writer locks, fail fast and retry with backoff (Claret's baseline).
+    /// Reader/writer locks, fail fast and retry with backoff (Claret's baseline; see `--conflict-retry`).
     Rw,
-    /// Abstract locks (boosting), fail fast and retry.
+    /// Abstract locks (boosting), fail fast and retry (see `--conflict-retry`).
     Boosting,
     /// Abstract locks, waiting in the record's phaser.
     Phasing,
@@ -146,6 +156,12 @@ pub struct CommonArgs {
     /// the last (for comparison with runs before both).
     #[arg(long)]
     pub no_pipelining: bool,
+    /// What retries after a lock conflict in the modes without phasing (rw, boosting): `transaction`, the
+    /// whole transaction after an abort (it gives its locks up while it backs off), or `operation`, the
+    /// refused command after a backoff while the transaction keeps its locks (Claret's baseline, §6;
+    /// commands then go one per round trip).
+    #[arg(long, value_enum, default_value_t = ConflictRetry::Transaction)]
+    pub conflict_retry: ConflictRetry,
 }
 
 impl CommonArgs {

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::driver::CellMeasurement;
 use super::server::ServerProbe;
-use super::{CommonArgs, Mode};
+use super::{CommonArgs, ConflictRetry, Mode};
 use crate::plot::{short_number, write_side_by_side, FONT};
 use crate::report::LatencySummary;
 use fallow_client::ClientStats;
@@ -180,6 +180,10 @@ pub struct RunReport {
     pub warmup_s: f64,
     pub quick: bool,
     pub seed: u64,
+    /// What retries after a conflict in rw and boosting.
+    pub conflict_retry: ConflictRetry,
+    /// Writes behind the next command and the commit behind the last (false: `--no-pipelining`).
+    pub pipelining: bool,
     pub machine: MachineInfo,
     pub points: Vec<PointReport>,
 }
@@ -194,6 +198,8 @@ impl RunReport {
             warmup_s: common.warmup_s(),
             quick: common.quick,
             seed: common.seed,
+            conflict_retry: common.conflict_retry,
+            pipelining: !common.no_pipelining,
             machine: MachineInfo::collect(),
             points,
         }
@@ -237,11 +243,17 @@ fn slug(label: &str) -> String {
 /// The Markdown: each point's peaks (best client count per mode) and then every cell.
 pub fn markdown(report: &RunReport) -> String {
     let mut text = format!(
-        "# fallow-bench txn {} ({} s per cell, clients {:?}{})\n",
+        "# fallow-bench txn {} ({} s per cell, clients {:?}{})\n\nrw and boosting retry the {} after a \
+         conflict; pipelining {}.\n",
         report.workload,
         report.duration_s,
         report.clients,
-        if report.quick { ", quick" } else { "" }
+        if report.quick { ", quick" } else { "" },
+        match report.conflict_retry {
+            ConflictRetry::Operation => "refused command (Claret's baseline)",
+            ConflictRetry::Transaction => "whole transaction",
+        },
+        if report.pipelining { "on" } else { "off" },
     );
     for point in &report.points {
         text += &format!("\n## {}\n\n", point.label);

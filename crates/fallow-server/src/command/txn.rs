@@ -14,7 +14,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         NO_MULTI | NOSCRIPT | FAST,
         Keys::None,
         Group::Transaction,
-        "Begin an interactive transaction: reads see the state before it, writes apply at TXN.COMMIT; NOWAIT: a lock request that cannot be granted at once aborts it",
+        "Begin an interactive transaction: reads see the state before it, writes apply at TXN.COMMIT; NOWAIT: a lock request that cannot be granted at once aborts it; BUSY: a lock request refused for a conflict fails only its command (-TXNBUSY), to be retried",
         begin,
     ),
     spec(
@@ -47,11 +47,16 @@ pub const COMMANDS: &[CommandSpec] = &[
 ];
 
 fn begin(ctx: &mut Ctx, args: &[&[u8]]) {
-    let wait = match args {
-        [_] => WaitPolicy::IfPhasing,
-        [_, option] if super::is(option, "nowait") => WaitPolicy::Never,
-        _ => return ctx.out.error(super::SYNTAX),
-    };
+    let (mut wait, mut busy) = (WaitPolicy::IfPhasing, false);
+    for option in &args[1..] {
+        if super::is(option, "nowait") && wait != WaitPolicy::Never {
+            wait = WaitPolicy::Never;
+        } else if super::is(option, "busy") && !busy {
+            busy = true;
+        } else {
+            return ctx.out.error(super::SYNTAX);
+        }
+    }
     if ctx.conn.txn.is_some() {
         return ctx.out.error("ERR TXN.BEGIN calls can not be nested");
     }
@@ -59,7 +64,7 @@ fn begin(ctx: &mut Ctx, args: &[&[u8]]) {
         return ctx.out.error("ERR TXN.BEGIN inside MULTI is not allowed");
     }
     let id = ctx.server.txns.new_id();
-    ctx.conn.txn = Some(Session::new(id, wait));
+    ctx.conn.txn = Some(Session::new(id, wait, busy));
     ctx.server.txns.stats.begun.fetch_add(1, Ordering::Relaxed);
     ctx.out.ok();
 }

@@ -88,6 +88,8 @@ pub struct TxnStats {
     /// Plain commands and EXECs that found a record locked by a transaction in a conflicting mode.
     pub plain_lock_waits: AtomicU64,
     pub queued_writes: AtomicU64,
+    /// Commands of TXN.BEGIN BUSY transactions refused with TXNBUSY (the transaction stays open).
+    pub busy_replies: AtomicU64,
 }
 
 impl TxnStats {
@@ -326,6 +328,7 @@ pub fn info_section(server: &crate::server::Server, text: &mut String) {
         ("txn_lock_waits", &stats.lock_waits),
         ("txn_lock_wait_us", &stats.lock_wait_us),
         ("txn_plain_lock_waits", &stats.plain_lock_waits),
+        ("txn_busy_replies", &stats.busy_replies),
     ];
     for (name, counter) in counters {
         field(name, &counter.load(Ordering::Relaxed));

@@ -34,6 +34,9 @@ pub struct Session {
     pub aborted: Option<AbortCause>,
     /// Whether its lock requests may queue (TXN.BEGIN NOWAIT: never).
     pub wait: WaitPolicy,
+    /// TXN.BEGIN BUSY: a lock request refused for a conflict fails only its command (`-TXNBUSY`), and the
+    /// client may retry it while the transaction keeps its locks (Claret's baseline retries operations).
+    pub busy_on_conflict: bool,
 }
 
 /// The locks a plain command or EXEC took after finding a record locked by a transaction.
@@ -49,7 +52,7 @@ pub struct LockWait {
 }
 
 impl Session {
-    pub fn new(id: TxnId, wait: WaitPolicy) -> Session {
+    pub fn new(id: TxnId, wait: WaitPolicy, busy_on_conflict: bool) -> Session {
         Session {
             id,
             held: Vec::new(),
@@ -57,6 +60,7 @@ impl Session {
             queued_bytes: 0,
             aborted: None,
             wait,
+            busy_on_conflict,
         }
     }
 }
@@ -83,6 +87,14 @@ pub fn run_in_txn(
     match acquire_for_session(server, conn, &requests) {
         Granted::All => {}
         Granted::Waiting => return,
+        Granted::Refused(AbortCause::Conflict) if session_busy_on_conflict(conn) => {
+            server
+                .txns
+                .stats
+                .busy_replies
+                .fetch_add(1, Ordering::Relaxed);
+            return out.error(TXNBUSY);
+        }
         Granted::Refused(cause) => {
             abort(server, conn, cause);
             return out.error(&cause.error());
@@ -109,6 +121,16 @@ pub fn run_in_txn(
         .queued_writes
         .fetch_add(1, Ordering::Relaxed);
     out.simple("QUEUED");
+}
+
+/// The reply to a command of a TXN.BEGIN BUSY transaction whose lock is held in a conflicting mode.
+pub const TXNBUSY: &str =
+    "TXNBUSY conflict: the lock is held in a mode that does not admit this command; the transaction is still open, retry the command";
+
+fn session_busy_on_conflict(conn: &ConnState) -> bool {
+    conn.txn
+        .as_ref()
+        .is_some_and(|session| session.busy_on_conflict)
 }
 
 /// Why a command cannot run inside a transaction, if it cannot.
