@@ -96,6 +96,18 @@ fn raw(server: &Server) -> Connection {
     Connection::open(&server.address, ReplyLimits::default()).expect("connect")
 }
 
+/// A raw connection in a transaction that ran `command` (answered `expected`): it holds that lock until
+/// the test commits.
+fn holding(server: &Server, command: &[&[u8]], expected: Reply) -> Connection {
+    let mut holder = raw(server);
+    holder.push(&[b"TXN.BEGIN"]);
+    holder.push(command);
+    holder.flush().unwrap();
+    assert_eq!(holder.read_reply().unwrap(), Reply::Simple("OK".into()));
+    assert_eq!(holder.read_reply().unwrap(), expected);
+    holder
+}
+
 fn config_set(server: &Server, name: &str, value: &str) {
     let reply = raw(server).call(&[b"CONFIG", b"SET", name.as_bytes(), value.as_bytes()]);
     assert_eq!(
@@ -169,12 +181,7 @@ fn retries_after_txnabort_until_the_holder_commits() {
     let Some(servers) = start(1) else { return };
     config_set(&servers[0], "txn-phasing", "no");
     let client = client(&servers, false);
-    let mut holder = raw(&servers[0]);
-    holder.push(&[b"TXN.BEGIN"]);
-    holder.push(&[b"SADD", b"s", b"held"]);
-    holder.flush().unwrap();
-    assert_eq!(holder.read_reply().unwrap(), Reply::Simple("OK".into()));
-    assert_eq!(holder.read_reply().unwrap(), Reply::Queued);
+    let mut holder = holding(&servers[0], &[b"SADD", b"s", b"held"], Reply::Queued);
 
     let no_retries = Client::connect(ClientConfig {
         retries_max: 0,
@@ -529,12 +536,7 @@ fn a_write_behind_that_conflicts_aborts_and_retries() {
     let Some(servers) = start(1) else { return };
     config_set(&servers[0], "txn-phasing", "no");
     let client = client(&servers, false);
-    let mut holder = raw(&servers[0]);
-    holder.push(&[b"TXN.BEGIN"]);
-    holder.push(&[b"SCARD", b"s"]);
-    holder.flush().unwrap();
-    assert_eq!(holder.read_reply().unwrap(), Reply::Simple("OK".into()));
-    assert_eq!(holder.read_reply().unwrap(), Reply::Int(0));
+    let mut holder = holding(&servers[0], &[b"SCARD", b"s"], Reply::Int(0));
     let release = thread::spawn(move || {
         thread::sleep(Duration::from_millis(100));
         holder.call(&[b"TXN.COMMIT"]).unwrap()
@@ -604,12 +606,7 @@ fn a_pipeline_answers_in_order_over_two_nodes() {
 #[test]
 fn txn_nowait_makes_a_conflict_abort_at_once() {
     let Some(servers) = start(1) else { return };
-    let mut holder = raw(&servers[0]);
-    holder.push(&[b"TXN.BEGIN"]);
-    holder.push(&[b"SET", b"k", b"held"]);
-    holder.flush().unwrap();
-    assert_eq!(holder.read_reply().unwrap(), Reply::Simple("OK".into()));
-    assert_eq!(holder.read_reply().unwrap(), Reply::Queued);
+    let mut holder = holding(&servers[0], &[b"SET", b"k", b"held"], Reply::Queued);
 
     let mut other = raw(&servers[0]);
     let refused = other.call(&[b"TXN.NOWAIT"]).unwrap();
@@ -644,15 +641,7 @@ fn txn_nowait_makes_a_conflict_abort_at_once() {
 fn busy_commands_are_retried_alone_while_the_transaction_keeps_its_locks() {
     let Some(servers) = start(1) else { return };
     config_set(&servers[0], "txn-phasing", "no");
-    let hold = |key: &[u8]| {
-        let mut holder = raw(&servers[0]);
-        holder.push(&[b"TXN.BEGIN"]);
-        holder.push(&[b"SET", key, b"held"]);
-        holder.flush().unwrap();
-        assert_eq!(holder.read_reply().unwrap(), Reply::Simple("OK".into()));
-        assert_eq!(holder.read_reply().unwrap(), Reply::Queued);
-        holder
-    };
+    let hold = |key: &[u8]| holding(&servers[0], &[b"SET", key, b"held"], Reply::Queued);
     let mut holder = hold(b"k");
     let mut other = raw(&servers[0]);
     assert_eq!(
