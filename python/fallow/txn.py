@@ -116,6 +116,7 @@ class Transaction:
                 return error
 
         if begin and isinstance(reply(), ResponseError):
+            connection.disconnect()  # the batch's other replies are unread: the connection is spent
             raise ResponseError("TXN.BEGIN refused")
         cause = None
         for _, index in pending:
