@@ -102,8 +102,8 @@ impl Client {
     }
 
     /// The node of a command: its first argument after the name is the key; keyless commands go to node 0.
-    pub(crate) fn node_for_args(&self, args: &[&[u8]]) -> usize {
-        args.get(1).map_or(0, |key| self.node_for(key))
+    pub(crate) fn node_for_args<A: AsRef<[u8]>>(&self, args: &[A]) -> usize {
+        args.get(1).map_or(0, |key| self.node_for(key.as_ref()))
     }
 
     /// Runs one command outside any transaction on the node of `args[1]`. An error reply is an `Err`
@@ -127,16 +127,13 @@ impl Client {
     /// the whole batch costs one round trip. Replies come in the order of `commands`; an error reply is a
     /// `Reply::Error` in its place (a TXNABORT there means that command's lock wait failed).
     pub fn pipeline(&self, commands: &[Vec<Vec<u8>>]) -> Result<Vec<Reply>, ClientError> {
-        let nodes: Vec<usize> = commands
-            .iter()
-            .map(|command| match command.get(1) {
-                Some(key) => self.node_for(key),
-                None => 0,
-            })
-            .collect();
         if commands.iter().any(Vec::is_empty) {
             return Err(ClientError::Usage("empty command".into()));
         }
+        let nodes: Vec<usize> = commands
+            .iter()
+            .map(|command| self.node_for_args(command))
+            .collect();
         let mut sent = Vec::new();
         for node in 0..self.pools.len() {
             let mine: Vec<usize> = (0..commands.len()).filter(|&i| nodes[i] == node).collect();

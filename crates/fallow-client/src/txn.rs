@@ -234,7 +234,7 @@ impl<'client> Txn<'client> {
         let limit = Duration::from_millis(self.client.config.operation_retry_max_ms);
         let mut retries = 0;
         loop {
-            let reply = self.exchange(node, args, nowait)?;
+            let (reply, _) = self.exchange(node, args, nowait, false)?;
             if !matches!(&reply, Reply::Error(text) if text.starts_with("TXNBUSY")) {
                 return Ok(reply);
             }
@@ -308,21 +308,26 @@ impl<'client> Txn<'client> {
         if self.member.is_some() || elsewhere || self.client.config.retry_operations {
             return self.call(args);
         }
-        let exchanged = self.exchange_and_commit(node, args);
-        let (reply, commit, abort) = match exchanged {
-            Ok(replies) => replies,
+        Counters::add(&self.client.counters.commits_behind, 1);
+        let (reply, commit) = match self.exchange(node, args, false, true) {
+            Ok((reply, commit)) => (reply, commit.expect("TXN.COMMIT was sent")),
             Err(error) => return Err(self.fail(error)),
         };
-        let abort = abort.or_else(|| match &commit {
-            Reply::Error(text) => AbortCause::from_error_reply(text),
-            _ => None,
-        });
+        let abort = [&reply, &commit]
+            .into_iter()
+            .find_map(|answer| match answer {
+                Reply::Error(text) => AbortCause::from_error_reply(text),
+                _ => None,
+            });
         if let Some(cause) = abort {
             // The server ended the transaction at its refused TXN.COMMIT: no TXN.ABORT is needed.
             if let Some(node_txn) = self.nodes[node].as_mut() {
                 node_txn.begun = false;
             }
             return Err(self.abort(cause));
+        }
+        if reply == Reply::Queued {
+            self.queue_own(node);
         }
         let Reply::Array(items) = commit else {
             let error = ClientError::Protocol(format!("TXN.COMMIT answered {commit:?}"));
@@ -342,65 +347,44 @@ impl<'client> Txn<'client> {
         }
     }
 
-    /// One round trip on `node`: the prelude, `args`, TXN.COMMIT. Returns `args`' reply, the commit's,
-    /// and an abort met by the prelude or by `args`.
-    fn exchange_and_commit(
-        &mut self,
-        node: usize,
-        args: &[&[u8]],
-    ) -> Result<(Reply, Reply, Option<AbortCause>), ClientError> {
-        Counters::add(&self.client.counters.round_trips, 1);
-        Counters::add(&self.client.counters.commits_behind, 1);
-        self.node_txn(node)?;
-        let slot = self.slots;
-        let node_txn = self.nodes[node].as_mut().expect("node transaction");
-        let prelude = node_txn.push_prelude(false);
-        node_txn.connection.push(args);
-        node_txn.connection.push(&[b"TXN.COMMIT"]);
-        node_txn.connection.flush()?;
-        let mut abort = node_txn.read_prelude(prelude, &mut self.early)?;
-        let reply = node_txn.connection.read_reply()?;
-        let commit = node_txn.connection.read_reply()?;
-        node_txn.synced = true;
-        match &reply {
-            Reply::Queued => {
-                node_txn.queued.push(Slot::Own(slot));
-                self.slots += 1;
-            }
-            Reply::Error(text) => abort = abort.or_else(|| AbortCause::from_error_reply(text)),
-            _ => {}
-        }
-        Ok((reply, commit, abort))
-    }
-
     fn queue_own(&mut self, node: usize) {
         let node_txn = self.nodes[node].as_mut().expect("node transaction");
         node_txn.queued.push(Slot::Own(self.slots));
         self.slots += 1;
     }
 
-    /// Sends `args` on the node's server transaction, behind TXN.BEGIN (first time) and the node's
-    /// pending writes, all in one pipelined write: one round trip.
+    /// One round trip on the node's server transaction: TXN.BEGIN (first time) and the node's pending
+    /// writes, then `args`, then TXN.COMMIT when `commit`, all in one pipelined write. Returns `args`'
+    /// reply, which is the abort a pending write met if one did (the server fails every command after an
+    /// abort), and the commit's reply when it was sent.
     fn exchange(
         &mut self,
         node: usize,
         args: &[&[u8]],
         nowait: bool,
-    ) -> Result<Reply, ClientError> {
+        commit: bool,
+    ) -> Result<(Reply, Option<Reply>), ClientError> {
         Counters::add(&self.client.counters.round_trips, 1);
         self.node_txn(node)?;
         let node_txn = self.nodes[node].as_mut().expect("node transaction");
         let prelude = node_txn.push_prelude(nowait);
         node_txn.connection.push(args);
+        if commit {
+            node_txn.connection.push(&[b"TXN.COMMIT"]);
+        }
         node_txn.connection.flush()?;
         let abort = node_txn.read_prelude(prelude, &mut self.early)?;
         let reply = node_txn.connection.read_reply()?;
+        let committed = match commit {
+            true => Some(node_txn.connection.read_reply()?),
+            false => None,
+        };
         node_txn.synced = true;
-        match abort {
-            // The server fails every command after an abort; report the write's cause.
-            Some(cause) => Ok(Reply::Error(format!("TXNABORT {cause}"))),
-            None => Ok(reply),
-        }
+        let reply = match abort {
+            Some(cause) => Reply::Error(format!("TXNABORT {cause}")),
+            None => reply,
+        };
+        Ok((reply, committed))
     }
 
     /// Aborts the attempt: the combiner lets the member go (or aborts its group), every server transaction

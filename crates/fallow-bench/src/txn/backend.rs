@@ -78,13 +78,16 @@ pub struct RetryPolicy {
 }
 
 /// How a cell's client runs its transactions.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct ClientKind {
     /// false: the `nontxn` mode (plain commands).
     pub transactional: bool,
     pub combining: bool,
     /// A conflicting command is retried alone (`ClientConfig::retry_operations`, Claret's baseline).
     pub retry_operations: bool,
+    /// Writes go behind the next command (`Calls::write`) and the commit behind the last
+    /// (`Calls::call_last`); false sends each command in its own round trip.
+    pub pipelining: bool,
 }
 
 /// One fallow-client shared by every client thread of a cell, so combining sees all their transactions.
@@ -93,9 +96,8 @@ pub struct ClientBackend {
     transactional: bool,
     /// Aborts of plain commands (nontxn), which are not retried.
     plain_aborts: AtomicU64,
-    /// Writes go behind the next command (`Calls::write`) and the commit behind the last
-    /// (`Calls::call_last`); false sends each command in its own round trip.
-    pub pipelining: bool,
+    /// `ClientKind::pipelining`.
+    pipelining: bool,
 }
 
 impl ClientBackend {
@@ -110,6 +112,7 @@ impl ClientBackend {
             transactional,
             combining,
             retry_operations,
+            pipelining,
         } = kind;
         let ServerAddr::Tcp(node) = server else {
             bail!("fallow-client connects over TCP only, not {server}");
@@ -131,7 +134,7 @@ impl ClientBackend {
             client,
             transactional,
             plain_aborts: AtomicU64::new(0),
-            pipelining: true,
+            pipelining,
         })
     }
 

@@ -322,18 +322,13 @@ fn backend(
     let combining = mode == Mode::Combining;
     let retry_operations = matches!(mode, Mode::Rw | Mode::Boosting)
         && common.conflict_retry == ConflictRetry::Operation;
-    let mut backend = ClientBackend::connect(
-        &target.addr,
-        ClientKind {
-            transactional,
-            combining,
-            retry_operations,
-        },
-        retry,
-        clients,
-    )?;
-    backend.pipelining = !common.no_pipelining;
-    Ok(backend)
+    let kind = ClientKind {
+        transactional,
+        combining,
+        retry_operations,
+        pipelining: !common.no_pipelining,
+    };
+    ClientBackend::connect(&target.addr, kind, retry, clients)
 }
 
 fn run_one(
