@@ -47,8 +47,8 @@ class Transaction:
         self._clients = target.clients if self._cluster else [target]
         self._connections: dict[int, object] = {}
         self._begun: set[int] = set()
-        # Per node, the writes not sent yet: (args, index in `results`).
-        self._pending: dict[int, list[tuple[tuple, int]]] = {}
+        # Per node, the writes not sent yet: (args, index in `results`), or (TXN.LOCK args, None).
+        self._pending: dict[int, list[tuple[tuple, int | None]]] = {}
         # Per node, the index in `results` of each write the server queued, in order.
         self._queued: dict[int, list[int]] = {}
         # Replies the server gave a write behind at once (errors), by index in `results`.
@@ -118,16 +118,22 @@ class Transaction:
         if begin and isinstance(reply(), ResponseError):
             connection.disconnect()  # the batch's other replies are unread: the connection is spent
             raise ResponseError("TXN.BEGIN refused")
-        cause = None
+        cause, unexpected = None, None
         for _, index in pending:
             answer = reply()
-            if _is_queued(answer):
-                self._queued[node].append(index)
-            elif isinstance(answer, ResponseError) and _abort_cause(answer) is not None:
+            if isinstance(answer, ResponseError) and _abort_cause(answer) is not None:
                 cause = cause or _abort_cause(answer)
+            elif index is None:
+                if answer not in (b"OK", "OK", True):
+                    unexpected = unexpected or answer
+            elif _is_queued(answer):
+                self._queued[node].append(index)
             else:
                 self._early[index] = answer
-        return cause, [reply() for _ in range(count)]
+        replies = [reply() for _ in range(count)]
+        if unexpected is not None:
+            raise ResponseError(f"TXN.LOCK answered {unexpected!r}")
+        return cause, replies
 
     def _fail(self, cause: str, message: str = ""):
         self.aborted = cause
@@ -156,6 +162,14 @@ class Transaction:
         node = self._node(args)
         self._pending.setdefault(node, []).append((args, self._writes))
         self._writes += 1
+
+    def lock(self, *keys) -> None:
+        """Declares keys the transaction will both read and write: each is locked exclusively before
+        anything else touches it (TXN.LOCK, as SELECT ... FOR UPDATE), so two read-then-write transactions
+        queue instead of deadlocking on the upgrade. Sent behind, like `write`."""
+        self._check_open()
+        for key in keys:
+            self._pending.setdefault(self._node(("TXN.LOCK", key)), []).append((("TXN.LOCK", key), None))
 
     def execute_and_commit(self, *args):
         """Runs the last command with TXN.COMMIT behind it (one round trip) and returns its reply; the

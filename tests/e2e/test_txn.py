@@ -288,3 +288,31 @@ def test_a_busy_transaction_keeps_going_after_a_refused_command(raw):
     assert t2.cmd("SCARD", "s") == 1, "sent again once the holder is gone"
     assert t2.cmd("TXN.COMMIT") == [1]
     assert int(txn_info(admin)["txn_busy_replies"]) >= 1
+
+
+def test_txn_lock_turns_an_upgrade_deadlock_into_a_wait(raw):
+    t1, t2 = raw(), raw()
+    # read, then add: the second upgrade would close a cycle
+    for t in (t1, t2):
+        assert t.cmd("TXN.BEGIN") == "OK"
+        assert t.cmd("SCARD", "s") == 0
+    waits(t1, "SADD", "s", "a")
+    assert t2.cmd("SADD", "s", "b").startswith("TXNABORT deadlock")
+    assert t1.read_reply() == "QUEUED"
+    assert t2.cmd("TXN.ABORT") == "OK"
+    assert t1.cmd("TXN.COMMIT") == [1]
+    assert int(txn_info(t1)["txn_deadlocks_on_upgrade"]) >= 1
+    # declared up front, the second waits its turn and then sees the first's add
+    for t in (t1, t2):
+        assert t.cmd("TXN.BEGIN") == "OK"
+    assert t1.cmd("TXN.LOCK", "s") == "OK"
+    waits(t2, "TXN.LOCK", "s")
+    assert t1.cmd("SCARD", "s") == 1
+    assert t1.cmd("SADD", "s", "b") == "QUEUED"
+    assert t1.cmd("TXN.COMMIT") == [1]
+    assert t2.read_reply() == "OK"
+    assert t2.cmd("SCARD", "s") == 2
+    assert t2.cmd("SADD", "s", "c") == "QUEUED"
+    assert t2.cmd("TXN.COMMIT") == [1]
+    assert t1.cmd("TXN.LOCK", "s").startswith("ERR TXN.LOCK without TXN.BEGIN")
+    assert t1.cmd("TXN.LOCK").startswith("ERR wrong number of arguments")

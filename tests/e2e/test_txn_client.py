@@ -247,3 +247,27 @@ def test_bank_transfers_keep_the_total_over_two_nodes(server, server_factory):
         _bank(cluster, new_cluster)
     finally:
         cluster.clients[0].config_set("txn-lock-wait-ms", 500)
+
+
+def test_declared_locks_serialize_read_modify_write_without_deadlocks(r, redis_client_factory):
+    threads, increments = 4, 50
+    deadlocks_before = int(r.info("txn")["txn_deadlocks_on_upgrade"])
+
+    def increment(t):
+        t.lock("counter")
+        value = int(t.execute("GET", "counter") or 0)
+        t.write("SET", "counter", value + 1)
+
+    def worker():
+        client = redis_client_factory()
+        for _ in range(increments):
+            fallow.run(client, increment)
+
+    workers = [threading.Thread(target=worker) for _ in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert int(r.get("counter")) == threads * increments
+    info = r.info("txn")
+    assert int(info["txn_deadlocks_on_upgrade"]) == deadlocks_before

@@ -28,7 +28,7 @@ enum Command {
     /// Run an elastic-memory experiment (issue 4; the drivers in scripts/bench/elastic/).
     Elastic(fallow_bench::experiments::ElasticArgs),
     /// Transactions (issue 5, Claret §6): raw operation mix, RUBiS or Retwis, every concurrency-control mode.
-    Txn(fallow_bench::txn::TxnArgs),
+    Txn(Box<fallow_bench::txn::TxnArgs>),
 }
 
 fn main() -> ExitCode {

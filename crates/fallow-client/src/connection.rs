@@ -18,6 +18,14 @@ pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
 
 const READ_CHUNK_BYTES: usize = 16 << 10;
 
+/// What every connection of a client is opened with.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ConnectionSettings {
+    pub limits: ReplyLimits,
+    /// `ClientConfig::emulated_link_delay_us`: each flush sleeps this long first.
+    pub link_delay: Duration,
+}
+
 pub struct Connection {
     stream: TcpStream,
     /// Received bytes not yet parsed: `buf[start..]`.
@@ -25,10 +33,11 @@ pub struct Connection {
     start: usize,
     out: Vec<u8>,
     limits: ReplyLimits,
+    link_delay: Duration,
 }
 
 impl Connection {
-    pub fn open(address: &str, limits: ReplyLimits) -> Result<Connection, ClientError> {
+    pub fn open(address: &str, settings: ConnectionSettings) -> Result<Connection, ClientError> {
         let stream = TcpStream::connect(address)?;
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(IO_TIMEOUT))?;
@@ -38,7 +47,8 @@ impl Connection {
             buf: Vec::with_capacity(READ_CHUNK_BYTES),
             start: 0,
             out: Vec::new(),
-            limits,
+            limits: settings.limits,
+            link_delay: settings.link_delay,
         })
     }
 
@@ -48,6 +58,11 @@ impl Connection {
     }
 
     pub fn flush(&mut self) -> Result<(), ClientError> {
+        // Before the write, not after the read: the server then sees the request as late as a real link
+        // would deliver it, so locks are held across the delay (a delay overlapping a lock wait would not).
+        if !self.link_delay.is_zero() {
+            std::thread::sleep(self.link_delay);
+        }
         let result = self.stream.write_all(&self.out);
         self.out.clear();
         Ok(result?)
@@ -120,16 +135,16 @@ pub struct Pool {
     address: String,
     idle: Mutex<Vec<Connection>>,
     idle_max: usize,
-    limits: ReplyLimits,
+    settings: ConnectionSettings,
 }
 
 impl Pool {
-    pub fn new(address: String, idle_max: usize, limits: ReplyLimits) -> Pool {
+    pub fn new(address: String, idle_max: usize, settings: ConnectionSettings) -> Pool {
         Pool {
             address,
             idle: Mutex::new(Vec::new()),
             idle_max,
-            limits,
+            settings,
         }
     }
 
@@ -141,7 +156,7 @@ impl Pool {
         if let Some(connection) = self.idle.lock().pop() {
             return Ok(connection);
         }
-        Connection::open(&self.address, self.limits)
+        Connection::open(&self.address, self.settings)
     }
 
     /// Returns a connection in a clean state (no transaction, nothing unread).
@@ -155,7 +170,7 @@ impl Pool {
 
     /// Opens connections up front so a bad address fails at `Client::connect`.
     pub fn warm(&self) -> Result<(), ClientError> {
-        let connection = Connection::open(&self.address, self.limits)?;
+        let connection = Connection::open(&self.address, self.settings)?;
         self.checkin(connection);
         Ok(())
     }

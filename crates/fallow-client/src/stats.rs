@@ -27,6 +27,8 @@ pub struct ClientStats {
     pub commits_behind: u64,
     /// Commands sent again after a TXNBUSY refusal (`retry_operations`).
     pub operation_retries: u64,
+    /// Keys locked up front with `Txn::lock` (sent behind the next command).
+    pub locks_declared: u64,
 }
 
 impl ClientStats {
@@ -67,6 +69,7 @@ pub(crate) struct Counters {
     pub writes_behind: AtomicU64,
     pub commits_behind: AtomicU64,
     pub operation_retries: AtomicU64,
+    pub locks_declared: AtomicU64,
 }
 
 impl Counters {
@@ -106,6 +109,7 @@ impl Counters {
             writes_behind: self.writes_behind.load(Relaxed),
             commits_behind: self.commits_behind.load(Relaxed),
             operation_retries: self.operation_retries.load(Relaxed),
+            locks_declared: self.locks_declared.load(Relaxed),
         }
     }
 }

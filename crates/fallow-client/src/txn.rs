@@ -25,10 +25,11 @@ enum Slot {
     Parked { issuer: MemberId, slot: usize },
 }
 
-/// A write not sent yet (`Txn::write`), and the reply slot it was given.
+/// A write not sent yet (`Txn::write`), and the reply slot it was given; or a TXN.LOCK (`Txn::lock`),
+/// which has no slot and answers OK.
 struct Pending {
     args: Vec<Vec<u8>>,
-    slot: usize,
+    slot: Option<usize>,
 }
 
 /// The server transaction on one node.
@@ -52,7 +53,8 @@ struct NodeTxn {
 struct Prelude {
     /// TXN.BEGIN or TXN.NOWAIT, each answering OK.
     settings: usize,
-    writes: Vec<usize>,
+    /// The pending writes' slots (None: a TXN.LOCK).
+    writes: Vec<Option<usize>>,
 }
 
 impl NodeTxn {
@@ -104,13 +106,22 @@ impl NodeTxn {
         }
         let mut abort = None;
         for slot in prelude.writes {
-            match self.connection.read_reply()? {
-                Reply::Queued => self.queued.push(Slot::Own(slot)),
-                Reply::Error(text) => match AbortCause::from_error_reply(&text) {
-                    Some(cause) => abort = abort.or(Some(cause)),
-                    None => early.push((slot, Reply::Error(text))),
-                },
-                other => early.push((slot, other)),
+            let reply = self.connection.read_reply()?;
+            if let Reply::Error(text) = &reply {
+                if let Some(cause) = AbortCause::from_error_reply(text) {
+                    abort = abort.or(Some(cause));
+                    continue;
+                }
+            }
+            match (slot, reply) {
+                (Some(slot), Reply::Queued) => self.queued.push(Slot::Own(slot)),
+                (Some(slot), other) => early.push((slot, other)),
+                (None, Reply::Simple(ok)) if ok == "OK" => {}
+                (None, other) => {
+                    return Err(ClientError::Protocol(format!(
+                        "TXN.LOCK answered {other:?}"
+                    )))
+                }
             }
         }
         Ok(abort)
@@ -164,10 +175,37 @@ impl<'client> Txn<'client> {
         };
         node_txn.pending.push(Pending {
             args: args.iter().map(|arg| arg.to_vec()).collect(),
-            slot,
+            slot: Some(slot),
         });
         self.slots += 1;
         Counters::add(&self.client.counters.writes_behind, 1);
+        Ok(())
+    }
+
+    /// Declares that the transaction will both read and write `keys`: each is locked exclusively before
+    /// anything else of the transaction touches it (TXN.LOCK, as SELECT ... FOR UPDATE). Without it, two
+    /// transactions that each read a record and then write it deadlock, and one aborts. The lock rides
+    /// behind, as a write does: it is sent ahead of the next command on its key's node. A combining member
+    /// sends it at once, like its writes.
+    pub fn lock(&mut self, keys: &[&[u8]]) -> Result<(), ClientError> {
+        for &key in keys {
+            let args: [&[u8]; 2] = [b"TXN.LOCK", key];
+            self.check_open(&args)?;
+            if self.member.is_some() || self.client.config.retry_operations {
+                self.call(&args)?;
+                continue;
+            }
+            let node = self.client.node_for(key);
+            let node_txn = match self.node_txn(node) {
+                Ok(node_txn) => node_txn,
+                Err(error) => return Err(self.fail(error)),
+            };
+            node_txn.pending.push(Pending {
+                args: args.iter().map(|arg| arg.to_vec()).collect(),
+                slot: None,
+            });
+            Counters::add(&self.client.counters.locks_declared, 1);
+        }
         Ok(())
     }
 

@@ -118,8 +118,7 @@ fn client(nodes: Vec<String>, combining: bool) -> Client {
         backoff_initial_us: 10,
         backoff_max_us: 100,
         connections_per_node: 4,
-        retry_operations: false,
-        operation_retry_max_ms: 500,
+        ..ClientConfig::default()
     })
     .unwrap()
 }

@@ -10,8 +10,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use fallow_client::connection::Connection;
-use fallow_client::reply::ReplyLimits;
+use fallow_client::connection::{Connection, ConnectionSettings};
 use fallow_client::{AbortCause, Client, ClientConfig, ClientError, Reply};
 
 fn fallow_bin() -> PathBuf {
@@ -85,15 +84,14 @@ fn client(servers: &[Server], combining: bool) -> Client {
         backoff_initial_us: 50,
         backoff_max_us: 5_000,
         connections_per_node: 16,
-        retry_operations: false,
-        operation_retry_max_ms: 500,
+        ..ClientConfig::default()
     })
     .expect("connect")
 }
 
 /// A raw connection, for commands the test plays by hand.
 fn raw(server: &Server) -> Connection {
-    Connection::open(&server.address, ReplyLimits::default()).expect("connect")
+    Connection::open(&server.address, ConnectionSettings::default()).expect("connect")
 }
 
 /// A raw connection in a transaction that ran `command` (answered `expected`): it holds that lock until
@@ -721,4 +719,82 @@ fn busy_commands_are_retried_alone_while_the_transaction_keeps_its_locks() {
         holder.call(&[b"TXN.COMMIT"]).unwrap(),
         Reply::Array(_)
     ));
+}
+
+#[test]
+fn the_emulated_link_delay_adds_to_every_round_trip_and_holds_locks_across_it() {
+    let Some(servers) = start(1) else { return };
+    let link_delay = Duration::from_millis(30);
+    let client = Client::connect(ClientConfig {
+        nodes: vec![servers[0].address.clone()],
+        emulated_link_delay_us: link_delay.as_micros() as u64,
+        ..ClientConfig::default()
+    })
+    .expect("connect");
+    let started = Instant::now();
+    assert_eq!(int(&client, &[b"SADD", b"s", b"x"]), 1);
+    assert!(
+        started.elapsed() >= link_delay,
+        "a plain command waits once"
+    );
+    // TXN.BEGIN rides with the SCARD and the commit with the last call: two round trips.
+    let started = Instant::now();
+    let holder = thread::spawn(move || {
+        client
+            .transaction(|txn| {
+                txn.call(&[b"SCARD", b"s"])?;
+                txn.call_and_commit(&[b"SADD", b"s", b"y"])
+            })
+            .expect("commits")
+    });
+    // Between the two round trips the transaction holds the set's read lock on the server: a plain
+    // SADD there waits for the commit.
+    thread::sleep(link_delay + link_delay / 2);
+    let mut plain = raw(&servers[0]);
+    assert_eq!(plain.call(&[b"SADD", b"s", b"z"]).unwrap(), Reply::Int(1));
+    let plain_done = started.elapsed();
+    assert_eq!(holder.join().unwrap(), Reply::Queued);
+    assert!(started.elapsed() >= 2 * link_delay);
+    // Sent at 1.5 delays, it returns only after the commit, which the second delay holds back.
+    assert!(plain_done >= 2 * link_delay, "{plain_done:?}");
+    assert_eq!(plain.call(&[b"SCARD", b"s"]).unwrap(), Reply::Int(3));
+}
+
+#[test]
+fn declared_locks_make_read_modify_write_queue_instead_of_deadlocking() {
+    let Some(servers) = start(1) else { return };
+    let client = Arc::new(client(&servers, false));
+    const THREADS: usize = 8;
+    const INCREMENTS: usize = 100;
+    let workers: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let client = client.clone();
+            thread::spawn(move || {
+                for _ in 0..INCREMENTS {
+                    client
+                        .transaction(|txn| {
+                            txn.lock(&[b"counter"])?;
+                            let value = txn.call(&[b"GET", b"counter"])?;
+                            let next = value.as_int().unwrap_or(0) + 1;
+                            txn.write(&[b"SET", b"counter", next.to_string().as_bytes()])
+                        })
+                        .expect("commits");
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.join().unwrap();
+    }
+    assert_eq!(
+        int(&client, &[b"GET", b"counter"]),
+        (THREADS * INCREMENTS) as i64,
+        "no increment was lost"
+    );
+    let stats = client.stats();
+    assert_eq!(stats.aborts.deadlock, 0, "{stats:?}");
+    assert_eq!(stats.retries, 0, "each waited its turn: {stats:?}");
+    assert_eq!(stats.locks_declared, (THREADS * INCREMENTS) as u64);
+    // TXN.BEGIN, TXN.LOCK and GET in one round trip, SET and TXN.COMMIT in the next
+    assert_eq!(stats.round_trips, 2 * (THREADS * INCREMENTS) as u64 + 1);
 }

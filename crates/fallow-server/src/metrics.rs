@@ -407,6 +407,11 @@ fn txn_metrics(exposition: &mut Exposition, server: &Server) {
         "Commands refused with TXNBUSY, their transaction left open (TXN.BEGIN BUSY)",
         load(&stats.busy_replies),
     );
+    exposition.counter(
+        "fallow_txn_deadlocks_on_upgrade",
+        "Deadlock aborts of a request on a record its transaction already held in another mode",
+        load(&stats.deadlocks_on_upgrade),
+    );
     exposition.gauge_f64(
         "fallow_txn_lock_wait_seconds",
         "Time spent waiting for locks, in all",

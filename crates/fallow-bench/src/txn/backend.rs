@@ -40,6 +40,12 @@ pub trait Calls {
     fn call_last(&mut self, args: &[&[u8]]) -> Result<Reply, CallError> {
         self.call(args)
     }
+
+    /// Declares keys the body will both read and write, before it touches them (TXN.LOCK); plain
+    /// commands take no locks, so by default nothing is sent.
+    fn lock(&mut self, _keys: &[&[u8]]) -> Result<(), CallError> {
+        Ok(())
+    }
 }
 
 /// A transaction: it may run several times (after aborts), so it must not consume what it captures.
@@ -88,6 +94,8 @@ pub struct ClientKind {
     /// Writes go behind the next command (`Calls::write`) and the commit behind the last
     /// (`Calls::call_last`); false sends each command in its own round trip.
     pub pipelining: bool,
+    /// `ClientConfig::emulated_link_delay_us`.
+    pub link_delay_us: u64,
 }
 
 /// One fallow-client shared by every client thread of a cell, so combining sees all their transactions.
@@ -113,6 +121,7 @@ impl ClientBackend {
             combining,
             retry_operations,
             pipelining,
+            link_delay_us,
         } = kind;
         let ServerAddr::Tcp(node) = server else {
             bail!("fallow-client connects over TCP only, not {server}");
@@ -127,6 +136,7 @@ impl ClientBackend {
             connections_per_node: threads,
             retry_operations,
             operation_retry_max_ms: 500,
+            emulated_link_delay_us: link_delay_us,
         };
         let client =
             Client::connect(config).map_err(|e| anyhow::anyhow!("connecting to {server}: {e}"))?;
@@ -201,6 +211,11 @@ impl Calls for TxnCalls<'_, '_> {
         let result = self.txn.call_and_commit(args);
         self.seen(args, result)
     }
+
+    fn lock(&mut self, keys: &[&[u8]]) -> Result<(), CallError> {
+        let result = self.txn.lock(keys);
+        self.seen(&[b"TXN.LOCK"], result)
+    }
 }
 
 /// `nontxn`: each call a plain command; writes wait, unsent, for the next call or the body's end and go
@@ -255,6 +270,31 @@ impl Calls for PlainCalls<'_> {
             .push(args.iter().map(|arg| arg.to_vec()).collect());
         Ok(())
     }
+}
+
+/// The median round trip of a PING through fallow-client to `server`, in µs, with the emulated link
+/// delay: what one round trip of the run costs before any server work.
+pub fn ping_round_trip_us(server: &ServerAddr, link_delay_us: u64) -> anyhow::Result<f64> {
+    const SAMPLES: usize = 201;
+    let ServerAddr::Tcp(node) = server else {
+        bail!("fallow-client connects over TCP only, not {server}");
+    };
+    let client = Client::connect(ClientConfig {
+        nodes: vec![node.clone()],
+        emulated_link_delay_us: link_delay_us,
+        ..ClientConfig::default()
+    })
+    .map_err(|e| anyhow::anyhow!("connecting to {server}: {e}"))?;
+    let mut samples_us = Vec::with_capacity(SAMPLES);
+    for _ in 0..SAMPLES {
+        let started = std::time::Instant::now();
+        client
+            .command(&[b"PING"])
+            .map_err(|e| anyhow::anyhow!("PING {server}: {e}"))?;
+        samples_us.push(started.elapsed().as_secs_f64() * 1e6);
+    }
+    samples_us.sort_by(f64::total_cmp);
+    Ok(samples_us[SAMPLES / 2])
 }
 
 fn command_error(args: &[&[u8]], error: ClientError) -> CallError {

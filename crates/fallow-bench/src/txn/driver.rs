@@ -112,6 +112,13 @@ impl Calls for StopCalls<'_> {
         }
         self.inner.call_last(args)
     }
+
+    fn lock(&mut self, keys: &[&[u8]]) -> Result<(), CallError> {
+        if self.stop.load(Ordering::Relaxed) {
+            return Err(CallError::Stopped);
+        }
+        self.inner.lock(keys)
+    }
 }
 
 impl TxnRunner for Recorder<'_> {
@@ -331,6 +338,13 @@ pub mod testing {
                 }
                 _ => Reply::Queued,
             })
+        }
+
+        fn lock(&mut self, keys: &[&[u8]]) -> Result<(), CallError> {
+            let mut command = vec![b"TXN.LOCK".to_vec()];
+            command.extend(keys.iter().map(|key| key.to_vec()));
+            self.commands.push(command);
+            Ok(())
         }
     }
 

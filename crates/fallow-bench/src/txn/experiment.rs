@@ -4,9 +4,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 
-use super::backend::{ClientBackend, ClientKind, RetryPolicy};
+use super::backend::{ping_round_trip_us, ClientBackend, ClientKind, RetryPolicy};
 use super::driver::{min_window_mean, run_cell, CellTiming, Workload};
-use super::raw::{Raw, RawParams};
+use super::raw::{Discipline, Raw, RawParams};
 use super::report::{self, CellResult, PointReport, RunReport};
 use super::retwis::Retwis;
 use super::rmat::{self, Graph};
@@ -50,6 +50,7 @@ impl RawExperiment {
             ops_per_txn: args.ops_per_txn,
             add_fraction,
             zipf,
+            discipline: args.discipline,
         };
         let (mut points, mut sweeps): (Vec<RawParams>, Vec<(bool, bool)>) =
             (Vec::new(), Vec::new());
@@ -88,9 +89,12 @@ impl Experiment for RawExperiment {
             .iter()
             .zip(&self.sweeps)
             .map(|(p, (in_add_sweep, in_zipf_sweep))| {
-                let label = format!("zipf {} add {}%", p.zipf, p.add_fraction * 100.0);
+                let mut label = format!("zipf {} add {}%", p.zipf, p.add_fraction * 100.0);
+                if p.discipline != Discipline::Claret {
+                    label += &format!(", {}", p.discipline.name());
+                }
                 let params = serde_json::json!({"keys": p.keys, "ops_per_txn": p.ops_per_txn,
-                    "add_fraction": p.add_fraction, "zipf": p.zipf,
+                    "add_fraction": p.add_fraction, "zipf": p.zipf, "discipline": p.discipline,
                     "in_add_sweep": in_add_sweep, "in_zipf_sweep": in_zipf_sweep});
                 (label, params)
             })
@@ -263,6 +267,17 @@ fn targets(common: &CommonArgs) -> anyhow::Result<Vec<Target>> {
 pub fn run_txn(args: &TxnArgs) -> anyhow::Result<()> {
     let (common, experiment) = experiment(&args.workload);
     let targets = targets(common)?;
+    let mut round_trips_us = Vec::new();
+    for target in &targets {
+        let round_trip_us = ping_round_trip_us(&target.addr, common.link_delay_us)?;
+        if !common.quiet {
+            eprintln!(
+                "{}: median PING round trip {round_trip_us:.0} µs (link delay {} µs)",
+                target.name, common.link_delay_us
+            );
+        }
+        round_trips_us.push((target.name, round_trip_us));
+    }
     let mut points: Vec<PointReport> = experiment
         .points()
         .into_iter()
@@ -280,11 +295,13 @@ pub fn run_txn(args: &TxnArgs) -> anyhow::Result<()> {
             }
         }
         // What is done so far is on disk, should a later target fail.
-        let so_far = RunReport::new(experiment.name(), common, std::mem::take(&mut points));
+        let mut so_far = RunReport::new(experiment.name(), common, std::mem::take(&mut points));
+        so_far.ping_round_trip_us = round_trips_us.clone();
         report::write_all(&so_far, &common.out)?;
         points = so_far.points;
     }
-    let report = RunReport::new(experiment.name(), common, points);
+    let mut report = RunReport::new(experiment.name(), common, points);
+    report.ping_round_trip_us = round_trips_us;
     print!("{}", report::markdown(&report));
     if !common.quiet {
         eprintln!("results in {}", common.out.display());
@@ -327,6 +344,7 @@ fn backend(
         combining,
         retry_operations,
         pipelining: !common.no_pipelining,
+        link_delay_us: common.link_delay_us,
     };
     ClientBackend::connect(&target.addr, kind, retry, clients)
 }

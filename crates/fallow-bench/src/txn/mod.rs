@@ -162,6 +162,12 @@ pub struct CommonArgs {
     /// commands then go one per round trip).
     #[arg(long, value_enum, default_value_t = ConflictRetry::Transaction)]
     pub conflict_retry: ConflictRetry,
+    /// Emulate a network: every request of fallow-client (all modes, Redis included) waits this long
+    /// before it is written, so each round trip takes that much longer and locks are held across it.
+    /// Models a cluster's links (Claret's round trips took 150 µs) on loopback; the report gives the
+    /// PING round trip measured with it. 0 = plain loopback.
+    #[arg(long, default_value_t = 0)]
+    pub link_delay_us: u64,
 }
 
 impl CommonArgs {
@@ -201,6 +207,11 @@ pub struct RawArgs {
     pub zipfs: Option<Vec<f64>>,
     #[arg(long, default_value_t = 0.5)]
     pub zipf_sweep_add: f64,
+    /// How a transaction orders its operations and takes its locks: `claret` (as drawn, Claret's mix),
+    /// `declared` (sets both sized and added to are locked up front with TXN.LOCK), `ordered` (declared,
+    /// and in one global order of sets, hottest last: no deadlocks).
+    #[arg(long, value_enum, default_value_t = raw::Discipline::Claret)]
+    pub discipline: raw::Discipline,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -184,6 +184,10 @@ pub struct RunReport {
     pub conflict_retry: ConflictRetry,
     /// Writes behind the next command and the commit behind the last (false: `--no-pipelining`).
     pub pipelining: bool,
+    /// `--link-delay-us`: the network fallow-client emulated (0: plain loopback).
+    pub link_delay_us: u64,
+    /// Median PING round trip to each target, measured with that delay before the run.
+    pub ping_round_trip_us: Vec<(&'static str, f64)>,
     pub machine: MachineInfo,
     pub points: Vec<PointReport>,
 }
@@ -200,6 +204,8 @@ impl RunReport {
             seed: common.seed,
             conflict_retry: common.conflict_retry,
             pipelining: !common.no_pipelining,
+            link_delay_us: common.link_delay_us,
+            ping_round_trip_us: Vec::new(),
             machine: MachineInfo::collect(),
             points,
         }
@@ -254,6 +260,16 @@ pub fn markdown(report: &RunReport) -> String {
             ConflictRetry::Transaction => "whole transaction",
         },
         if report.pipelining { "on" } else { "off" },
+    );
+    text += &format!(
+        "Emulated link delay {} µs per round trip; median PING round trip{}.\n",
+        report.link_delay_us,
+        report
+            .ping_round_trip_us
+            .iter()
+            .map(|(target, us)| format!(" {target} {us:.0} µs"))
+            .collect::<Vec<_>>()
+            .join(",")
     );
     for point in &report.points {
         text += &format!("\n## {}\n\n", point.label);

@@ -478,7 +478,9 @@ pub fn run(
 ) {
     let guards = lock_shards(server, spec, args);
     // Checked with the shards locked: a transaction that locks a record later reads it after this command.
+    // TXN.* act on the connection's own transaction (TXN.LOCK takes its locks), never as a plain command.
     let checks_txn_locks = !matches!(spec.keys, Keys::None | Keys::All)
+        && !spec.name.starts_with("txn.")
         && (server.txns.any_locked() || conn.plain_locks.is_some());
     if checks_txn_locks {
         let requests =

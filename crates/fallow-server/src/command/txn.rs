@@ -1,5 +1,5 @@
-//! Interactive transactions over abstract data types: TXN.BEGIN, TXN.NOWAIT, TXN.COMMIT, TXN.ABORT
-//! (docs/transactions.md).
+//! Interactive transactions over abstract data types: TXN.BEGIN, TXN.NOWAIT, TXN.LOCK, TXN.COMMIT,
+//! TXN.ABORT (docs/transactions.md).
 //! What happens to the commands in between lives in `crate::txn::session`.
 use super::flags::*;
 use super::{spec, CommandSpec, Ctx, Group, Keys};
@@ -25,6 +25,19 @@ pub const COMMANDS: &[CommandSpec] = &[
         Group::Transaction,
         "From now on, a lock request of the open transaction that cannot be granted at once aborts it (as TXN.BEGIN NOWAIT)",
         nowait,
+    ),
+    spec(
+        "txn.lock",
+        -2,
+        NO_MULTI | NOSCRIPT | FAST,
+        Keys::Range {
+            first: 1,
+            last: -1,
+            step: 1,
+        },
+        Group::Transaction,
+        "Lock the keys exclusively now, for a transaction that will both read and write them (as SELECT ... FOR UPDATE): two such transactions then queue instead of deadlocking when each upgrades its read",
+        lock,
     ),
     spec(
         "txn.commit",
@@ -77,6 +90,13 @@ fn nowait(ctx: &mut Ctx, _args: &[&[u8]]) {
     };
     txn.wait = WaitPolicy::Never;
     ctx.out.ok();
+}
+
+fn lock(ctx: &mut Ctx, args: &[&[u8]]) {
+    if ctx.conn.txn.is_none() {
+        return ctx.out.error("ERR TXN.LOCK without TXN.BEGIN");
+    }
+    session::lock(ctx.server, ctx.conn, ctx.out, &args[1..]);
 }
 
 fn commit(ctx: &mut Ctx, _args: &[&[u8]]) {

@@ -90,6 +90,9 @@ pub struct TxnStats {
     pub queued_writes: AtomicU64,
     /// Commands of TXN.BEGIN BUSY transactions refused with TXNBUSY (the transaction stays open).
     pub busy_replies: AtomicU64,
+    /// Deadlock refusals of a request on a record its transaction already held in another mode (a read
+    /// then a write of the same set): the part of `aborts_deadlock` that declaring modes up front avoids.
+    pub deadlocks_on_upgrade: AtomicU64,
 }
 
 impl TxnStats {
@@ -244,6 +247,16 @@ impl Txns {
         let answer = locks
             .table
             .acquire_modes(&request.key, txn, &request.modes, now, may_wait);
+        if answer == Acquire::Conflict(ConflictCause::Deadlock)
+            && locks
+                .table
+                .holders(&request.key)
+                .is_some_and(|holders| holders.iter().any(|&(holder, _)| holder == txn))
+        {
+            self.stats
+                .deadlocks_on_upgrade
+                .fetch_add(1, Ordering::Relaxed);
+        }
         if answer != Acquire::Granted {
             let blocking = locks.table.blocking_mode(&request.key, txn, &request.modes);
             if let Some(held) = blocking {
@@ -329,6 +342,7 @@ pub fn info_section(server: &crate::server::Server, text: &mut String) {
         ("txn_lock_wait_us", &stats.lock_wait_us),
         ("txn_plain_lock_waits", &stats.plain_lock_waits),
         ("txn_busy_replies", &stats.busy_replies),
+        ("txn_deadlocks_on_upgrade", &stats.deadlocks_on_upgrade),
     ];
     for (name, counter) in counters {
         field(name, &counter.load(Ordering::Relaxed));

@@ -105,6 +105,17 @@ pub fn requests(
     requests
 }
 
+/// TXN.LOCK's requests: every key in the exclusive mode (under either lock setting), each record once.
+pub fn exclusive_requests(keys: &[&[u8]], db: usize) -> Vec<KeyLock> {
+    let mut requests: Vec<KeyLock> = Vec::new();
+    let locks = keys.iter().map(|key| KeyLock {
+        key: (db, (*key).into()),
+        modes: vec![exclusive()],
+    });
+    add_requests(&mut requests, locks);
+    requests
+}
+
 /// Adds lock requests to `requests`, one per distinct record (EXEC gathers those of its queue).
 pub fn add_requests(requests: &mut Vec<KeyLock>, more: impl IntoIterator<Item = KeyLock>) {
     for request in more {

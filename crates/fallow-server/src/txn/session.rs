@@ -84,21 +84,8 @@ pub fn run_in_txn(
         return command::run_unlocked_by_txns(server, conn, out, spec, args, false);
     }
     let requests = modes::requests(spec, args, conn.address(), server.txns.abstract_locks());
-    match acquire_for_session(server, conn, &requests) {
-        Granted::All => {}
-        Granted::Waiting => return,
-        Granted::Refused(AbortCause::Conflict) if session_busy_on_conflict(conn) => {
-            server
-                .txns
-                .stats
-                .busy_replies
-                .fetch_add(1, Ordering::Relaxed);
-            return out.error(TXNBUSY);
-        }
-        Granted::Refused(cause) => {
-            abort(server, conn, cause);
-            return out.error(&cause.error());
-        }
+    if !acquired(server, conn, out, &requests) {
+        return;
     }
     // ids are unique, not sequential: handing one out at once costs an aborted transaction only a gap
     if modes::is_read(spec) || spec.name == "uid.next" {
@@ -121,6 +108,48 @@ pub fn run_in_txn(
         .queued_writes
         .fetch_add(1, Ordering::Relaxed);
     out.simple("QUEUED");
+}
+
+/// TXN.LOCK key [key ...] in the open transaction: takes each key's lock in the exclusive mode, so a
+/// transaction that will read and then write a record holds it in every mode it needs from the start.
+pub fn lock(server: &Server, conn: &mut ConnState, out: &mut ReplyWriter, keys: &[&[u8]]) {
+    let session = conn.txn.as_ref().expect("in a transaction");
+    if let Some(cause) = session.aborted {
+        return out.error(&cause.error());
+    }
+    let requests = modes::exclusive_requests(keys, conn.address());
+    if acquired(server, conn, out, &requests) {
+        out.ok();
+    }
+}
+
+/// Takes the locks of `requests` for the open transaction. False when the command must not run now: it
+/// waits (no reply yet; it re-runs once granted), or it was refused and the reply is written (TXNBUSY,
+/// or TXNABORT with the transaction aborted).
+fn acquired(
+    server: &Server,
+    conn: &mut ConnState,
+    out: &mut ReplyWriter,
+    requests: &[KeyLock],
+) -> bool {
+    match acquire_for_session(server, conn, requests) {
+        Granted::All => true,
+        Granted::Waiting => false,
+        Granted::Refused(AbortCause::Conflict) if session_busy_on_conflict(conn) => {
+            server
+                .txns
+                .stats
+                .busy_replies
+                .fetch_add(1, Ordering::Relaxed);
+            out.error(TXNBUSY);
+            false
+        }
+        Granted::Refused(cause) => {
+            abort(server, conn, cause);
+            out.error(&cause.error());
+            false
+        }
+    }
 }
 
 /// The reply to a command of a TXN.BEGIN BUSY transaction whose lock is held in a conflicting mode.
@@ -411,6 +440,88 @@ mod tests {
             server.txns.stats.aborts_disconnect.load(Ordering::Relaxed),
             2
         );
+    }
+
+    #[test]
+    fn reads_then_writes_deadlock_on_the_upgrade_unless_locked_first() {
+        let server = server();
+        let (mut first, mut second) = (connection(&server), connection(&server));
+        // Both read the set, then both add to it: the second add closes a cycle and aborts.
+        begin(&server, &mut first);
+        begin(&server, &mut second);
+        assert_eq!(run(&server, &mut first, &["SCARD", "s"]), b":0\r\n");
+        assert_eq!(run(&server, &mut second, &["SCARD", "s"]), b":0\r\n");
+        assert!(run(&server, &mut first, &["SADD", "s", "a"]).is_empty());
+        let refused = run(&server, &mut second, &["SADD", "s", "b"]);
+        assert!(refused.starts_with(b"-TXNABORT deadlock"), "{refused:?}");
+        assert_eq!(
+            server
+                .txns
+                .stats
+                .deadlocks_on_upgrade
+                .load(Ordering::Relaxed),
+            1
+        );
+        assert!(!server.txns.is_waiting(first.txn.as_ref().unwrap().id));
+        run(&server, &mut second, &["TXN.ABORT"]);
+        assert_eq!(
+            run(&server, &mut first, &["SADD", "s", "a"]),
+            b"+QUEUED\r\n"
+        );
+        assert!(run(&server, &mut first, &["TXN.COMMIT"]).starts_with(b"*1\r\n"));
+
+        // Declared up front, the second waits for the first instead, and then sees its add.
+        begin(&server, &mut first);
+        begin(&server, &mut second);
+        assert_eq!(
+            run(&server, &mut first, &["TXN.LOCK", "s", "t"]),
+            b"+OK\r\n"
+        );
+        assert!(
+            run(&server, &mut second, &["TXN.LOCK", "s"]).is_empty(),
+            "it waits"
+        );
+        assert_eq!(run(&server, &mut first, &["SCARD", "s"]), b":1\r\n");
+        assert_eq!(
+            run(&server, &mut first, &["SADD", "s", "b"]),
+            b"+QUEUED\r\n"
+        );
+        assert!(run(&server, &mut first, &["TXN.COMMIT"]).starts_with(b"*1\r\n"));
+        assert!(
+            !server.txns.is_waiting(second.txn.as_ref().unwrap().id),
+            "granted"
+        );
+        assert_eq!(run(&server, &mut second, &["TXN.LOCK", "s"]), b"+OK\r\n");
+        assert_eq!(run(&server, &mut second, &["SCARD", "s"]), b":2\r\n");
+        assert_eq!(
+            run(&server, &mut second, &["SADD", "s", "c"]),
+            b"+QUEUED\r\n"
+        );
+        assert!(run(&server, &mut second, &["TXN.COMMIT"]).starts_with(b"*1\r\n"));
+        assert_eq!(server.txns.locked_records(), 0);
+        server.txns.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn txn_lock_is_exclusive_and_needs_a_transaction() {
+        let server = server();
+        let (mut holder, mut adder, mut plain) = (
+            connection(&server),
+            connection(&server),
+            connection(&server),
+        );
+        let refused = run(&server, &mut plain, &["TXN.LOCK", "s"]);
+        assert!(refused.starts_with(b"-ERR TXN.LOCK without TXN.BEGIN"));
+        begin(&server, &mut holder);
+        begin(&server, &mut adder);
+        assert_eq!(run(&server, &mut holder, &["TXN.LOCK", "s"]), b"+OK\r\n");
+        // adds share a set's lock with adds, never with TXN.LOCK's mode; plain commands wait too
+        assert!(run(&server, &mut adder, &["SADD", "s", "x"]).is_empty());
+        assert!(run(&server, &mut plain, &["SCARD", "s"]).is_empty());
+        end(&server, &mut holder);
+        end(&server, &mut adder);
+        release_plain(&server, &mut plain);
+        assert_eq!(server.txns.locked_records(), 0);
     }
 
     #[test]
