@@ -38,6 +38,13 @@
 //!    transaction already begun), so a lock it cannot get at once aborts it.
 //! 9. Two groups do not merge while a member of either is inside a server call that may wait: that
 //!    member's wait began alone and cannot be turned into NOWAIT half-way.
+//! 10. A write may go *behind* (`Txn::write`, `plan(.., behind: true)`): it is sent with the member's
+//!     next round trip, or its flush before the group commits. Until that round trip answers, nothing
+//!     combines with it and the same mode beside it is no conflict (it goes NOWAIT with company); once
+//!     queued it is `granted` like any other lock.
+//! 11. A member alone in its group with nothing parked on it leaves the table when it commits (or at
+//!     `call_and_commit`) and commits as a plain transaction: with no one to wait for, the group's
+//!     barriers and flush would only cost round trips.
 //!
 //! This module is the bookkeeping alone (no I/O, so it is tested without a server); `txn` does the I/O.
 use std::collections::HashMap;
@@ -99,6 +106,9 @@ struct Hold {
     owner: MemberId,
     combine: Option<CombineKey>,
     granted: bool,
+    /// A write sent behind (`Txn::write`): requested with the member's next round trip at the latest before
+    /// the group commits. Nothing combines with it; the same mode beside it is no conflict.
+    behind: bool,
 }
 
 struct Group {
@@ -168,6 +178,7 @@ impl CombineTable {
 
     /// Decides what `member` does with `args` on `key` (at `node`); a combined operation is parked with
     /// reply slot `slot`, and anything sent is registered as held before it is sent (rule 4 sees it).
+    /// `behind`: a write that, planned `Send`, waits for the member's next round trip instead of going now.
     pub fn plan(
         &self,
         member: MemberId,
@@ -175,6 +186,7 @@ impl CombineTable {
         combine: Option<CombineKey>,
         slot: usize,
         args: &[&[u8]],
+        behind: bool,
     ) -> Plan {
         let key = args[1];
         let mut state = self.state.lock();
@@ -210,11 +222,14 @@ impl CombineTable {
             owner: member,
             combine,
             granted: false,
+            behind,
         };
         let group = state.groups.get_mut(&group_id).expect("member's group");
         group.holds.entry(key.to_vec()).or_default().push(hold);
         let alone = group.members.len() == 1;
-        state.members.get_mut(&member).expect("member").waiting_call = alone;
+        if !behind {
+            state.members.get_mut(&member).expect("member").waiting_call = alone;
+        }
         Plan::Send
     }
 
@@ -285,6 +300,23 @@ impl CombineTable {
         }
         state.remove_member(member);
         self.changed.notify_all();
+    }
+
+    /// `member` leaves the table if it is alone in its group with nothing parked on it, so it can commit as
+    /// a plain transaction (commit behind its last command, writes behind with the commit): no one shares
+    /// its locks, and from now on no one can. Returns whether it left.
+    pub fn leave_if_alone(&self, member: MemberId) -> bool {
+        let mut state = self.state.lock();
+        let Some(entry) = state.members.get(&member) else {
+            return false;
+        };
+        let group = &state.groups[&entry.group];
+        let alone = group.members.len() == 1 && group.aborted.is_none() && entry.parked.is_empty();
+        if alone {
+            state.remove_member(member);
+            self.changed.notify_all();
+        }
+        alone
     }
 
     /// `member` finished its body: waits for every member to finish (rule 6), then returns the operations
@@ -414,17 +446,24 @@ fn verdict(group: &Group, member: MemberId, key: &[u8], combine: Option<&Combine
     if others.peek().is_none() {
         return Verdict::Free;
     }
-    let mut owner = None;
+    let (mut owner, mut in_flight) = (None, false);
     for hold in others {
         if combine.is_none() || hold.combine.as_ref() != combine {
             return Verdict::Conflict;
         }
         if hold.granted {
             owner.get_or_insert(hold.owner);
+        } else if !hold.behind {
+            in_flight = true;
         }
     }
-    // Same mode but not granted yet: the owner's request is in flight and ours could queue behind it.
-    owner.map_or(Verdict::Conflict, Verdict::CombineWith)
+    match (owner, in_flight) {
+        (Some(owner), _) => Verdict::CombineWith(owner),
+        // Same mode but not granted yet: the owner's request is in flight and ours could queue behind it.
+        (None, true) => Verdict::Conflict,
+        // Only writes behind in this mode: sent NOWAIT with company, ours shares the mode beside them.
+        (None, false) => Verdict::Free,
+    }
 }
 
 impl State {

@@ -30,7 +30,12 @@ enum Slot {
 struct Pending {
     args: Vec<Vec<u8>>,
     slot: Option<usize>,
+    /// A combining member's combinable write: once queued, others may combine with its lock.
+    combine: Option<CombineKey>,
 }
+
+/// A combinable write behind that the server queued: its key and combine key (for `CombineTable::granted`).
+type GrantedBehind = (Vec<u8>, CombineKey);
 
 /// The server transaction on one node.
 struct NodeTxn {
@@ -47,14 +52,16 @@ struct NodeTxn {
     synced: bool,
     /// One entry per write the server queued, in order: TXN.COMMIT's array follows it.
     queued: Vec<Slot>,
+    /// Combinable writes behind that the last prelude got queued, for the combiner to register.
+    granted_behind: Vec<GrantedBehind>,
 }
 
 /// What `NodeTxn::push_prelude` put ahead of a command, whose replies come first.
 struct Prelude {
     /// TXN.BEGIN or TXN.NOWAIT, each answering OK.
     settings: usize,
-    /// The pending writes' slots (None: a TXN.LOCK).
-    writes: Vec<Option<usize>>,
+    /// The pending writes' slots (None: a TXN.LOCK), and the combine keys of combinable ones.
+    writes: Vec<(Option<usize>, Option<GrantedBehind>)>,
 }
 
 impl NodeTxn {
@@ -82,7 +89,10 @@ impl NodeTxn {
         for pending in self.pending.drain(..) {
             let args: Vec<&[u8]> = pending.args.iter().map(Vec::as_slice).collect();
             self.connection.push(&args);
-            writes.push(pending.slot);
+            let granted = pending
+                .combine
+                .map(|combine| (pending.args[1].clone(), combine));
+            writes.push((pending.slot, granted));
         }
         Prelude { settings, writes }
     }
@@ -105,7 +115,7 @@ impl NodeTxn {
             }
         }
         let mut abort = None;
-        for slot in prelude.writes {
+        for (slot, granted) in prelude.writes {
             let reply = self.connection.read_reply()?;
             if let Reply::Error(text) = &reply {
                 if let Some(cause) = AbortCause::from_error_reply(text) {
@@ -114,7 +124,10 @@ impl NodeTxn {
                 }
             }
             match (slot, reply) {
-                (Some(slot), Reply::Queued) => self.queued.push(Slot::Own(slot)),
+                (Some(slot), Reply::Queued) => {
+                    self.queued.push(Slot::Own(slot));
+                    self.granted_behind.extend(granted);
+                }
                 (Some(slot), other) => early.push((slot, other)),
                 (None, Reply::Simple(ok)) if ok == "OK" => {}
                 (None, other) => {
@@ -160,14 +173,33 @@ impl<'client> Txn<'client> {
     /// trip on its node (or the commit), so it costs no round trip of its own. Its reply comes, as a
     /// queued write's does, in the commit's replies at its issue position; a write the server refused at
     /// once (an unknown command, a wrong argument count) gets that error there. A TXNABORT it causes
-    /// surfaces from the next call or the commit. In a combining transaction the write is sent at once
-    /// (`call`), because a combined lock must be granted before others can share it.
+    /// surfaces from the next call or the commit. In a combining transaction the write first tries to
+    /// combine with a lock another member holds; if it cannot, it goes behind as well (sent before the
+    /// group commits at the latest), and others cannot combine with it.
     pub fn write(&mut self, args: &[&[u8]]) -> Result<(), ClientError> {
         self.check_open(args)?;
-        if self.member.is_some() || self.client.config.retry_operations {
+        if self.client.config.retry_operations || (self.member.is_some() && args.len() < 2) {
             return self.call(args).map(drop);
         }
         let node = self.client.node_for_args(args);
+        let mut combine = None;
+        if let Some(member) = self.member {
+            combine = combine_key(args);
+            match self
+                .client
+                .table
+                .plan(member, node, combine.clone(), self.slots, args, true)
+            {
+                Plan::Send => {}
+                Plan::Combined => {
+                    self.slots += 1;
+                    Counters::add(&self.client.counters.combined_ops, 1);
+                    return Ok(());
+                }
+                Plan::Conflict => return Err(self.abort(AbortCause::Combine)),
+                Plan::Aborted(cause) => return Err(self.abort(cause)),
+            }
+        }
         let slot = self.slots;
         let node_txn = match self.node_txn(node) {
             Ok(node_txn) => node_txn,
@@ -176,6 +208,7 @@ impl<'client> Txn<'client> {
         node_txn.pending.push(Pending {
             args: args.iter().map(|arg| arg.to_vec()).collect(),
             slot: Some(slot),
+            combine,
         });
         self.slots += 1;
         Counters::add(&self.client.counters.writes_behind, 1);
@@ -203,6 +236,7 @@ impl<'client> Txn<'client> {
             node_txn.pending.push(Pending {
                 args: args.iter().map(|arg| arg.to_vec()).collect(),
                 slot: None,
+                combine: None,
             });
             Counters::add(&self.client.counters.locks_declared, 1);
         }
@@ -221,6 +255,7 @@ impl<'client> Txn<'client> {
                 pending: Vec::new(),
                 synced: true,
                 queued: Vec::new(),
+                granted_behind: Vec::new(),
             });
         }
         Ok(self.nodes[node].as_mut().expect("node transaction"))
@@ -239,7 +274,7 @@ impl<'client> Txn<'client> {
             match self
                 .client
                 .table
-                .plan(member, node, combine.clone(), self.slots, args)
+                .plan(member, node, combine.clone(), self.slots, args, false)
             {
                 Plan::Send => {
                     let nowait = self.client.table.sends_nowait(member);
@@ -343,7 +378,11 @@ impl<'client> Txn<'client> {
         let node = self.client.node_for_args(args);
         let elsewhere =
             (0..self.nodes.len()).any(|other| other != node && self.nodes[other].is_some());
-        if self.member.is_some() || elsewhere || self.client.config.retry_operations {
+        if elsewhere || self.client.config.retry_operations {
+            return self.call(args);
+        }
+        self.leave_combining_if_alone();
+        if self.member.is_some() {
             return self.call(args);
         }
         Counters::add(&self.client.counters.commits_behind, 1);
@@ -385,6 +424,16 @@ impl<'client> Txn<'client> {
         }
     }
 
+    /// A combining member alone in its group, with nothing parked on it, goes on as a plain transaction
+    /// (combining rule 11).
+    fn leave_combining_if_alone(&mut self) {
+        if let Some(member) = self.member {
+            if self.client.table.leave_if_alone(member) {
+                self.member = None;
+            }
+        }
+    }
+
     fn queue_own(&mut self, node: usize) {
         let node_txn = self.nodes[node].as_mut().expect("node transaction");
         node_txn.queued.push(Slot::Own(self.slots));
@@ -418,6 +467,14 @@ impl<'client> Txn<'client> {
             false => None,
         };
         node_txn.synced = true;
+        let granted = std::mem::take(&mut node_txn.granted_behind);
+        // Writes behind that are now held may be combined with, as a write sent at once would be once
+        // answered (combining rule 10); not when the batch aborted, which ends the member.
+        if let (Some(member), None) = (self.member, &abort) {
+            for (key, combine) in granted {
+                self.client.table.granted(member, &key, &combine);
+            }
+        }
         let reply = match abort {
             Some(cause) => Reply::Error(format!("TXNABORT {cause}")),
             None => reply,
@@ -483,6 +540,7 @@ impl<'client> Txn<'client> {
             return Ok(replies);
         }
         let mut replies: Vec<Option<Reply>> = vec![None; self.slots];
+        self.leave_combining_if_alone();
         let Some(member) = self.member else {
             self.send_pending_across_nodes()?;
             self.commit_nodes(&mut replies, None)?;
@@ -551,12 +609,17 @@ impl<'client> Txn<'client> {
         }
     }
 
-    /// Sends the operations parked on this member, pipelined per node, and checks each was queued. A
-    /// non-abort error reply is that operation's reply (as a failed write in EXEC); TXNABORT aborts.
+    /// Sends the operations parked on this member and its own writes still behind, pipelined per node,
+    /// and checks each was queued, before the group's barrier: a write refused after another member
+    /// committed would break the group's atomicity. A non-abort error reply is that operation's reply (as
+    /// a failed write in EXEC); TXNABORT aborts.
     fn flush_parked(&mut self, parked: Vec<ParkedOp>) -> Result<(), ClientError> {
         for node in 0..self.nodes.len() {
             let ops: Vec<&ParkedOp> = parked.iter().filter(|op| op.node == node).collect();
-            if ops.is_empty() {
+            let behind = self.nodes[node]
+                .as_ref()
+                .is_some_and(|node_txn| !node_txn.pending.is_empty());
+            if ops.is_empty() && !behind {
                 continue;
             }
             let result = self.flush_node(node, &ops);
@@ -576,12 +639,16 @@ impl<'client> Txn<'client> {
     ) -> Result<Option<AbortCause>, ClientError> {
         let counters = &self.client.counters;
         Counters::add(&counters.round_trips, 1);
-        Counters::add(&counters.combine_flushes, 1);
+        if !ops.is_empty() {
+            Counters::add(&counters.combine_flushes, 1);
+        }
+        let member = self.member.expect("a combining member flushes");
+        let nowait = self.client.table.sends_nowait(member);
         let node_txn = self.nodes[node].as_mut().ok_or_else(|| {
             ClientError::Protocol("an operation was parked on a node this member never used".into())
         })?;
-        // Its group waits for these at the barrier: they must not wait on the server (rule 8).
-        let prelude = node_txn.push_prelude(true);
+        // With company, its group waits for these at the barrier: they must not wait on the server (rule 8).
+        let prelude = node_txn.push_prelude(nowait);
         for op in ops {
             let args: Vec<&[u8]> = op.args.iter().map(Vec::as_slice).collect();
             node_txn.connection.push(&args);

@@ -15,7 +15,7 @@ fn table() -> CombineTable {
 /// Plans `args` for `member` and, when it is to be sent, plays a server that queues it.
 fn run(table: &CombineTable, member: MemberId, slot: usize, args: &[&[u8]]) -> Plan {
     let combine = combine_key(args);
-    let plan = table.plan(member, 0, combine.clone(), slot, args);
+    let plan = table.plan(member, 0, combine.clone(), slot, args, false);
     if plan == Plan::Send {
         table.returned(member);
     }
@@ -69,7 +69,10 @@ fn a_lock_not_yet_granted_is_not_combined_with() {
     let table = table();
     let (a, b) = (table.join(), table.join());
     let args: &[&[u8]] = &[b"INCRBY", b"c", b"2"];
-    assert_eq!(table.plan(a, 0, combine_key(args), 0, args), Plan::Send);
+    assert_eq!(
+        table.plan(a, 0, combine_key(args), 0, args, false),
+        Plan::Send
+    );
     assert_eq!(
         run(&table, b, 0, args),
         Plan::Send,
@@ -221,12 +224,18 @@ fn no_merge_with_a_member_inside_a_waiting_call() {
     let (a, b, c) = (table.join(), table.join(), table.join());
     let sadd: &[&[u8]] = &[b"SADD", b"s", b"x"];
     let combine = combine_key(sadd).unwrap();
-    assert_eq!(table.plan(a, 0, Some(combine.clone()), 0, sadd), Plan::Send);
+    assert_eq!(
+        table.plan(a, 0, Some(combine.clone()), 0, sadd, false),
+        Plan::Send
+    );
     assert!(!table.sends_nowait(a), "alone: it may wait");
     table.granted(a, b"s", &combine);
     // A is on its way to the server with another command that may wait.
     assert_eq!(run(&table, a, 1, &[b"SCARD", b"t"]), Plan::Send);
-    assert_eq!(table.plan(a, 0, None, 2, &[b"SCARD", b"u"]), Plan::Send);
+    assert_eq!(
+        table.plan(a, 0, None, 2, &[b"SCARD", b"u"], false),
+        Plan::Send
+    );
     assert_eq!(
         run(&table, b, 0, &[b"SADD", b"s", b"y"]),
         Plan::Send,
@@ -235,6 +244,67 @@ fn no_merge_with_a_member_inside_a_waiting_call() {
     table.returned(a);
     assert_eq!(run(&table, c, 0, &[b"SADD", b"s", b"z"]), Plan::Combined);
     assert_eq!(table.group_size(a), 2);
-    assert_eq!(table.plan(a, 0, None, 3, &[b"GET", b"v"]), Plan::Send);
+    assert_eq!(
+        table.plan(a, 0, None, 3, &[b"GET", b"v"], false),
+        Plan::Send
+    );
     assert!(table.sends_nowait(a), "with company: NOWAIT");
+}
+
+#[test]
+fn a_write_behind_is_neither_combined_with_nor_in_the_way_of_its_mode() {
+    let table = table();
+    let (a, b) = combined_pair(&table);
+    let sadd: &[&[u8]] = &[b"SADD", b"u", b"x"];
+    let behind = table.plan(a, 0, combine_key(sadd), 1, sadd, true);
+    assert_eq!(behind, Plan::Send);
+    assert!(
+        !table.state.lock().members[&a].waiting_call,
+        "nothing was sent, so nothing waits"
+    );
+    // Another group finds no granted lock of A's to join on that set.
+    let c = table.join();
+    let other: &[&[u8]] = &[b"SADD", b"u", b"z"];
+    assert_eq!(
+        table.plan(c, 0, combine_key(other), 0, other, false),
+        Plan::Send
+    );
+    assert_eq!(table.group_size(c), 1);
+    // B's add to the same set goes to the server beside it; a size of it would conflict.
+    assert_eq!(run(&table, b, 1, &[b"SADD", b"u", b"y"]), Plan::Send);
+    assert_eq!(run(&table, b, 2, &[b"SCARD", b"u"]), Plan::Conflict);
+}
+
+#[test]
+fn a_write_behind_once_queued_is_combined_with() {
+    let table = table();
+    let (a, b) = (table.join(), table.join());
+    let sadd: &[&[u8]] = &[b"SADD", b"u", b"x"];
+    let combine = combine_key(sadd).unwrap();
+    assert_eq!(
+        table.plan(a, 0, Some(combine.clone()), 0, sadd, true),
+        Plan::Send
+    );
+    table.granted(a, b"u", &combine);
+    assert_eq!(run(&table, b, 0, &[b"SADD", b"u", b"y"]), Plan::Combined);
+    assert_eq!(table.group_size(b), 2);
+}
+
+#[test]
+fn only_a_member_alone_with_nothing_parked_leaves_to_commit_plainly() {
+    let table = table();
+    let (a, b) = combined_pair(&table);
+    assert!(!table.leave_if_alone(a), "B's add is parked on A");
+    assert!(!table.leave_if_alone(b), "B has company");
+    let c = table.join();
+    assert_eq!(run(&table, c, 0, &[b"SADD", b"v", b"x"]), Plan::Send);
+    assert!(table.leave_if_alone(c));
+    // its lock is gone from the index: a newcomer sends its own
+    let d = table.join();
+    assert_eq!(run(&table, d, 0, &[b"SADD", b"v", b"y"]), Plan::Send);
+    assert_eq!(table.group_size(d), 1);
+    assert!(table.leave_if_alone(d));
+    table.fail(a, AbortCause::Combine);
+    table.fail(b, AbortCause::Combine);
+    assert!(table.is_empty());
 }
