@@ -175,7 +175,7 @@ impl<'client> Txn<'client> {
     /// once (an unknown command, a wrong argument count) gets that error there. A TXNABORT it causes
     /// surfaces from the next call or the commit. In a combining transaction the write first tries to
     /// combine with a lock another member holds; if it cannot, it goes behind as well (sent before the
-    /// group commits at the latest), and others cannot combine with it.
+    /// group commits at the latest), and others may combine with it once the server queued it.
     pub fn write(&mut self, args: &[&[u8]]) -> Result<(), ClientError> {
         self.check_open(args)?;
         if self.client.config.retry_operations || (self.member.is_some() && args.len() < 2) {
@@ -219,7 +219,7 @@ impl<'client> Txn<'client> {
     /// anything else of the transaction touches it (TXN.LOCK, as SELECT ... FOR UPDATE). Without it, two
     /// transactions that each read a record and then write it deadlock, and one aborts. The lock rides
     /// behind, as a write does: it is sent ahead of the next command on its key's node. A combining member
-    /// sends it at once, like its writes.
+    /// sends it at once, so the combiner knows the key is taken before another member touches it.
     pub fn lock(&mut self, keys: &[&[u8]]) -> Result<(), ClientError> {
         for &key in keys {
             let args: [&[u8]; 2] = [b"TXN.LOCK", key];
@@ -647,7 +647,8 @@ impl<'client> Txn<'client> {
         let node_txn = self.nodes[node].as_mut().ok_or_else(|| {
             ClientError::Protocol("an operation was parked on a node this member never used".into())
         })?;
-        // With company, its group waits for these at the barrier: they must not wait on the server (rule 8).
+        // With company, its group waits for these at the barrier: they must not wait on the server
+        // (rule 8).
         let prelude = node_txn.push_prelude(nowait);
         for op in ops {
             let args: Vec<&[u8]> = op.args.iter().map(Vec::as_slice).collect();
