@@ -115,6 +115,19 @@ fn config_set(server: &Server, name: &str, value: &str) {
     );
 }
 
+/// INFO txn's `txn_locked_records`: records some transaction holds now.
+fn locked_records(connection: &mut Connection) -> u64 {
+    let info = connection.call(&[b"INFO", b"txn"]).unwrap();
+    let text = String::from_utf8_lossy(info.as_bytes().unwrap_or(b"")).into_owned();
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix("txn_locked_records:"));
+    line.expect("INFO txn has txn_locked_records")
+        .trim()
+        .parse()
+        .unwrap()
+}
+
 fn int(client: &Client, args: &[&[u8]]) -> i64 {
     let reply = client.command(args).expect("command");
     reply
@@ -748,14 +761,18 @@ fn the_emulated_link_delay_adds_to_every_round_trip_and_holds_locks_across_it() 
             .expect("commits")
     });
     // Between the two round trips the transaction holds the set's read lock on the server: a plain
-    // SADD there waits for the commit.
-    thread::sleep(link_delay + link_delay / 2);
+    // SADD sent then waits for the commit.
     let mut plain = raw(&servers[0]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while locked_records(&mut plain) == 0 {
+        assert!(Instant::now() < deadline, "the SCARD never took its lock");
+        thread::sleep(Duration::from_millis(1));
+    }
     assert_eq!(plain.call(&[b"SADD", b"s", b"z"]).unwrap(), Reply::Int(1));
     let plain_done = started.elapsed();
     assert_eq!(holder.join().unwrap(), Reply::Queued);
     assert!(started.elapsed() >= 2 * link_delay);
-    // Sent at 1.5 delays, it returns only after the commit, which the second delay holds back.
+    // It returns only after the commit, which the second delay holds back.
     assert!(plain_done >= 2 * link_delay, "{plain_done:?}");
     assert_eq!(plain.call(&[b"SCARD", b"s"]).unwrap(), Reply::Int(3));
 }
