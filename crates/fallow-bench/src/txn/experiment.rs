@@ -312,9 +312,20 @@ pub fn run_txn(args: &TxnArgs) -> anyhow::Result<()> {
 /// The modes a target runs: all asked for on fallow, nontxn alone on Redis.
 fn modes_of(target: &Target, common: &CommonArgs) -> Vec<Mode> {
     match target.name {
-        "fallow" => common.modes.clone(),
+        "fallow" => rotated(&common.modes, common.rotate_modes),
         _ => vec![Mode::Nontxn],
     }
+}
+
+/// `modes` starting at index `by` (mod their count): rounds run with 0, 1, 2, ... let no mode always run
+/// last on data that changes as the run goes (sets fill, timelines grow, auctions close).
+fn rotated(modes: &[Mode], by: usize) -> Vec<Mode> {
+    let mut modes = modes.to_vec();
+    if !modes.is_empty() {
+        let by = by % modes.len();
+        modes.rotate_left(by);
+    }
+    modes
 }
 
 /// Differs between cells and between runs, so client-made ids do not repeat on the same data.
@@ -402,4 +413,19 @@ fn run_one(
         eprintln!("{}", cell.line(point));
     }
     Ok(cell)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rotating_modes_starts_elsewhere_and_keeps_every_mode() {
+        let all = Mode::ALL.to_vec();
+        assert_eq!(rotated(&all, 0), all);
+        assert_eq!(rotated(&all, 2)[0], Mode::Boosting);
+        assert_eq!(rotated(&all, 2)[4], Mode::Rw);
+        assert_eq!(rotated(&all, 7), rotated(&all, 2));
+        assert!(rotated(&[], 3).is_empty());
+    }
 }

@@ -188,6 +188,8 @@ pub struct RunReport {
     pub link_delay_us: u64,
     /// Median PING round trip to each target, measured with that delay before the run.
     pub ping_round_trip_us: Vec<(&'static str, f64)>,
+    /// `--rotate-modes`: the modes ran starting at this index of `--modes`.
+    pub rotate_modes: usize,
     pub machine: MachineInfo,
     pub points: Vec<PointReport>,
 }
@@ -206,6 +208,7 @@ impl RunReport {
             pipelining: !common.no_pipelining,
             link_delay_us: common.link_delay_us,
             ping_round_trip_us: Vec::new(),
+            rotate_modes: common.rotate_modes,
             machine: MachineInfo::collect(),
             points,
         }
