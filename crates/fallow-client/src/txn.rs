@@ -200,18 +200,29 @@ impl<'client> Txn<'client> {
                 Plan::Aborted(cause) => return Err(self.abort(cause)),
             }
         }
-        let slot = self.slots;
+        self.push_behind(node, args, Some(self.slots), combine)?;
+        self.slots += 1;
+        Counters::add(&self.client.counters.writes_behind, 1);
+        Ok(())
+    }
+
+    /// Queues `args` unsent on `node`'s server transaction, to go ahead of its next command.
+    fn push_behind(
+        &mut self,
+        node: usize,
+        args: &[&[u8]],
+        slot: Option<usize>,
+        combine: Option<CombineKey>,
+    ) -> Result<(), ClientError> {
         let node_txn = match self.node_txn(node) {
             Ok(node_txn) => node_txn,
             Err(error) => return Err(self.fail(error)),
         };
         node_txn.pending.push(Pending {
             args: args.iter().map(|arg| arg.to_vec()).collect(),
-            slot: Some(slot),
+            slot,
             combine,
         });
-        self.slots += 1;
-        Counters::add(&self.client.counters.writes_behind, 1);
         Ok(())
     }
 
@@ -228,16 +239,7 @@ impl<'client> Txn<'client> {
                 self.call(&args)?;
                 continue;
             }
-            let node = self.client.node_for(key);
-            let node_txn = match self.node_txn(node) {
-                Ok(node_txn) => node_txn,
-                Err(error) => return Err(self.fail(error)),
-            };
-            node_txn.pending.push(Pending {
-                args: args.iter().map(|arg| arg.to_vec()).collect(),
-                slot: None,
-                combine: None,
-            });
+            self.push_behind(self.client.node_for(key), &args, None, None)?;
             Counters::add(&self.client.counters.locks_declared, 1);
         }
         Ok(())

@@ -295,13 +295,12 @@ pub fn run_txn(args: &TxnArgs) -> anyhow::Result<()> {
             }
         }
         // What is done so far is on disk, should a later target fail.
-        let mut so_far = RunReport::new(experiment.name(), common, std::mem::take(&mut points));
-        so_far.ping_round_trip_us = round_trips_us.clone();
+        let taken = std::mem::take(&mut points);
+        let so_far = RunReport::new(experiment.name(), common, round_trips_us.clone(), taken);
         report::write_all(&so_far, &common.out)?;
         points = so_far.points;
     }
-    let mut report = RunReport::new(experiment.name(), common, points);
-    report.ping_round_trip_us = round_trips_us;
+    let report = RunReport::new(experiment.name(), common, round_trips_us, points);
     print!("{}", report::markdown(&report));
     if !common.quiet {
         eprintln!("results in {}", common.out.display());

@@ -195,7 +195,12 @@ pub struct RunReport {
 }
 
 impl RunReport {
-    pub fn new(workload: &'static str, common: &CommonArgs, points: Vec<PointReport>) -> RunReport {
+    pub fn new(
+        workload: &'static str,
+        common: &CommonArgs,
+        ping_round_trip_us: Vec<(&'static str, f64)>,
+        points: Vec<PointReport>,
+    ) -> RunReport {
         RunReport {
             tool: "fallow-bench txn",
             workload,
@@ -207,7 +212,7 @@ impl RunReport {
             conflict_retry: common.conflict_retry,
             pipelining: !common.no_pipelining,
             link_delay_us: common.link_delay_us,
-            ping_round_trip_us: Vec::new(),
+            ping_round_trip_us,
             rotate_modes: common.rotate_modes,
             machine: MachineInfo::collect(),
             points,
