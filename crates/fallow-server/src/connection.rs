@@ -78,6 +78,8 @@ pub struct ConnState {
     pending_command_stats: Option<(usize, u64, u64)>,
     /// The open interactive transaction (TXN.BEGIN).
     pub txn: Option<crate::txn::session::Session>,
+    /// The last transaction's buffers, emptied, for the next TXN.BEGIN.
+    pub txn_spare: crate::txn::queued::Spare,
     /// Locks a plain command or EXEC took because a transaction held one of its records.
     pub plain_locks: Option<crate::txn::session::PlainLocks>,
     /// A lock request of this connection queued in a record's phaser; the command re-runs when granted.
@@ -115,6 +117,7 @@ impl ConnState {
             commands_unreported: 0,
             pending_command_stats: None,
             txn: None,
+            txn_spare: Default::default(),
             plain_locks: None,
             lock_wait: None,
             lock_waker: Arc::new(tokio::sync::Notify::new()),

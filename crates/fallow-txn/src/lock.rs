@@ -15,9 +15,14 @@
 //! each wait breaks them. Detection rather than wait-die or wound-wait: phasing keeps many transactions of
 //! different ages waiting on a hot record, and age rules would abort most of them at every phase change.
 use crate::adt::Mode;
+use smallvec::SmallVec;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::Hash;
 use std::time::{Duration, Instant};
+
+/// The table's maps are looked up several times per operation: foldhash, seeded per process as the store's
+/// own sets are, rather than SipHash.
+type FastHash = foldhash::fast::RandomState;
 
 /// A transaction's identity.
 pub type TxnId = u64;
@@ -70,8 +75,9 @@ pub type Granted<K> = Vec<(K, TxnId)>;
 
 #[derive(Debug)]
 struct RecordLock {
-    /// Each hold with its mode; a transaction may hold a record in several modes.
-    holders: Vec<(TxnId, Mode)>,
+    /// Each hold with its mode; a transaction may hold a record in several modes. Inline while two or
+    /// fewer, so locking a record nobody else holds allocates only its key.
+    holders: SmallVec<[(TxnId, Mode); 2]>,
     phase_started: Instant,
     /// Queued requests: a transaction and the modes of one operation (all of one name).
     waiting: VecDeque<(TxnId, Vec<Mode>)>,
@@ -79,17 +85,17 @@ struct RecordLock {
 
 pub struct LockTable<K> {
     config: LockConfig,
-    records: HashMap<K, RecordLock>,
+    records: HashMap<K, RecordLock, FastHash>,
     /// The record each waiting transaction waits for.
-    waits_for: HashMap<TxnId, K>,
+    waits_for: HashMap<TxnId, K, FastHash>,
 }
 
 impl<K: Hash + Eq + Clone> LockTable<K> {
     pub fn new(config: LockConfig) -> Self {
         LockTable {
             config,
-            records: HashMap::new(),
-            waits_for: HashMap::new(),
+            records: HashMap::default(),
+            waits_for: HashMap::default(),
         }
     }
 
@@ -126,42 +132,55 @@ impl<K: Hash + Eq + Clone> LockTable<K> {
         now: Instant,
         may_wait: bool,
     ) -> Acquire {
+        self.acquire_noting_holder(key, txn, modes, now, may_wait).0
+    }
+
+    /// `acquire_modes`, and whether `txn` held `key` already (in any mode) before the request: a
+    /// transaction only queues on records it does not hold, so false means `key` is new to it.
+    pub fn acquire_noting_holder(
+        &mut self,
+        key: &K,
+        txn: TxnId,
+        modes: &[Mode],
+        now: Instant,
+        may_wait: bool,
+    ) -> (Acquire, bool) {
         assert!(!modes.is_empty(), "a request names at least one mode");
         debug_assert!(modes.iter().all(|mode| mode.name == modes[0].name));
         let config = self.config;
         let Some(lock) = self.records.get_mut(key) else {
             if self.records.len() >= config.records_max {
-                return Acquire::Conflict(ConflictCause::Full);
+                return (Acquire::Conflict(ConflictCause::Full), false);
             }
             let mut lock = RecordLock {
-                holders: Vec::with_capacity(modes.len()),
+                holders: SmallVec::new(),
                 phase_started: now,
                 waiting: VecDeque::new(),
             };
             lock.hold(txn, modes);
             self.records.insert(key.clone(), lock);
-            return Acquire::Granted;
+            return (Acquire::Granted, false);
         };
         let holds = lock.holds(txn);
         // A holder asking for another mode (an add, then a size) joins if it fits beside the others and
         // else waits for them to leave, like any request.
         if (holds && lock.fits(txn, modes)) || lock.admits(txn, modes, now, config.phase_max) {
             lock.hold(txn, modes);
-            return Acquire::Granted;
+            return (Acquire::Granted, holds);
         }
         if !may_wait {
-            return Acquire::Conflict(ConflictCause::Busy);
+            return (Acquire::Conflict(ConflictCause::Busy), holds);
         }
         if lock.waiting.len() >= config.waiters_max {
-            return Acquire::Conflict(ConflictCause::Full);
+            return (Acquire::Conflict(ConflictCause::Full), holds);
         }
         if self.would_deadlock(key, txn) {
-            return Acquire::Conflict(ConflictCause::Deadlock);
+            return (Acquire::Conflict(ConflictCause::Deadlock), holds);
         }
         let lock = self.records.get_mut(key).expect("looked up above");
         lock.waiting.push_back((txn, modes.to_vec()));
         self.waits_for.insert(txn, key.clone());
-        Acquire::Waiting
+        (Acquire::Waiting, holds)
     }
 
     /// Whether a request in `modes` by a transaction that holds nothing on `key` would be granted now,
@@ -192,7 +211,7 @@ impl<K: Hash + Eq + Clone> LockTable<K> {
             .holder_ids()
             .filter(|&holder| holder != txn)
             .collect();
-        let mut seen = HashSet::new();
+        let mut seen: HashSet<TxnId, FastHash> = HashSet::default();
         while let Some(holder) = stack.pop() {
             if holder == txn {
                 return true;
@@ -220,7 +239,7 @@ impl<K: Hash + Eq + Clone> LockTable<K> {
             let Some(lock) = self.records.get_mut(key) else {
                 continue;
             };
-            lock.holders.retain(|&(holder, _)| holder != txn);
+            lock.holders.retain(|&mut (holder, _)| holder != txn);
             let admitted = if lock.holders.is_empty() {
                 lock.next_phase(now)
             } else {

@@ -221,6 +221,22 @@ fn plain_commands_look_without_taking_and_may_always_wait() {
 }
 
 #[test]
+fn a_request_says_whether_its_transaction_held_the_record_before() {
+    let now = Instant::now();
+    let mut locks = table();
+    let held_before = |locks: &mut LockTable<&'static str>, txn, mode| {
+        locks.acquire_noting_holder(&"s", txn, &[mode], now, true)
+    };
+    assert_eq!(held_before(&mut locks, 1, ADD), (Acquire::Granted, false));
+    assert_eq!(held_before(&mut locks, 1, ADD), (Acquire::Granted, true));
+    assert_eq!(held_before(&mut locks, 2, ADD), (Acquire::Granted, false));
+    assert_eq!(held_before(&mut locks, 3, READ), (Acquire::Waiting, false));
+    // 1 asks for another mode beside 2's add: it waits, still a holder
+    assert_eq!(held_before(&mut locks, 1, READ), (Acquire::Waiting, true));
+    locks.check_invariants().unwrap();
+}
+
+#[test]
 fn the_table_and_each_queue_are_bounded() {
     let now = Instant::now();
     let mut locks = LockTable::new(LockConfig {

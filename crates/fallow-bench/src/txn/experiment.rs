@@ -286,12 +286,10 @@ pub fn run_txn(args: &TxnArgs) -> anyhow::Result<()> {
     for target in &targets {
         experiment.load(target, common.quiet)?;
         for (index, point) in points.iter_mut().enumerate() {
-            for mode in modes_of(target, common) {
-                for &clients in &common.clients() {
-                    let workload = experiment.workload(index, target, nonce());
-                    let cell = run_one(common, target, &*workload, mode, clients, &point.label)?;
-                    point.cells.push(cell);
-                }
+            for (clients, mode) in schedule(&modes_of(target, common), &common.clients()) {
+                let workload = experiment.workload(index, target, nonce());
+                let cell = run_one(common, target, &*workload, mode, clients, &point.label)?;
+                point.cells.push(cell);
             }
         }
         // What is done so far is on disk, should a later target fail.
@@ -308,12 +306,27 @@ pub fn run_txn(args: &TxnArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The modes a target runs: all asked for on fallow, nontxn alone on Redis.
+/// The modes a target runs: all asked for on fallow, starting at `--rotate-modes`; nontxn alone on Redis.
 fn modes_of(target: &Target, common: &CommonArgs) -> Vec<Mode> {
     match target.name {
         "fallow" => rotated(&common.modes, common.rotate_modes),
         _ => vec![Mode::Nontxn],
     }
+}
+
+/// The cells of one point in the order they run: every mode at the first client count, then every mode
+/// at the next, the modes' order turning by one each time. Modes thus take turns on the data (which changes
+/// as the run goes) and each compares with the others in about the same state, none always first or last.
+fn schedule(modes: &[Mode], clients: &[usize]) -> Vec<(usize, Mode)> {
+    clients
+        .iter()
+        .enumerate()
+        .flat_map(|(turn, &count)| {
+            rotated(modes, turn)
+                .into_iter()
+                .map(move |mode| (count, mode))
+        })
+        .collect()
 }
 
 /// `modes` starting at index `by` (mod their count): rounds run with 0, 1, 2, ... let no mode always run
@@ -426,5 +439,25 @@ mod tests {
         assert_eq!(rotated(&all, 2)[4], Mode::Rw);
         assert_eq!(rotated(&all, 7), rotated(&all, 2));
         assert!(rotated(&[], 3).is_empty());
+    }
+
+    #[test]
+    fn schedule_alternates_modes_per_client_count_and_turns_their_order() {
+        let modes = [Mode::Nontxn, Mode::Rw, Mode::Phasing];
+        let cells = schedule(&modes, &[4, 16, 64]);
+        assert_eq!(cells.len(), 9);
+        for (turn, chunk) in cells.chunks(3).enumerate() {
+            assert!(chunk
+                .iter()
+                .all(|&(clients, _)| clients == [4, 16, 64][turn]));
+            let mut ran: Vec<Mode> = chunk.iter().map(|&(_, mode)| mode).collect();
+            assert_eq!(
+                ran[0], modes[turn],
+                "each client count starts one mode later"
+            );
+            ran.sort_by_key(|mode| modes.iter().position(|m| m == mode));
+            assert_eq!(ran, modes, "every mode once per client count");
+        }
+        assert_eq!(schedule(&[Mode::Nontxn], &[4, 16]).len(), 2);
     }
 }

@@ -168,8 +168,8 @@ pub struct CommonArgs {
     /// PING round trip measured with it. 0 = plain loopback.
     #[arg(long, default_value_t = 0)]
     pub link_delay_us: u64,
-    /// Run the modes starting at this index of `--modes` (wrapping): modes run one after another on data
-    /// that changes during the run, so rounds with 0, 1, 2, ... keep any mode from always running last.
+    /// Start the modes at this index of `--modes` (wrapping). Modes take turns at each client count, and
+    /// their order turns by one per client count; rounds with 0, 1, 2, ... also vary which goes first.
     #[arg(long, default_value_t = 0)]
     pub rotate_modes: usize,
 }

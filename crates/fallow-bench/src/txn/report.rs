@@ -104,6 +104,13 @@ impl CellResult {
         )
     }
 
+    /// Where the cell's series goes in tables and plots: fallow's modes in `Mode::ALL`'s order, then
+    /// the other targets (cells run in an order that turns from round to round).
+    pub fn series_rank(&self) -> (bool, usize) {
+        let mode = Mode::ALL.iter().position(|&m| m == self.mode);
+        (self.target != "fallow", mode.unwrap_or(usize::MAX))
+    }
+
     /// `redis nontxn` or the mode's name for fallow.
     pub fn series(&self) -> String {
         match self.target {
@@ -156,10 +163,17 @@ impl PointReport {
         }
     }
 
-    /// Each series' best cell (the peak throughput over client counts), in the order series first ran.
+    /// The cells by series (`CellResult::series_rank`), then by client count.
+    pub fn cells_in_order(&self) -> Vec<&CellResult> {
+        let mut cells: Vec<&CellResult> = self.cells.iter().collect();
+        cells.sort_by_key(|cell| (cell.series_rank(), cell.clients));
+        cells
+    }
+
+    /// Each series' best cell (the peak throughput over client counts), by series.
     pub fn peaks(&self) -> Vec<(String, &CellResult)> {
         let mut peaks: Vec<(String, &CellResult)> = Vec::new();
-        for cell in &self.cells {
+        for cell in self.cells_in_order() {
             let series = cell.series();
             match peaks.iter_mut().find(|(s, _)| *s == series) {
                 Some((_, best)) if cell.txn_per_s > best.txn_per_s => *best = cell,
@@ -330,7 +344,7 @@ fn cell_table(point: &PointReport) -> String {
         "| mode | clients | txn/s | retries/commit | failed | p50 ms | p99 ms | server CPU us/txn | aborts by cause |\n\
          |---|---|---|---|---|---|---|---|---|\n",
     );
-    for c in &point.cells {
+    for c in point.cells_in_order() {
         let aborts: Vec<String> = c
             .aborts_by_cause
             .iter()
@@ -375,7 +389,7 @@ type Series = Vec<(String, Vec<(f64, f64)>)>;
 fn plot_point(path: &Path, title: &str, point: &PointReport) -> anyhow::Result<()> {
     let mut throughput: Series = Vec::new();
     let mut p99: Series = Vec::new();
-    for cell in &point.cells {
+    for cell in point.cells_in_order() {
         let x = (cell.clients as f64).log2();
         push_point(&mut throughput, cell.series(), (x, cell.txn_per_s));
         push_point(&mut p99, cell.series(), (x, cell.latency_us.p99 / 1e3));

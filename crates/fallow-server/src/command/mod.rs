@@ -485,7 +485,7 @@ pub fn run(
     if checks_txn_locks {
         let requests =
             crate::txn::modes::requests(spec, args, conn.address(), server.txns.abstract_locks());
-        match crate::txn::session::plain_access(server, conn, out, &requests) {
+        match crate::txn::session::plain_access(server, conn, out, requests) {
             crate::txn::session::PlainAccess::Run => {}
             _ => return,
         }

@@ -195,7 +195,7 @@ fn txn_locks_admit(ctx: &mut Ctx) -> bool {
     }
     let db = ctx.db();
     let abstract_locks = server.txns.abstract_locks();
-    let mut requests = Vec::new();
+    let mut requests = crate::txn::modes::Requests::new();
     for command in ctx.conn.multi.iter().flatten() {
         let args: Vec<&[u8]> = command.iter().map(|arg| arg.as_slice()).collect();
         if let Some((_, spec)) = lookup(args[0]) {
@@ -206,7 +206,7 @@ fn txn_locks_admit(ctx: &mut Ctx) -> bool {
         }
     }
     matches!(
-        crate::txn::session::plain_access(server, ctx.conn, ctx.out, &requests),
+        crate::txn::session::plain_access(server, ctx.conn, ctx.out, requests),
         crate::txn::session::PlainAccess::Run
     )
 }

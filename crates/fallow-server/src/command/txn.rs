@@ -77,7 +77,8 @@ fn begin(ctx: &mut Ctx, args: &[&[u8]]) {
         return ctx.out.error("ERR TXN.BEGIN inside MULTI is not allowed");
     }
     let id = ctx.server.txns.new_id();
-    ctx.conn.txn = Some(Session::new(id, wait, busy));
+    let spare = std::mem::take(&mut ctx.conn.txn_spare);
+    ctx.conn.txn = Some(Session::new(id, wait, busy, spare));
     ctx.server.txns.stats.begun.fetch_add(1, Ordering::Relaxed);
     ctx.out.ok();
 }

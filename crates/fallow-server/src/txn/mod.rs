@@ -7,6 +7,7 @@
 //! Plain commands check the table under their shard's mutex, so a plain write and a transaction's read
 //! of the same record are ordered by that mutex.
 pub mod modes;
+pub mod queued;
 pub mod session;
 
 use fallow_txn::lock::{Acquire, ConflictCause, LockConfig, LockTable, TxnId};
@@ -137,9 +138,9 @@ pub struct TxnSettings {
 struct Locks {
     table: LockTable<LockKey>,
     /// How to wake each waiting transaction when a release grants its lock.
-    wakers: HashMap<TxnId, Arc<Notify>>,
+    wakers: HashMap<TxnId, Arc<Notify>, foldhash::fast::RandomState>,
     /// Conflicts per (requested mode, held mode) name pair.
-    conflicts: HashMap<(&'static str, &'static str), u64>,
+    conflicts: HashMap<(&'static str, &'static str), u64, foldhash::fast::RandomState>,
 }
 
 /// Every transaction's shared state: the lock table, the wakers of waiting transactions, counters.
@@ -164,11 +165,24 @@ pub enum WaitPolicy {
     Never,
 }
 
+/// A lock request that was not refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Acquired {
+    /// Granted now; false: queued.
+    pub granted: bool,
+    /// The transaction held nothing on the record before: the record joins those it must release.
+    pub first: bool,
+}
+
+/// The modes one command takes on one record: most take one, HSET of two fields two; held inline, so a
+/// command's lock request allocates nothing for them.
+pub type Modes = smallvec::SmallVec<[Mode; 2]>;
+
 /// One lock request of a command: a record and the modes the command takes on it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KeyLock {
     pub key: LockKey,
-    pub modes: Vec<Mode>,
+    pub modes: Modes,
 }
 
 impl Txns {
@@ -176,8 +190,8 @@ impl Txns {
         let txns = Txns {
             locks: Mutex::new(Locks {
                 table: LockTable::new(LockConfig::default()),
-                wakers: HashMap::new(),
-                conflicts: HashMap::new(),
+                wakers: HashMap::default(),
+                conflicts: HashMap::default(),
             }),
             locked_records: AtomicUsize::new(0),
             next_id: AtomicU64::new(1),
@@ -228,15 +242,15 @@ impl Txns {
             .all(|request| locks.table.admits(&request.key, &request.modes, now))
     }
 
-    /// Asks for one record's lock: Ok(true) granted, Ok(false) queued (`waker` is notified when a release
-    /// grants it), as `wait` says.
+    /// Asks for one record's lock, granted at once or queued (`waker` is notified when a release grants
+    /// it) as `wait` says.
     pub fn acquire(
         &self,
         txn: TxnId,
         request: &KeyLock,
         wait: WaitPolicy,
         waker: &Arc<Notify>,
-    ) -> Result<bool, AbortCause> {
+    ) -> Result<Acquired, AbortCause> {
         let mut locks = self.locks.lock();
         let now = Instant::now();
         let may_wait = match wait {
@@ -244,15 +258,13 @@ impl Txns {
             WaitPolicy::IfPhasing => locks.table.config().phasing,
             WaitPolicy::Never => false,
         };
-        let answer = locks
-            .table
-            .acquire_modes(&request.key, txn, &request.modes, now, may_wait);
-        if answer == Acquire::Conflict(ConflictCause::Deadlock)
-            && locks
+        // A transaction only waits on a record it does not hold yet, and re-runs the command once
+        // granted, so a holder is exactly one that was here before.
+        let (answer, held_before) =
+            locks
                 .table
-                .holders(&request.key)
-                .is_some_and(|holders| holders.iter().any(|&(holder, _)| holder == txn))
-        {
+                .acquire_noting_holder(&request.key, txn, &request.modes, now, may_wait);
+        if answer == Acquire::Conflict(ConflictCause::Deadlock) && held_before {
             self.stats
                 .deadlocks_on_upgrade
                 .fetch_add(1, Ordering::Relaxed);
@@ -266,12 +278,19 @@ impl Txns {
                     .or_default() += 1;
             }
         }
+        let first = !held_before;
         let result = match answer {
-            Acquire::Granted => Ok(true),
+            Acquire::Granted => Ok(Acquired {
+                granted: true,
+                first,
+            }),
             Acquire::Waiting => {
                 self.stats.lock_waits.fetch_add(1, Ordering::Relaxed);
                 locks.wakers.insert(txn, waker.clone());
-                Ok(false)
+                Ok(Acquired {
+                    granted: false,
+                    first,
+                })
             }
             Acquire::Conflict(cause) => Err(AbortCause::from_conflict(cause)),
         };
