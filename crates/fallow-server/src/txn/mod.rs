@@ -258,8 +258,8 @@ impl Txns {
             WaitPolicy::IfPhasing => locks.table.config().phasing,
             WaitPolicy::Never => false,
         };
-        // A transaction only waits on a record it does not hold yet, and re-runs the command once
-        // granted, so a holder is exactly one that was here before.
+        // A transaction's records are those it holds or waits for; a waiter re-runs its command only once
+        // granted, as a holder. So a record is new to it exactly when it did not hold it before.
         let (answer, held_before) =
             locks
                 .table
