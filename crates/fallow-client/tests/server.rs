@@ -115,17 +115,15 @@ fn config_set(server: &Server, name: &str, value: &str) {
     );
 }
 
-/// INFO txn's `txn_locked_records`: records some transaction holds now.
-fn locked_records(connection: &mut Connection) -> u64 {
+/// A counter of INFO txn (`txn_locked_records`: records some transaction holds now).
+fn txn_info(connection: &mut Connection, field: &str) -> u64 {
     let info = connection.call(&[b"INFO", b"txn"]).unwrap();
     let text = String::from_utf8_lossy(info.as_bytes().unwrap_or(b"")).into_owned();
-    let line = text
+    let value = text
         .lines()
-        .find_map(|l| l.strip_prefix("txn_locked_records:"));
-    line.expect("INFO txn has txn_locked_records")
-        .trim()
-        .parse()
-        .unwrap()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'));
+    let value = value.unwrap_or_else(|| panic!("INFO txn has no {field}: {text}"));
+    value.trim().parse().unwrap()
 }
 
 fn int(client: &Client, args: &[&[u8]]) -> i64 {
@@ -390,10 +388,8 @@ fn bank(combining: bool) {
         let stats = client.stats();
         let locked = |when: &str| {
             for server in &servers {
-                let info = raw(server).call(&[b"INFO", b"txn"]).unwrap();
-                let text = String::from_utf8_lossy(info.as_bytes().unwrap_or(b"")).into_owned();
-                let line = text.lines().find(|l| l.starts_with("txn_locked_records"));
-                eprintln!("{when}: {line:?}");
+                let locked = txn_info(&mut raw(server), "txn_locked_records");
+                eprintln!("{when}: txn_locked_records {locked}");
             }
         };
         locked("client alive");
@@ -706,13 +702,8 @@ fn busy_commands_are_retried_alone_while_the_transaction_keeps_its_locks() {
     assert!(stats.operation_retries >= 1, "{stats:?}");
     assert_eq!((stats.aborts.total(), stats.retries), (0, 0), "{stats:?}");
     assert_eq!(int(&client, &[b"GET", b"e"]), 1);
-    let info = raw(&servers[0]).call(&[b"INFO", b"txn"]).unwrap();
-    let text = String::from_utf8_lossy(info.as_bytes().unwrap()).into_owned();
-    let busy_replies = text
-        .lines()
-        .find_map(|line| line.strip_prefix("txn_busy_replies:"))
-        .and_then(|count| count.trim().parse::<u64>().ok());
-    assert!(busy_replies.is_some_and(|count| count >= 2), "{text}");
+    let busy_replies = txn_info(&mut raw(&servers[0]), "txn_busy_replies");
+    assert!(busy_replies >= 2, "{busy_replies}");
 
     // A holder that stays: the command is retried for operation_retry_max_ms, then the transaction
     // aborts with cause timeout.
@@ -764,7 +755,7 @@ fn the_emulated_link_delay_adds_to_every_round_trip_and_holds_locks_across_it() 
     // SADD sent then waits for the commit.
     let mut plain = raw(&servers[0]);
     let deadline = Instant::now() + Duration::from_secs(10);
-    while locked_records(&mut plain) == 0 {
+    while txn_info(&mut plain, "txn_locked_records") == 0 {
         assert!(Instant::now() < deadline, "the SCARD never took its lock");
         thread::sleep(Duration::from_millis(1));
     }

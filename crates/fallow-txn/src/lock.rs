@@ -135,8 +135,8 @@ impl<K: Hash + Eq + Clone> LockTable<K> {
         self.acquire_noting_holder(key, txn, modes, now, may_wait).0
     }
 
-    /// `acquire_modes`, and whether `txn` held `key` already (in any mode) before the request: a
-    /// transaction only queues on records it does not hold, so false means `key` is new to it.
+    /// `acquire_modes`, and whether `txn` held `key` already (in any mode) before the request. A waiter
+    /// holds the record once granted, so false means `key` is new to `txn` unless it is waiting for it.
     pub fn acquire_noting_holder(
         &mut self,
         key: &K,
