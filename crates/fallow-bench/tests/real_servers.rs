@@ -17,6 +17,11 @@ fn free_port() -> u16 {
     listener.local_addr().unwrap().port()
 }
 
+/// Held by each test while its server runs. Run side by side, the Redis test's client was now and then
+/// refused by a redis-server that was up and listening (2 of 40 runs, always just as the memcached test
+/// killed its server; never with either test alone). The cause is not found; the tests take turns.
+static ONE_SERVER_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// A server process that is killed when the test ends, however it ends.
 struct Server(Child);
 
@@ -88,6 +93,9 @@ fn assert_clean(results: &RunResults) {
 
 #[test]
 fn drives_redis_over_resp2_and_resp3() {
+    let _turn = ONE_SERVER_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     if !on_path("redis-server") {
         eprintln!("note: redis-server is not on PATH; skipping the Redis test");
         return;
@@ -110,6 +118,9 @@ fn drives_redis_over_resp2_and_resp3() {
 
 #[test]
 fn drives_memcached_over_text_and_meta() {
+    let _turn = ONE_SERVER_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     if !on_path("memcached") {
         eprintln!("note: memcached is not on PATH; skipping the memcached test");
         return;
