@@ -97,3 +97,27 @@ def test_acl_restricted_user(raw):
         assert e == Err("NOPERM this user has no permissions to access one of the keys used as arguments")
     finally:
         raw().cmd("ACL", "DELUSER", "ro")
+
+
+@pytest.mark.fallow_only
+def test_txn_commit_and_exec_check_permissions_again(raw):
+    """Permissions taken away after a write was queued deny that write when the transaction commits (as
+    EXEC does); the transaction's other writes apply."""
+    admin = raw()
+    try:
+        assert admin.cmd("ACL", "SETUSER", "w", "on", ">pw", "~*", "+@all") == "OK"
+        txn, multi = raw(), raw()
+        for u in (txn, multi):
+            assert u.cmd("AUTH", "w", "pw") == "OK"
+        assert txn.cmd("TXN.BEGIN") == "OK"
+        assert txn.cmd("SET", "a", "1") == "QUEUED"
+        assert txn.cmd("INCR", "n") == "QUEUED"
+        assert multi.cmd("MULTI") == "OK"
+        assert multi.cmd("SET", "b", "1") == "QUEUED"
+        assert admin.cmd("ACL", "SETUSER", "w", "-set") == "OK"
+        denied = Err("NOPERM this user has no permissions to run the 'set' command")
+        assert txn.cmd("TXN.COMMIT") == [denied, 1]
+        assert multi.cmd("EXEC") == [denied]
+        assert admin.cmd("MGET", "a", "b", "n") == [None, None, b"1"]
+    finally:
+        raw().cmd("ACL", "DELUSER", "w")

@@ -1,6 +1,10 @@
 """Interactive transactions (TXN.BEGIN / TXN.COMMIT / TXN.ABORT) and their locks (docs/transactions.md):
 reads on the pre-transaction state, queued writes, commuting operations sharing a lock, phasing, fail
 fast, deadlocks, lock-wait timeouts, plain commands and MULTI/EXEC respecting transactions' locks."""
+import struct
+import threading
+import time
+
 import pytest
 
 from helpers import Err, wait_for
@@ -316,3 +320,90 @@ def test_txn_lock_turns_an_upgrade_deadlock_into_a_wait(raw):
     assert t2.cmd("TXN.COMMIT") == [1]
     assert t1.cmd("TXN.LOCK", "s").startswith("ERR TXN.LOCK without TXN.BEGIN")
     assert t1.cmd("TXN.LOCK").startswith("ERR wrong number of arguments")
+
+
+def mc_waits(conn, request: bytes):
+    """Sends a memcached request and checks that its reply does not come yet."""
+    conn.send(request)
+    with pytest.raises(TimeoutError):
+        conn.readline(timeout=BLOCKED_S)
+
+
+def test_memcached_requests_respect_transaction_locks(raw, mcraw, mc):
+    t1, t2 = raw(), raw()
+    writer, reader = mcraw(), mcraw()
+    assert t1.cmd("TXN.BEGIN") == "OK"
+    assert t1.cmd("SET", "k", "txn") == "QUEUED"
+    # The transaction's write lock holds off memcached writes and reads of the item alike.
+    mc_waits(writer, b"set k 0 0 5\r\nplain\r\n")
+    mc_waits(reader, b"get k\r\n")
+    late = []
+    pymemcache_set = threading.Thread(target=lambda: late.append(mc.set("k", "late")))
+    pymemcache_set.start()
+    time.sleep(BLOCKED_S)
+    assert pymemcache_set.is_alive(), "pymemcache's set waits too"
+    assert t1.cmd("TXN.COMMIT") == ["OK"]
+    # Granted in arrival order, each after the last: the set, the get, then pymemcache's set.
+    assert writer.readline() == b"STORED"
+    assert reader.readline() == b"VALUE k 0 5"
+    assert reader.readline() == b"plain"
+    assert reader.readline() == b"END"
+    pymemcache_set.join(timeout=5)
+    assert late == [True]
+    # A transaction's read lock is shared with memcached reads; a delete waits for the commit.
+    assert t2.cmd("TXN.BEGIN") == "OK"
+    assert t2.cmd("GET", "k") == b"late"
+    assert mc.get("k") == b"late"
+    mc_waits(writer, b"delete k\r\n")
+    assert t2.cmd("TXN.COMMIT") == []
+    assert writer.readline() == b"DELETED"
+    assert int(txn_info(t1)["txn_locked_records"]) == 0
+
+
+def test_a_memcached_lock_wait_is_bounded_and_the_connection_goes_on(raw, mcraw):
+    admin, t1 = raw(), raw()
+    assert admin.cmd("CONFIG", "SET", "txn-lock-wait-ms", "200") == "OK"
+    assert t1.cmd("TXN.BEGIN") == "OK"
+    assert t1.cmd("INCR", "n") == "QUEUED"
+    text = mcraw()
+    # pipelined behind the refused request: answered once the wait ends
+    text.send(b"incr n 1\r\nversion\r\n")
+    refused = text.readline(timeout=5)
+    assert refused.startswith(b"SERVER_ERROR item locked by a transaction: timeout"), refused
+    assert text.readline().startswith(b"VERSION ")
+    # binary: status 0x86 (temporary failure), echoing the opcode and opaque
+    binary = mcraw()
+    key = b"n"
+    binary.send(struct.pack(">BBHBBHIIQ", 0x80, 0x00, len(key), 0, 0, 0, len(key), 0xFEED, 0) + key)
+    header = binary.read_exact(24, timeout=5)
+    magic, opcode, _, _, _, status, body_len, opaque, _ = struct.unpack(">BBHBBHIIQ", header)
+    assert (magic, opcode, status, opaque) == (0x81, 0x00, 0x86, 0xFEED)
+    assert binary.read_exact(body_len).startswith(b"item locked by a transaction: timeout")
+    assert t1.cmd("TXN.COMMIT") == [1]
+    text.send(b"get n\r\n")
+    assert text.readline() == b"VALUE n 0 1"
+
+
+def test_a_flush_aborts_the_transactions_open_across_it(raw, mcraw):
+    admin, reader, writer = raw(), raw(), raw()
+    assert admin.cmd("SET", "k", "1") == "OK"
+    for t in (reader, writer):
+        assert t.cmd("TXN.BEGIN") == "OK"
+    assert reader.cmd("GET", "k") == b"1"
+    assert writer.cmd("SET", "copy", "1") == "QUEUED"
+    mc = mcraw()
+    mc.send(b"flush_all\r\n")
+    assert mc.readline() == b"OK"
+    assert reader.cmd("GET", "k").startswith("TXNABORT flush")
+    assert writer.cmd("TXN.COMMIT").startswith("TXNABORT flush")
+    assert admin.cmd("EXISTS", "copy") == 0
+    assert reader.cmd("TXN.ABORT") == "OK"
+    # FLUSHALL over RESP too; a transaction begun after it commits
+    assert writer.cmd("TXN.BEGIN") == "OK"
+    assert writer.cmd("GET", "k") is None
+    assert admin.cmd("FLUSHALL") == "OK"
+    assert writer.cmd("TXN.COMMIT").startswith("TXNABORT flush")
+    assert writer.cmd("TXN.BEGIN") == "OK"
+    assert writer.cmd("SET", "k", "2") == "QUEUED"
+    assert writer.cmd("TXN.COMMIT") == ["OK"]
+    assert int(txn_info(admin)["txn_aborts_flush"]) >= 3

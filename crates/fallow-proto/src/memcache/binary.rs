@@ -124,6 +124,8 @@ pub enum BinaryStatus {
     NonNumeric = 0x06,
     UnknownCommand = 0x81,
     OutOfMemory = 0x82,
+    /// The request could not run now; the client may retry it.
+    TemporaryFailure = 0x86,
 }
 
 impl BinaryStatus {
@@ -139,6 +141,7 @@ impl BinaryStatus {
             BinaryStatus::NonNumeric => "Non-numeric server-side value for incr or decr",
             BinaryStatus::UnknownCommand => "Unknown command",
             BinaryStatus::OutOfMemory => "Out of memory",
+            BinaryStatus::TemporaryFailure => "Temporary failure",
         }
     }
 }

@@ -612,6 +612,7 @@ fn swapdb(ctx: &mut Ctx, args: &[&[u8]]) {
     }
     // Both databases of the connection's namespace: a tenant swaps only its own.
     let (first, second) = (ctx.db_at(first as usize), ctx.db_at(second as usize));
+    ctx.server.txns.note_keyspace_write();
     for shard in ctx.guards.iter_mut() {
         shard.swap_dbs(first, second);
     }
@@ -825,6 +826,7 @@ fn flushdb(ctx: &mut Ctx, args: &[&[u8]]) {
         return ctx.out.error(SYNTAX);
     }
     let db = ctx.db();
+    ctx.server.txns.note_keyspace_write();
     ctx.guards.iter_mut().for_each(|shard| shard.flush_db(db));
     ctx.out.ok();
 }
@@ -838,6 +840,7 @@ fn flushall(ctx: &mut Ctx, args: &[&[u8]]) {
     let addresses: Vec<usize> = (0..ctx.server.store.databases())
         .map(|db| ctx.db_at(db))
         .collect();
+    ctx.server.txns.note_keyspace_write();
     for shard in ctx.guards.iter_mut() {
         addresses.iter().for_each(|&db| shard.flush_db(db));
     }

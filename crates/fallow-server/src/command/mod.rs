@@ -452,6 +452,19 @@ pub fn execute(server: &Server, conn: &mut ConnState, out: &mut ReplyWriter, arg
     conn.apply_reply_mode(out, reply_start);
 }
 
+/// Whether the connection's user may still run a queued command (EXEC, TXN.COMMIT): permissions may have
+/// changed since it was queued.
+pub fn permitted_now(
+    server: &Server,
+    conn: &ConnState,
+    spec: &CommandSpec,
+    args: &[&[u8]],
+) -> Result<(), String> {
+    let unrestricted =
+        conn.user == "default" && server.acl_default_unrestricted.load(Ordering::Relaxed);
+    check_acl(server, conn, spec, args, unrestricted)
+}
+
 fn check_acl(
     server: &Server,
     conn: &ConnState,
@@ -486,7 +499,7 @@ pub fn run(
         let requests =
             crate::txn::modes::requests(spec, args, conn.address(), server.txns.abstract_locks());
         match crate::txn::session::plain_access(server, conn, out, requests) {
-            crate::txn::session::PlainAccess::Run => {}
+            crate::txn::session::Claim::Run => {}
             _ => return,
         }
     }

@@ -173,8 +173,7 @@ fn exec(ctx: &mut Ctx, _args: &[&[u8]]) {
             ctx.out.error("ERR unknown command");
             continue;
         };
-        // Permissions may have changed since the command was queued.
-        if let Err(denied) = server.acl.read().check(&ctx.conn.user, spec, &args) {
+        if let Err(denied) = super::permitted_now(server, ctx.conn, spec, &args) {
             ctx.out.error(&denied);
             continue;
         }
@@ -207,6 +206,6 @@ fn txn_locks_admit(ctx: &mut Ctx) -> bool {
     }
     matches!(
         crate::txn::session::plain_access(server, ctx.conn, ctx.out, requests),
-        crate::txn::session::PlainAccess::Run
+        crate::txn::session::Claim::Run
     )
 }

@@ -76,9 +76,8 @@ fn begin(ctx: &mut Ctx, args: &[&[u8]]) {
     if ctx.conn.in_multi() {
         return ctx.out.error("ERR TXN.BEGIN inside MULTI is not allowed");
     }
-    let id = ctx.server.txns.new_id();
     let spare = std::mem::take(&mut ctx.conn.txn_spare);
-    ctx.conn.txn = Some(Session::new(id, wait, busy, spare));
+    ctx.conn.txn = Some(Session::new(ctx.server, wait, busy, spare));
     ctx.server.txns.stats.begun.fetch_add(1, Ordering::Relaxed);
     ctx.out.ok();
 }

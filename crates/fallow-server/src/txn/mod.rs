@@ -29,14 +29,17 @@ pub enum AbortCause {
     Deadlock,
     Timeout,
     Full,
+    /// FLUSHALL, FLUSHDB, SWAPDB or memcached flush_all ran while the transaction was open.
+    Flush,
 }
 
 impl AbortCause {
-    pub const ALL: [AbortCause; 4] = [
+    pub const ALL: [AbortCause; 5] = [
         AbortCause::Conflict,
         AbortCause::Deadlock,
         AbortCause::Timeout,
         AbortCause::Full,
+        AbortCause::Flush,
     ];
 
     pub fn name(self) -> &'static str {
@@ -45,6 +48,7 @@ impl AbortCause {
             AbortCause::Deadlock => "deadlock",
             AbortCause::Timeout => "timeout",
             AbortCause::Full => "full",
+            AbortCause::Flush => "flush",
         }
     }
 
@@ -56,17 +60,25 @@ impl AbortCause {
         }
     }
 
-    /// The error a command of an aborted transaction gets.
-    pub fn error(self) -> String {
-        let detail = match self {
+    /// Why, in words.
+    pub fn detail(self) -> &'static str {
+        match self {
             AbortCause::Conflict => "a lock is held in a mode that does not admit this operation",
             AbortCause::Deadlock => "waiting would close a cycle of transactions",
             AbortCause::Timeout => "the lock wait passed txn-lock-wait-ms",
             AbortCause::Full => "the lock table or the record's queue is full",
-        };
+            AbortCause::Flush => {
+                "a keyspace-wide write (FLUSHALL, FLUSHDB, SWAPDB, flush_all) ran while it was open"
+            }
+        }
+    }
+
+    /// The error a command of an aborted transaction gets.
+    pub fn error(self) -> String {
         format!(
-            "TXNABORT {} ({detail}): the transaction was aborted, retry it",
-            self.name()
+            "TXNABORT {} ({}): the transaction was aborted, retry it",
+            self.name(),
+            self.detail()
         )
     }
 }
@@ -80,6 +92,7 @@ pub struct TxnStats {
     pub aborts_deadlock: AtomicU64,
     pub aborts_timeout: AtomicU64,
     pub aborts_full: AtomicU64,
+    pub aborts_flush: AtomicU64,
     /// TXN.ABORT.
     pub aborts_client: AtomicU64,
     pub aborts_disconnect: AtomicU64,
@@ -122,6 +135,7 @@ impl TxnStats {
             AbortCause::Deadlock => &self.aborts_deadlock,
             AbortCause::Timeout => &self.aborts_timeout,
             AbortCause::Full => &self.aborts_full,
+            AbortCause::Flush => &self.aborts_flush,
         }
     }
 }
@@ -150,6 +164,9 @@ pub struct Txns {
     locked_records: AtomicUsize,
     next_id: AtomicU64,
     abstract_locks: AtomicBool,
+    /// Keyspace-wide writes so far (FLUSHALL, FLUSHDB, SWAPDB, flush_all). They take no record locks, so
+    /// a transaction open across one aborts instead (`flush`): its reads may straddle it.
+    keyspace_writes: AtomicU64,
     pub stats: TxnStats,
 }
 
@@ -196,6 +213,7 @@ impl Txns {
             locked_records: AtomicUsize::new(0),
             next_id: AtomicU64::new(1),
             abstract_locks: AtomicBool::new(true),
+            keyspace_writes: AtomicU64::new(0),
             stats: TxnStats::default(),
         };
         txns.configure(settings);
@@ -221,6 +239,16 @@ impl Txns {
 
     pub fn new_id(&self) -> TxnId {
         self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Called by a keyspace-wide write with every shard it changes locked, so a commit, which checks
+    /// [`Txns::keyspace_writes`] with its own shards locked, sees it or runs wholly before it.
+    pub fn note_keyspace_write(&self) {
+        self.keyspace_writes.fetch_add(1, Ordering::SeqCst);
+    }
+
+    pub fn keyspace_writes(&self) -> u64 {
+        self.keyspace_writes.load(Ordering::SeqCst)
     }
 
     /// Whether any record is locked: while none is, plain commands skip the table.

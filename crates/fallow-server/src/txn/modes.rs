@@ -117,6 +117,15 @@ pub fn exclusive_requests(keys: &[&[u8]], db: usize) -> Requests {
     requests
 }
 
+/// A memcached request's lock on one item: `read` to look at it, the exclusive `write` to change it
+/// (memcached's writes answer with what they did, so none commutes with another).
+pub fn item_request(key: &[u8], access: Access, db: usize) -> Requests {
+    smallvec![KeyLock {
+        key: (db, key.into()),
+        modes: smallvec![rw_mode(access)],
+    }]
+}
+
 /// Adds lock requests to `requests`, one per distinct record (EXEC gathers those of its queue).
 pub fn add_requests(requests: &mut Requests, more: impl IntoIterator<Item = KeyLock>) {
     for request in more {

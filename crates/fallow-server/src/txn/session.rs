@@ -37,6 +37,8 @@ pub struct Session {
     /// TXN.BEGIN BUSY: a lock request refused for a conflict fails only its command (`-TXNBUSY`), and the
     /// client may retry it while the transaction keeps its locks (Claret's baseline retries operations).
     pub busy_on_conflict: bool,
+    /// `Txns::keyspace_writes` at TXN.BEGIN: a FLUSHALL, FLUSHDB or SWAPDB since aborts it (`flush`).
+    keyspace_writes_at_begin: u64,
 }
 
 /// The locks a plain command or EXEC took after finding a record locked by a transaction.
@@ -53,17 +55,33 @@ pub struct LockWait {
 
 impl Session {
     /// A transaction that starts with the (empty) buffers of `spare`.
-    pub fn new(id: TxnId, wait: WaitPolicy, busy_on_conflict: bool, spare: Spare) -> Session {
+    pub fn new(server: &Server, wait: WaitPolicy, busy_on_conflict: bool, spare: Spare) -> Session {
         debug_assert!(spare.held.is_empty() && spare.writes.is_empty());
         Session {
-            id,
+            id: server.txns.new_id(),
             held: spare.held,
             queued: spare.writes,
             aborted: None,
             wait,
             busy_on_conflict,
+            keyspace_writes_at_begin: server.txns.keyspace_writes(),
         }
     }
+
+    /// Whether a keyspace-wide write ran since TXN.BEGIN.
+    fn flushed(&self, server: &Server) -> bool {
+        server.txns.keyspace_writes() != self.keyspace_writes_at_begin
+    }
+}
+
+/// The open transaction's abort cause, if it was aborted or is aborted now because a keyspace-wide write
+/// ran since it began (its reads so far may have seen both sides of it).
+fn aborted_or_flushed(server: &Server, conn: &mut ConnState) -> Option<AbortCause> {
+    let session = conn.txn.as_ref().expect("in a transaction");
+    if session.aborted.is_none() && session.flushed(server) {
+        abort(server, conn, AbortCause::Flush);
+    }
+    conn.txn.as_ref().and_then(|session| session.aborted)
 }
 
 /// Runs a command of an open transaction (everything but TXN.*).
@@ -74,8 +92,7 @@ pub fn run_in_txn(
     spec: &'static command::CommandSpec,
     args: &[&[u8]],
 ) {
-    let session = conn.txn.as_ref().expect("in a transaction");
-    if let Some(cause) = session.aborted {
+    if let Some(cause) = aborted_or_flushed(server, conn) {
         return out.error(&cause.error());
     }
     if let Some(refusal) = refused_in_txn(spec) {
@@ -112,8 +129,7 @@ pub fn run_in_txn(
 /// TXN.LOCK key [key ...] in the open transaction: takes each key's lock in the exclusive mode, so a
 /// transaction that will read and then write a record holds it in every mode it needs from the start.
 pub fn lock(server: &Server, conn: &mut ConnState, out: &mut ReplyWriter, keys: &[&[u8]]) {
-    let session = conn.txn.as_ref().expect("in a transaction");
-    if let Some(cause) = session.aborted {
+    if let Some(cause) = aborted_or_flushed(server, conn) {
         return out.error(&cause.error());
     }
     let requests = modes::exclusive_requests(keys, conn.address());
@@ -256,9 +272,23 @@ pub fn commit(server: &Server, conn: &mut ConnState, out: &mut ReplyWriter, sess
             .map(|position| args[position])
     });
     let mut guards = server.store.lock_keys(keys);
+    // Checked with the written shards locked: a keyspace-wide write (which locks them all) either ran
+    // wholly before this check or runs after these writes.
+    if session.flushed(server) {
+        drop(guards);
+        server.txns.stats.count_abort(AbortCause::Flush);
+        conn.txn = Some(session);
+        end(server, conn);
+        return out.error(&AbortCause::Flush.error());
+    }
     out.array_len(session.queued.len());
     for (spec, range) in session.queued.writes() {
-        guards = command::run_with_guards(server, conn, out, spec, &args[range], guards, true);
+        let args = &args[range];
+        if let Err(denied) = command::permitted_now(server, conn, spec, args) {
+            out.error(&denied);
+            continue;
+        }
+        guards = command::run_with_guards(server, conn, out, spec, args, guards, true);
     }
     // released with the shards still locked: no one sees the records between the writes and the release
     server.txns.release(session.id, &session.held);
@@ -268,68 +298,87 @@ pub fn commit(server: &Server, conn: &mut ConnState, out: &mut ReplyWriter, sess
     server.txns.stats.commits.fetch_add(1, Ordering::Relaxed);
 }
 
-/// What a plain command or EXEC does about transactions' locks on its records.
-pub enum PlainAccess {
+/// What a plain request (a RESP command or EXEC, a memcached request) may do about transactions' locks
+/// on its records.
+pub enum Claim {
     /// Run it now (with the shards locked).
     Run,
-    /// Queued for a lock: drop the shards and wait (`conn.lock_wait` is set).
+    /// Queued for a lock: drop the shards and wait (the connection's lock wait is set).
     Wait,
-    /// Refused (deadlock, full table, timeout): the error reply is written.
-    Refused,
+    /// Refused (deadlock, full table): its locks are released.
+    Refused(AbortCause),
 }
 
-/// Checks the locks of a plain command or EXEC's queue (`requests`), with their shards locked.
-pub fn plain_access(
+/// Checks, and queues for if need be, the locks of a plain request (`requests`), with their shards locked.
+/// `locks` and `wait` are the connection's: a RESP `ConnState`'s or a memcached connection's.
+pub fn claim(
     server: &Server,
-    conn: &mut ConnState,
-    out: &mut ReplyWriter,
+    locks: &mut Option<PlainLocks>,
+    wait: &mut Option<LockWait>,
+    waker: &Arc<Notify>,
     requests: Requests,
-) -> PlainAccess {
+) -> Claim {
     if requests.is_empty() {
-        return PlainAccess::Run;
+        return Claim::Run;
     }
-    if conn.plain_locks.is_none() {
+    if locks.is_none() {
         if server.txns.admits_all(&requests) {
-            return PlainAccess::Run;
+            return Claim::Run;
         }
         server
             .txns
             .stats
             .plain_lock_waits
             .fetch_add(1, Ordering::Relaxed);
-        conn.plain_locks = Some(PlainLocks {
+        *locks = Some(PlainLocks {
             id: server.txns.new_id(),
             held: Vec::new(),
         });
     }
-    let waker = conn.lock_waker.clone();
-    let plain = conn.plain_locks.as_mut().expect("set above");
+    let plain = locks.as_mut().expect("set above");
     let (id, held) = (plain.id, &mut plain.held);
-    match acquire_all(
-        server,
-        id,
-        held,
-        requests,
-        WaitPolicy::Always,
-        &waker,
-        &mut conn.lock_wait,
-    ) {
-        Granted::All => PlainAccess::Run,
-        Granted::Waiting => PlainAccess::Wait,
+    match acquire_all(server, id, held, requests, WaitPolicy::Always, waker, wait) {
+        Granted::All => Claim::Run,
+        Granted::Waiting => Claim::Wait,
         Granted::Refused(cause) => {
-            release_plain(server, conn);
-            out.error(&cause.error());
-            PlainAccess::Refused
+            release_claim(server, locks, wait);
+            Claim::Refused(cause)
         }
     }
 }
 
-/// Releases the locks a plain command or EXEC took (after it ran, or when its wait ended).
-pub fn release_plain(server: &Server, conn: &mut ConnState) {
-    if let Some(plain) = conn.plain_locks.take() {
+/// Releases the locks a plain request took (after it ran, or when its wait ended).
+pub fn release_claim(server: &Server, locks: &mut Option<PlainLocks>, wait: &mut Option<LockWait>) {
+    if let Some(plain) = locks.take() {
         server.txns.release(plain.id, &plain.held);
     }
-    conn.lock_wait = None;
+    *wait = None;
+}
+
+/// [`claim`] for a RESP plain command or EXEC; a refusal's error reply is written.
+pub fn plain_access(
+    server: &Server,
+    conn: &mut ConnState,
+    out: &mut ReplyWriter,
+    requests: Requests,
+) -> Claim {
+    let waker = conn.lock_waker.clone();
+    let claimed = claim(
+        server,
+        &mut conn.plain_locks,
+        &mut conn.lock_wait,
+        &waker,
+        requests,
+    );
+    if let Claim::Refused(cause) = claimed {
+        out.error(&cause.error());
+    }
+    claimed
+}
+
+/// Releases the locks a plain command or EXEC took (after it ran, or when its wait ended).
+pub fn release_plain(server: &Server, conn: &mut ConnState) {
+    release_claim(server, &mut conn.plain_locks, &mut conn.lock_wait);
 }
 
 /// A lock wait passed `txn-lock-wait-ms`: the transaction aborts, or the plain command is refused.
@@ -493,6 +542,61 @@ mod tests {
             server.txns.stats.aborts_disconnect.load(Ordering::Relaxed),
             2
         );
+    }
+
+    fn flush_aborts(server: &Server) -> u64 {
+        server.txns.stats.aborts_flush.load(Ordering::Relaxed)
+    }
+
+    #[test]
+    fn a_keyspace_wide_write_aborts_the_transactions_open_across_it() {
+        let server = server();
+        let (mut reader, mut writer, mut admin) = (
+            connection(&server),
+            connection(&server),
+            connection(&server),
+        );
+        run(&server, &mut admin, &["SET", "k", "1"]);
+        begin(&server, &mut reader);
+        begin(&server, &mut writer);
+        assert_eq!(run(&server, &mut reader, &["GET", "k"]), b"$1\r\n1\r\n");
+        assert_eq!(
+            run(&server, &mut writer, &["INCR", "counter"]),
+            b"+QUEUED\r\n"
+        );
+        assert_eq!(run(&server, &mut admin, &["FLUSHALL"]), b"+OK\r\n");
+        // The reader's next command fails at once: "k" read as 1 before, absent now.
+        let refused = run(&server, &mut reader, &["GET", "other"]);
+        assert!(refused.starts_with(b"-TXNABORT flush"), "{refused:?}");
+        // The writer's commit applies nothing: its INCR was queued against the state before.
+        let refused = run(&server, &mut writer, &["TXN.COMMIT"]);
+        assert!(refused.starts_with(b"-TXNABORT flush"), "{refused:?}");
+        assert!(
+            writer.txn.is_none(),
+            "TXN.COMMIT ends the transaction, aborted or not"
+        );
+        assert_eq!(run(&server, &mut admin, &["EXISTS", "counter"]), b":0\r\n");
+        assert_eq!(flush_aborts(&server), 2);
+        run(&server, &mut reader, &["TXN.ABORT"]);
+        assert_eq!(server.txns.locked_records(), 0);
+
+        // One begun after it commits; FLUSHDB and SWAPDB abort as FLUSHALL does.
+        for keyspace_write in [&["FLUSHDB"][..], &["SWAPDB", "0", "1"]] {
+            begin(&server, &mut writer);
+            assert_eq!(
+                run(&server, &mut writer, &["SET", "a", "1"]),
+                b"+QUEUED\r\n"
+            );
+            assert!(run(&server, &mut writer, &["TXN.COMMIT"]).starts_with(b"*1\r\n"));
+            begin(&server, &mut writer);
+            assert_eq!(run(&server, &mut writer, &["TXN.LOCK", "a"]), b"+OK\r\n");
+            assert_eq!(run(&server, &mut admin, keyspace_write), b"+OK\r\n");
+            let refused = run(&server, &mut writer, &["TXN.LOCK", "b"]);
+            assert!(refused.starts_with(b"-TXNABORT flush"), "{refused:?}");
+            run(&server, &mut writer, &["TXN.ABORT"]);
+        }
+        assert_eq!(flush_aborts(&server), 4);
+        assert_eq!(server.txns.locked_records(), 0);
     }
 
     #[test]

@@ -12,6 +12,7 @@ use fallow_proto::memcache::{
     StoreMode,
 };
 use fallow_store::now_ms;
+use fallow_txn::Access;
 
 /// incr/decr exptime meaning "fail on a miss instead of creating the counter".
 const NO_AUTO_CREATE: u32 = u32::MAX;
@@ -72,7 +73,13 @@ fn get(exec: &mut Exec, request: &BinaryRequest, touch_exptime: Option<u32>) {
     let key = &request.key[..];
     bump(&mc.cmd_get);
     let now = now_ms();
-    let mut guards = exec.server.store.lock_keys([key]);
+    let access = match touch_exptime {
+        Some(_) => Access::ReadMutate,
+        None => Access::Read,
+    };
+    let Some(mut guards) = exec.lock_item(key, access) else {
+        return;
+    };
     let shard = guards.shard(key);
     if let Some(exptime) = touch_exptime {
         count_touch(
@@ -119,11 +126,14 @@ fn touch(exec: &mut Exec, request: &BinaryRequest) {
     let key = &request.key[..];
     let now = now_ms();
     let exptime = i64::from(request.u32_extra());
-    let touched = items::with_shard(exec.server, key, |shard| {
-        items::touch(shard, exec.db, key, exptime, now)
-            .then(|| items::peek(shard, exec.db, key, now))
+    let touched = exec.with_item(key, Access::ReadMutate, |shard, db| {
+        items::touch(shard, db, key, exptime, now)
+            .then(|| items::peek(shard, db, key, now))
             .flatten()
     });
+    let Some(touched) = touched else {
+        return;
+    };
     count_touch(exec.server, touched.is_some());
     match touched {
         Some(info) => encode_binary_response(
@@ -160,9 +170,12 @@ fn store(exec: &mut Exec, request: &BinaryRequest, base_mode: StoreMode) {
     };
     let now = now_ms();
     let value_len_max = exec.value_len_max;
-    let outcome = items::with_room(exec.server, &request.key, |shard| {
-        items::store(shard, exec.db, &args, value_len_max, now)
+    let outcome = exec.with_item_room(&request.key, |shard, db| {
+        items::store(shard, db, &args, value_len_max, now)
     });
+    let Some(outcome) = outcome else {
+        return;
+    };
     let Ok(outcome) = outcome else {
         return status(exec, request, BinaryStatus::OutOfMemory, 0);
     };
@@ -185,9 +198,12 @@ fn store(exec: &mut Exec, request: &BinaryRequest, base_mode: StoreMode) {
 fn delete(exec: &mut Exec, request: &BinaryRequest) {
     let key = &request.key[..];
     let now = now_ms();
-    let outcome = items::with_shard(exec.server, key, |shard| {
-        items::delete(shard, exec.db, key, compare_cas(request), now)
+    let outcome = exec.with_item(key, Access::ReadMutate, |shard, db| {
+        items::delete(shard, db, key, compare_cas(request), now)
     });
+    let Some(outcome) = outcome else {
+        return;
+    };
     count_delete(exec.server, outcome == DeleteOutcome::Deleted);
     let code = match outcome {
         DeleteOutcome::Deleted => BinaryStatus::NoError,
@@ -205,11 +221,10 @@ fn arith(exec: &mut Exec, request: &BinaryRequest, incr: bool) {
     };
     let key = &request.key[..];
     let now = now_ms();
-    let outcome = items::with_room(exec.server, key, |shard| {
-        match items::arith(shard, exec.db, key, incr, delta, compare_cas(request), now) {
+    let outcome = exec.with_item_room(key, |shard, db| {
+        match items::arith(shard, db, key, incr, delta, compare_cas(request), now) {
             ArithOutcome::NotFound if exptime != NO_AUTO_CREATE => {
-                let cas =
-                    items::create_counter(shard, exec.db, key, initial, i64::from(exptime), now);
+                let cas = items::create_counter(shard, db, key, initial, i64::from(exptime), now);
                 ArithOutcome::Done {
                     value: initial,
                     cas,
@@ -218,6 +233,9 @@ fn arith(exec: &mut Exec, request: &BinaryRequest, incr: bool) {
             outcome => outcome,
         }
     });
+    let Some(outcome) = outcome else {
+        return;
+    };
     let Ok(outcome) = outcome else {
         return status(exec, request, BinaryStatus::OutOfMemory, 0);
     };

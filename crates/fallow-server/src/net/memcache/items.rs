@@ -3,7 +3,7 @@
 //! the listener's tenant: every function takes that keyspace address as `db` (see `crate::tenants`).
 use crate::server::Server;
 use fallow_proto::memcache::StoreMode;
-use fallow_store::{now_ms, ItemInfo, Kind, OutOfMemory, Shard};
+use fallow_store::{now_ms, ItemInfo, Kind, Shard};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,25 +54,6 @@ pub fn ttl_s(info: &ItemInfo, now_ms: u64) -> i64 {
         return -1;
     }
     (info.expire_at_ms.saturating_sub(now_ms).div_ceil(1000)) as i64
-}
-
-/// Runs `f` on the shard of `key`, locked.
-pub fn with_shard<R>(server: &Server, key: &[u8], f: impl FnOnce(&mut Shard) -> R) -> R {
-    let mut guards = server.store.lock_keys([key]);
-    f(guards.shard(key))
-}
-
-/// Like [`with_shard`] for writes: first evicts to get under maxmemory, Err when that fails.
-pub fn with_room<R>(
-    server: &Server,
-    key: &[u8],
-    f: impl FnOnce(&mut Shard) -> R,
-) -> Result<R, OutOfMemory> {
-    let mut guards = server.store.lock_keys([key]);
-    if server.store.over_maxmemory() {
-        guards.make_room()?;
-    }
-    Ok(f(guards.shard(key)))
 }
 
 /// The string item under `key` without recording an access; other types are invisible to memcached.
@@ -363,11 +344,12 @@ pub fn flush_all(server: &Arc<Server>, db: usize, delay_s: i64) {
     });
 }
 
-/// Empties the listener's database (`db`), one shard at a time (memcached's flush is not atomic either).
+/// Empties the listener's database (`db`) with every shard locked: a transaction open across it then
+/// aborts, as across FLUSHDB.
 fn flush_now(server: &Server, db: usize) {
-    for index in 0..server.store.shard_count() {
-        server.store.lock(index).flush_db(db);
-    }
+    let mut guards = server.store.lock_all();
+    server.txns.note_keyspace_write();
+    guards.iter_mut().for_each(|shard| shard.flush_db(db));
 }
 
 #[cfg(test)]
@@ -378,6 +360,24 @@ mod tests {
     const NOW_MS: u64 = 1_700_000_000_000;
     /// The default tenant's database 0.
     const DB: usize = 0;
+
+    #[test]
+    fn flush_all_empties_the_database_at_once_as_a_keyspace_write() {
+        let server = Arc::new(Server::for_tests());
+        let now = now_ms();
+        for key in [&b"a"[..], b"b", b"c"] {
+            let mut guards = server.store.lock_keys([key]);
+            guards.shard(key).set_string(DB, key, b"v", 0, 0, now);
+        }
+        let before = server.txns.keyspace_writes();
+        flush_all(&server, DB, 0);
+        // Transactions open across it abort (`flush`), as across FLUSHDB.
+        assert_eq!(server.txns.keyspace_writes(), before + 1);
+        for key in [&b"a"[..], b"b", b"c"] {
+            let mut guards = server.store.lock_keys([key]);
+            assert!(peek(guards.shard(key), DB, key, now).is_none());
+        }
+    }
 
     fn shard() -> Shard {
         let config = ShardConfig {

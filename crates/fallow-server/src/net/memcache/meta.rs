@@ -10,6 +10,7 @@ use fallow_proto::memcache::{
     StoreMode,
 };
 use fallow_store::{now_ms, ItemInfo, Shard};
+use fallow_txn::Access;
 
 const NON_NUMERIC: &[u8] = b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n";
 /// Redis's LFU_INIT_VAL: a stored item's counter; the first access always raises it.
@@ -96,7 +97,13 @@ fn meta_get(exec: &mut Exec, key: &[u8], flags: &MetaFlags) {
     let mc = &exec.server.memcache;
     bump(&mc.cmd_get);
     let now = now_ms();
-    let mut guards = exec.server.store.lock_keys([key]);
+    let access = match flags.ttl {
+        Some(_) => Access::ReadMutate,
+        None => Access::Read,
+    };
+    let Some(mut guards) = exec.lock_item(key, access) else {
+        return;
+    };
     let shard = guards.shard(key);
     let before = items::peek(shard, exec.db, key, now);
     if let (Some(_), Some(ttl)) = (before, flags.ttl) {
@@ -152,9 +159,12 @@ fn meta_set(exec: &mut Exec, key: &[u8], value: &[u8], flags: &MetaFlags) {
     };
     let now = now_ms();
     let value_len_max = exec.value_len_max;
-    let outcome = items::with_room(exec.server, key, |shard| {
-        items::store(shard, exec.db, &args, value_len_max, now)
+    let outcome = exec.with_item_room(key, |shard, db| {
+        items::store(shard, db, &args, value_len_max, now)
     });
+    let Some(outcome) = outcome else {
+        return;
+    };
     let Ok(outcome) = outcome else {
         exec.out.extend_from_slice(OOM_REPLY);
         return;
@@ -180,9 +190,12 @@ fn meta_delete(exec: &mut Exec, key: &[u8], flags: &MetaFlags) {
         flags,
     };
     let now = now_ms();
-    let outcome = items::with_shard(exec.server, key, |shard| {
-        items::delete(shard, exec.db, key, flags.compare_cas, now)
+    let outcome = exec.with_item(key, Access::ReadMutate, |shard, db| {
+        items::delete(shard, db, key, flags.compare_cas, now)
     });
+    let Some(outcome) = outcome else {
+        return;
+    };
     count_delete(exec.server, outcome == DeleteOutcome::Deleted);
     let status = match outcome {
         DeleteOutcome::Deleted => MetaStatus::Hd,
@@ -202,20 +215,23 @@ fn meta_arith(exec: &mut Exec, key: &[u8], flags: &MetaFlags) {
     let incr = flags.arith_mode != Some(MetaArithMode::Decr);
     let delta = flags.delta.unwrap_or(1);
     let now = now_ms();
-    let result = items::with_room(exec.server, key, |shard| {
-        let mut outcome = items::arith(shard, exec.db, key, incr, delta, flags.compare_cas, now);
+    let result = exec.with_item_room(key, |shard, db| {
+        let mut outcome = items::arith(shard, db, key, incr, delta, flags.compare_cas, now);
         if let (ArithOutcome::NotFound, Some(ttl)) = (outcome, flags.vivify_ttl) {
             let value = flags.initial.unwrap_or(0);
-            let cas = items::create_counter(shard, exec.db, key, value, ttl, now);
+            let cas = items::create_counter(shard, db, key, value, ttl, now);
             outcome = ArithOutcome::Done { value, cas };
         } else if let (ArithOutcome::Done { .. }, Some(ttl)) = (outcome, flags.ttl) {
-            items::touch(shard, exec.db, key, ttl, now);
+            items::touch(shard, db, key, ttl, now);
         }
-        let info = items::peek(shard, exec.db, key, now)
+        let info = items::peek(shard, db, key, now)
             .map(|info| item_info(shard, &info, &info, 0, now))
             .unwrap_or_default();
         (outcome, info)
     });
+    let Some(result) = result else {
+        return;
+    };
     let Ok((outcome, mut info)) = result else {
         exec.out.extend_from_slice(OOM_REPLY);
         return;
@@ -239,11 +255,14 @@ fn meta_arith(exec: &mut Exec, key: &[u8], flags: &MetaFlags) {
 /// me: memcached's debug line (exp, la, cas, fetch, cls, size); EN on a miss.
 fn meta_debug(exec: &mut Exec, key: &[u8], base64: bool) {
     let now = now_ms();
-    let found = items::with_shard(exec.server, key, |shard| {
-        let info = items::peek(shard, exec.db, key, now)?;
-        let size = shard.memory_usage(exec.db, key, now).unwrap_or(0);
+    let found = exec.with_item(key, Access::Read, |shard, db| {
+        let info = items::peek(shard, db, key, now)?;
+        let size = shard.memory_usage(db, key, now).unwrap_or(0);
         Some((info, shard.idle_s(&info, now), size, shard.id))
     });
+    let Some(found) = found else {
+        return;
+    };
     let Some((info, idle_s, size, shard_id)) = found else {
         exec.out.extend_from_slice(b"EN\r\n");
         return;

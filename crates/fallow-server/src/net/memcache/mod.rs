@@ -11,11 +11,20 @@ pub use stats::McStats;
 
 use crate::server::{ClientHandle, Server};
 use crate::tenants::TenantBinding;
-use fallow_proto::memcache::{parse, McLimits, McRequest, Parsed};
+use crate::txn::modes;
+use crate::txn::session::{self, Claim, LockWait, PlainLocks};
+use crate::txn::AbortCause;
+use fallow_proto::memcache::{
+    encode_binary_response, parse, BinaryStatus, McLimits, McRequest, Parsed,
+};
+use fallow_store::{Guards, OutOfMemory, Shard};
+use fallow_txn::Access;
 use stats::bump;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::Notify;
 
 /// What `version` reports: the memcached release whose behaviour fallow follows.
 pub const VERSION: &str = "1.6.18-fallow";
@@ -28,6 +37,8 @@ const READ_CHUNK_BYTES: usize = 16 << 10;
 const PARTIAL_REQUEST_OVERHEAD_BYTES: usize = 512 << 10;
 /// Reply to a write that cannot be made room for under maxmemory.
 pub(crate) const OOM_REPLY: &[u8] = b"SERVER_ERROR out of memory storing object\r\n";
+/// Input read while a request waits for a transaction's lock, at most (more waits for the wait to end).
+const INPUT_WHILE_WAITING_BYTES_MAX: usize = 1 << 20;
 
 /// Settings a connection caches; refreshed when CONFIG SET changes them or tenants change.
 struct Limits {
@@ -73,6 +84,93 @@ pub(crate) struct Exec<'a> {
     pub db: usize,
     /// Set by quit (and binary quit): close once the replies are written.
     pub close: bool,
+    /// Transactions' locks on the items the request touches.
+    pub locks: &'a mut ItemLocks,
+}
+
+/// A memcached connection's side of transactions' locks: like a RESP plain command, a request waits
+/// while a transaction holds an item it touches in a mode that does not admit it (reads share).
+#[derive(Default)]
+pub(crate) struct ItemLocks {
+    locks: Option<PlainLocks>,
+    wait: Option<LockWait>,
+    waker: Arc<Notify>,
+    /// Set when the request being executed cannot run now.
+    blocked: Option<Blocked>,
+    /// What the waiting request answers when it is executed again: its wait ended without the lock.
+    refused: Option<AbortCause>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Blocked {
+    /// Queued for a lock: the request is executed again once granted.
+    Wait,
+    Refused(AbortCause),
+}
+
+impl ItemLocks {
+    fn release(&mut self, server: &Server) {
+        session::release_claim(server, &mut self.locks, &mut self.wait);
+    }
+}
+
+impl<'a> Exec<'a> {
+    /// Locks the shard of `key`, unless a transaction holds the item in a mode that does not admit
+    /// `access`: then None, and the request waits or is refused (`process_input`).
+    pub fn lock_item(&mut self, key: &[u8], access: Access) -> Option<Guards<'a>> {
+        let guards = self.server.store.lock_keys([key]);
+        // Checked with the shard locked, as for RESP commands: a transaction that locks the item later
+        // reads it after this request.
+        if !self.server.txns.any_locked() && self.locks.locks.is_none() {
+            return Some(guards);
+        }
+        let requests = modes::item_request(key, access, self.db);
+        let locks = &mut *self.locks;
+        let waker = locks.waker.clone();
+        match session::claim(
+            self.server,
+            &mut locks.locks,
+            &mut locks.wait,
+            &waker,
+            requests,
+        ) {
+            Claim::Run => Some(guards),
+            Claim::Wait => {
+                locks.blocked = Some(Blocked::Wait);
+                None
+            }
+            Claim::Refused(cause) => {
+                locks.blocked = Some(Blocked::Refused(cause));
+                None
+            }
+        }
+    }
+
+    /// Runs `f` on the locked shard of `key` and the items' database; None as for [`Exec::lock_item`].
+    pub fn with_item<R>(
+        &mut self,
+        key: &[u8],
+        access: Access,
+        f: impl FnOnce(&mut Shard, usize) -> R,
+    ) -> Option<R> {
+        let mut guards = self.lock_item(key, access)?;
+        Some(f(guards.shard(key), self.db))
+    }
+
+    /// Like [`Exec::with_item`] for writes: first evicts to get under maxmemory, Err when that fails.
+    pub fn with_item_room<R>(
+        &mut self,
+        key: &[u8],
+        f: impl FnOnce(&mut Shard, usize) -> R,
+    ) -> Option<Result<R, OutOfMemory>> {
+        let mut guards = self.lock_item(key, Access::ReadMutate)?;
+        if self.server.store.over_maxmemory() {
+            if let Err(full) = guards.make_room() {
+                return Some(Err(full));
+            }
+        }
+        Some(Ok(f(guards.shard(key), self.db)))
+    }
 }
 
 /// Per-connection buffers.
@@ -82,6 +180,7 @@ struct Conn {
     /// Bytes of a rejected oversized value still to arrive and be discarded.
     skip_bytes: usize,
     limits: Limits,
+    locks: ItemLocks,
 }
 
 /// What the connection does after a batch.
@@ -90,6 +189,8 @@ enum Flow {
     Read,
     /// Output was flushed early; more complete requests may be buffered.
     More,
+    /// A request waits for a transaction's lock (it is still in the input).
+    WaitLock,
     Close,
 }
 
@@ -103,10 +204,12 @@ where
         out: Vec::new(),
         skip_bytes: 0,
         limits: Limits::load(&server),
+        locks: ItemLocks::default(),
     };
     if let Err(error) = connection_loop(&server, &mut stream, &handle, &mut conn).await {
         tracing::debug!(client = handle.id, %error, "connection ended with an error");
     }
+    conn.locks.release(&server);
     let _ = stream.shutdown().await;
 }
 
@@ -145,10 +248,62 @@ where
             }
         }
         write_out(server, stream, &mut conn.out).await?;
+        if flow == Flow::WaitLock {
+            flow = wait_item_lock(server, stream, handle, conn).await;
+        }
         if flow == Flow::Close {
             return Ok(());
         }
     }
+}
+
+/// Sleeps until the waiting request's lock is granted (then it runs again), its wait passes
+/// `txn-lock-wait-ms` (then it is answered with an error), or the client goes away.
+async fn wait_item_lock<S>(
+    server: &Server,
+    stream: &mut S,
+    handle: &ClientHandle,
+    conn: &mut Conn,
+) -> Flow
+where
+    S: AsyncRead + Unpin,
+{
+    let wait_max = Duration::from_millis(server.config.read().txn_lock_wait_ms);
+    let waker = conn.locks.waker.clone();
+    handle.snapshot.lock().blocked = true;
+    let flow = loop {
+        let Some(wait) = conn.locks.wait.as_ref() else {
+            break Flow::More;
+        };
+        let (txn, started) = (wait.txn, wait.started);
+        if !server.txns.is_waiting(txn) {
+            let waited_us = started.elapsed().as_micros() as u64;
+            let stats = &server.txns.stats;
+            stats.lock_wait_us.fetch_add(waited_us, Ordering::Relaxed);
+            conn.locks.wait = None;
+            break Flow::More;
+        }
+        let deadline = tokio::time::Instant::from_std(started + wait_max);
+        let room = conn.input.len() < INPUT_WHILE_WAITING_BYTES_MAX;
+        if room {
+            conn.input.reserve(READ_CHUNK_BYTES);
+        }
+        tokio::select! {
+            _ = handle.kill_signal.notified() => break Flow::Close,
+            _ = waker.notified() => {}
+            _ = tokio::time::sleep_until(deadline) => {
+                conn.locks.release(server);
+                conn.locks.refused = Some(AbortCause::Timeout);
+                break Flow::More;
+            }
+            read = stream.read_buf(&mut conn.input), if room => match read {
+                Ok(0) | Err(_) => break Flow::Close,
+                Ok(read) => count_input(server, read),
+            },
+        }
+    };
+    handle.snapshot.lock().blocked = false;
+    flow
 }
 
 fn count_input(server: &Server, bytes: usize) {
@@ -195,7 +350,8 @@ async fn write_out<S: AsyncWrite + Unpin>(
     Ok(())
 }
 
-/// Executes every complete request in the input, then drops the consumed bytes.
+/// Executes every complete request in the input, then drops the consumed bytes. A request that waits for a
+/// transaction's lock stays in the input, its partial replies dropped, and is executed again later.
 fn process_input(server: &Arc<Server>, conn: &mut Conn) -> Flow {
     let mut start = 0;
     let mut flow = Flow::Read;
@@ -205,6 +361,7 @@ fn process_input(server: &Arc<Server>, conn: &mut Conn) -> Flow {
         value_len_max: conn.limits.codec.value_len_max,
         db: conn.limits.tenant.address(items::DB_INDEX),
         close: false,
+        locks: &mut conn.locks,
     };
     while conn.skip_bytes == 0 && start < conn.input.len() {
         let pending = &conn.input[start..];
@@ -217,12 +374,15 @@ fn process_input(server: &Arc<Server>, conn: &mut Conn) -> Flow {
                 break;
             }
             Parsed::Request { request, consumed } => {
+                if !execute_claiming(&mut exec, request) {
+                    flow = Flow::WaitLock;
+                    break;
+                }
                 start += consumed;
                 server
                     .stats
                     .commands_processed
                     .fetch_add(1, Ordering::Relaxed);
-                execute(&mut exec, request);
             }
             Parsed::Error { error, consumed } => {
                 server.stats.protocol_errors.fetch_add(1, Ordering::Relaxed);
@@ -250,6 +410,80 @@ fn process_input(server: &Arc<Server>, conn: &mut Conn) -> Flow {
         flow = Flow::Read;
     }
     flow
+}
+
+/// Executes one request, or answers it with the refusal its lock wait ended in. False when it waits for
+/// a transaction's lock: it wrote nothing, and is executed again once granted.
+fn execute_claiming(exec: &mut Exec, request: McRequest) -> bool {
+    let error_to = ErrorTo::of(&request);
+    if let Some(cause) = exec.locks.refused.take() {
+        error_to.refuse(exec.out, cause);
+        return true;
+    }
+    let replies_before = exec.out.len();
+    execute(exec, request);
+    match exec.locks.blocked.take() {
+        None => {
+            exec.locks.release(exec.server);
+            true
+        }
+        Some(Blocked::Wait) => {
+            exec.out.truncate(replies_before);
+            false
+        }
+        Some(Blocked::Refused(cause)) => {
+            exec.out.truncate(replies_before);
+            error_to.refuse(exec.out, cause);
+            true
+        }
+    }
+}
+
+/// How to answer a request with an error: a binary response echoes its opcode and opaque.
+enum ErrorTo {
+    Text,
+    Binary { opcode: u8, opaque: u32 },
+}
+
+impl ErrorTo {
+    fn of(request: &McRequest) -> ErrorTo {
+        match request {
+            McRequest::Binary(request) => ErrorTo::Binary {
+                opcode: request.opcode,
+                opaque: request.opaque,
+            },
+            _ => ErrorTo::Text,
+        }
+    }
+
+    /// A request whose lock wait failed: SERVER_ERROR (text and meta) or "temporary failure" (binary).
+    fn refuse(self, out: &mut Vec<u8>, cause: AbortCause) {
+        let message = format!(
+            "item locked by a transaction: {} ({}), retry",
+            cause.name(),
+            cause.detail()
+        );
+        match self {
+            ErrorTo::Text => {
+                out.extend_from_slice(b"SERVER_ERROR ");
+                out.extend_from_slice(message.as_bytes());
+                out.extend_from_slice(b"\r\n");
+            }
+            ErrorTo::Binary { opcode, opaque } => {
+                let status = BinaryStatus::TemporaryFailure as u16;
+                encode_binary_response(
+                    out,
+                    opcode,
+                    status,
+                    opaque,
+                    0,
+                    &[],
+                    &[],
+                    message.as_bytes(),
+                );
+            }
+        }
+    }
 }
 
 fn execute(exec: &mut Exec, request: McRequest) {

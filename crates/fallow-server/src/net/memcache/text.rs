@@ -9,6 +9,7 @@ use fallow_proto::memcache::text::{
 };
 use fallow_proto::memcache::{McError, McRequest, StoreMode, TextReply};
 use fallow_store::now_ms;
+use fallow_txn::Access;
 use std::sync::atomic::Ordering;
 
 const NON_NUMERIC: &[u8] = b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n";
@@ -82,7 +83,13 @@ fn get(exec: &mut Exec, keys: &[Bytes], return_cas: bool, touch_exptime: Option<
     for key in keys {
         bump(&mc.cmd_get);
         let now = now_ms();
-        let mut guards = exec.server.store.lock_keys([key]);
+        let access = match touch_exptime {
+            Some(_) => Access::ReadMutate,
+            None => Access::Read,
+        };
+        let Some(mut guards) = exec.lock_item(key, access) else {
+            return;
+        };
         let shard = guards.shard(key);
         if let Some(exptime) = touch_exptime {
             bump(&mc.cmd_touch);
@@ -110,9 +117,12 @@ fn store(exec: &mut Exec, args: &StoreArgs, noreply: bool) {
     bump(&mc.cmd_set);
     let now = now_ms();
     let value_len_max = exec.value_len_max;
-    let outcome = items::with_room(exec.server, args.key, |shard| {
-        items::store(shard, exec.db, args, value_len_max, now)
+    let outcome = exec.with_item_room(args.key, |shard, db| {
+        items::store(shard, db, args, value_len_max, now)
     });
+    let Some(outcome) = outcome else {
+        return;
+    };
     let Ok(outcome) = outcome else {
         exec.out.extend_from_slice(OOM_REPLY);
         return;
@@ -144,9 +154,12 @@ pub(super) fn count_store(server: &crate::server::Server, mode: StoreMode, outco
 
 fn delete(exec: &mut Exec, key: &[u8], noreply: bool) {
     let now = now_ms();
-    let outcome = items::with_shard(exec.server, key, |shard| {
-        items::delete(shard, exec.db, key, None, now)
+    let outcome = exec.with_item(key, Access::ReadMutate, |shard, db| {
+        items::delete(shard, db, key, None, now)
     });
+    let Some(outcome) = outcome else {
+        return;
+    };
     let deleted = outcome == DeleteOutcome::Deleted;
     count_delete(exec.server, deleted);
     let text = if deleted {
@@ -168,9 +181,12 @@ pub(super) fn count_delete(server: &crate::server::Server, deleted: bool) {
 
 fn arith(exec: &mut Exec, key: &[u8], incr: bool, delta: u64, noreply: bool) {
     let now = now_ms();
-    let outcome = items::with_room(exec.server, key, |shard| {
-        items::arith(shard, exec.db, key, incr, delta, None, now)
+    let outcome = exec.with_item_room(key, |shard, db| {
+        items::arith(shard, db, key, incr, delta, None, now)
     });
+    let Some(outcome) = outcome else {
+        return;
+    };
     let Ok(outcome) = outcome else {
         exec.out.extend_from_slice(OOM_REPLY);
         return;
@@ -200,9 +216,12 @@ pub(super) fn count_arith(server: &crate::server::Server, incr: bool, outcome: &
 
 fn touch(exec: &mut Exec, key: &[u8], exptime: i64, noreply: bool) {
     let now = now_ms();
-    let touched = items::with_shard(exec.server, key, |shard| {
-        items::touch(shard, exec.db, key, exptime, now)
+    let touched = exec.with_item(key, Access::ReadMutate, |shard, db| {
+        items::touch(shard, db, key, exptime, now)
     });
+    let Some(touched) = touched else {
+        return;
+    };
     count_touch(exec.server, touched);
     let text = if touched {
         TextReply::Touched
