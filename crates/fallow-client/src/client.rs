@@ -185,7 +185,17 @@ impl Client {
     /// order `body` issued them (Reply::Nil where the server sent none).
     pub fn transaction_with_replies<T>(
         &self,
+        body: impl FnMut(&mut Txn) -> Result<T, ClientError>,
+    ) -> Result<(T, Vec<Reply>), ClientError> {
+        self.transaction_noting_aborts(body, |_| {})
+    }
+
+    /// As `transaction_with_replies`, telling `on_abort` the cause of every abort, those it retried and the
+    /// last one it gave up on, whether the body or TXN.COMMIT met it.
+    pub fn transaction_noting_aborts<T>(
+        &self,
         mut body: impl FnMut(&mut Txn) -> Result<T, ClientError>,
+        mut on_abort: impl FnMut(&AbortCause),
     ) -> Result<(T, Vec<Reply>), ClientError> {
         let mut retries = 0;
         let mut alone = false;
@@ -195,6 +205,9 @@ impl Client {
                 Ok(value) => txn.commit().map(|replies| (value, replies)),
                 Err(error) => Err(txn.abandon(error)),
             };
+            if let Err(ClientError::Aborted(cause)) = &result {
+                on_abort(cause);
+            }
             match result {
                 Err(ClientError::Aborted(cause)) if retries < self.config.retries_max => {
                     retries += 1;

@@ -548,16 +548,26 @@ fn a_write_behind_that_conflicts_aborts_and_retries() {
         thread::sleep(Duration::from_millis(100));
         holder.call(&[b"TXN.COMMIT"]).unwrap()
     });
+    let mut causes = Vec::new();
     let ((), replies) = client
-        .transaction_with_replies(|txn| {
-            txn.write(&[b"INCR", b"attempts"])?;
-            txn.write(&[b"SADD", b"s", b"x"])
-        })
+        .transaction_noting_aborts(
+            |txn| {
+                txn.write(&[b"INCR", b"attempts"])?;
+                txn.write(&[b"SADD", b"s", b"x"])
+            },
+            |cause| causes.push(cause.clone()),
+        )
         .unwrap();
     assert_eq!(replies, vec![Reply::Int(1), Reply::Int(1)]);
     assert_eq!(release.join().unwrap(), Reply::Array(vec![]));
     let stats = client.stats();
     assert!(stats.aborts.conflict >= 1, "{stats:?}");
+    // Met at TXN.COMMIT, outside the body: the callback still hears each one's cause.
+    assert_eq!(causes.len() as u64, stats.retries, "{causes:?}");
+    assert!(
+        causes.iter().all(|cause| *cause == AbortCause::Conflict),
+        "{causes:?}"
+    );
     assert_eq!(
         int(&client, &[b"GET", b"attempts"]),
         1,

@@ -339,7 +339,7 @@ impl Session for ClientSession<'_> {
             return self.run_plain(body);
         }
         let (mut attempts, mut causes) = (0u32, Vec::new());
-        let result = self.backend.client.transaction(|txn| {
+        let body = |txn: &mut Txn| {
             attempts += 1;
             let mut calls = TxnCalls {
                 txn,
@@ -348,21 +348,20 @@ impl Session for ClientSession<'_> {
             };
             match body(&mut calls) {
                 Ok(()) => Ok(()),
-                Err(CallError::Abort(name)) => {
-                    causes.push(name);
-                    Err(ClientError::Aborted(
-                        calls.abort.take().unwrap_or(AbortCause::Conflict),
-                    ))
-                }
+                Err(CallError::Abort(_)) => Err(ClientError::Aborted(
+                    calls.abort.take().unwrap_or(AbortCause::Conflict),
+                )),
                 Err(CallError::Failed(e)) => Err(ClientError::Usage(format!("{e:#}"))),
                 Err(CallError::Stopped) => Err(ClientError::Usage(STOPPED.into())),
             }
-        });
+        };
+        let note = |cause: &AbortCause| causes.push(cause.name().to_string());
+        let result = self
+            .backend
+            .client
+            .transaction_noting_aborts(body, note)
+            .map(|_| ());
         let retries = attempts.saturating_sub(1);
-        // Aborts at TXN.COMMIT happen outside the body, so their causes are not seen here.
-        while causes.len() < retries as usize {
-            causes.push("commit".to_string());
-        }
         match result {
             Ok(()) => Ok(Outcome {
                 committed: true,
