@@ -332,6 +332,7 @@ def mc_waits(conn, request: bytes):
 def test_memcached_requests_respect_transaction_locks(raw, mcraw, mc):
     t1, t2 = raw(), raw()
     writer, reader = mcraw(), mcraw()
+    before = mc.stats()
     assert t1.cmd("TXN.BEGIN") == "OK"
     assert t1.cmd("SET", "k", "txn") == "QUEUED"
     # The transaction's write lock holds off memcached writes and reads of the item alike.
@@ -358,6 +359,10 @@ def test_memcached_requests_respect_transaction_locks(raw, mcraw, mc):
     assert t2.cmd("TXN.COMMIT") == []
     assert writer.readline() == b"DELETED"
     assert int(txn_info(t1)["txn_locked_records"]) == 0
+    # a request that waited counts once
+    after = mc.stats()
+    assert after[b"cmd_set"] - before[b"cmd_set"] == 2
+    assert after[b"cmd_get"] - before[b"cmd_get"] == 2
 
 
 def test_a_memcached_lock_wait_is_bounded_and_the_connection_goes_on(raw, mcraw):

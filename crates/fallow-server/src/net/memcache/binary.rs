@@ -71,15 +71,11 @@ fn compare_cas(request: &BinaryRequest) -> Option<u64> {
 fn get(exec: &mut Exec, request: &BinaryRequest, touch_exptime: Option<u32>) {
     let mc = &exec.server.memcache;
     let key = &request.key[..];
-    bump(&mc.cmd_get);
     let now = now_ms();
-    let access = match touch_exptime {
-        Some(_) => Access::ReadMutate,
-        None => Access::Read,
-    };
-    let Some(mut guards) = exec.lock_item(key, access) else {
+    let Some(mut guards) = exec.lock_item(key, items::access(touch_exptime.is_some())) else {
         return;
     };
+    bump(&mc.cmd_get);
     let shard = guards.shard(key);
     if let Some(exptime) = touch_exptime {
         count_touch(
@@ -153,7 +149,6 @@ fn touch(exec: &mut Exec, request: &BinaryRequest) {
 /// set/add/replace (extras: flags, exptime) and append/prepend. A CAS in the header turns
 /// set/add/replace into cas and is a check for append/prepend, as in memcached.
 fn store(exec: &mut Exec, request: &BinaryRequest, base_mode: StoreMode) {
-    bump(&exec.server.memcache.cmd_set);
     let (client_flags, exptime) = request.store_extras().unwrap_or((0, 0));
     let cas = compare_cas(request);
     let mode = match base_mode {
@@ -176,6 +171,7 @@ fn store(exec: &mut Exec, request: &BinaryRequest, base_mode: StoreMode) {
     let Some(outcome) = outcome else {
         return;
     };
+    bump(&exec.server.memcache.cmd_set);
     let Ok(outcome) = outcome else {
         return status(exec, request, BinaryStatus::OutOfMemory, 0);
     };

@@ -4,6 +4,7 @@
 use crate::server::Server;
 use fallow_proto::memcache::StoreMode;
 use fallow_store::{now_ms, ItemInfo, Kind, Shard};
+use fallow_txn::Access;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,6 +55,16 @@ pub fn ttl_s(info: &ItemInfo, now_ms: u64) -> i64 {
         return -1;
     }
     (info.expire_at_ms.saturating_sub(now_ms).div_ceil(1000)) as i64
+}
+
+/// The lock a read takes on its item: `read`, or the exclusive `write` when it also changes the item (gat,
+/// mg with a TTL).
+pub fn access(changes_the_item: bool) -> Access {
+    if changes_the_item {
+        Access::ReadMutate
+    } else {
+        Access::Read
+    }
 }
 
 /// The string item under `key` without recording an access; other types are invisible to memcached.

@@ -95,15 +95,11 @@ fn meta_get(exec: &mut Exec, key: &[u8], flags: &MetaFlags) {
         flags,
     };
     let mc = &exec.server.memcache;
-    bump(&mc.cmd_get);
     let now = now_ms();
-    let access = match flags.ttl {
-        Some(_) => Access::ReadMutate,
-        None => Access::Read,
-    };
-    let Some(mut guards) = exec.lock_item(key, access) else {
+    let Some(mut guards) = exec.lock_item(key, items::access(flags.ttl.is_some())) else {
         return;
     };
+    bump(&mc.cmd_get);
     let shard = guards.shard(key);
     let before = items::peek(shard, exec.db, key, now);
     if let (Some(_), Some(ttl)) = (before, flags.ttl) {
@@ -144,7 +140,6 @@ fn meta_set(exec: &mut Exec, key: &[u8], value: &[u8], flags: &MetaFlags) {
         key,
         flags,
     };
-    bump(&exec.server.memcache.cmd_set);
     let mode = match flags.set_mode.unwrap_or(StoreMode::Set) {
         StoreMode::Set | StoreMode::Replace if flags.compare_cas.is_some() => StoreMode::Cas,
         mode => mode,
@@ -165,6 +160,7 @@ fn meta_set(exec: &mut Exec, key: &[u8], value: &[u8], flags: &MetaFlags) {
     let Some(outcome) = outcome else {
         return;
     };
+    bump(&exec.server.memcache.cmd_set);
     let Ok(outcome) = outcome else {
         exec.out.extend_from_slice(OOM_REPLY);
         return;

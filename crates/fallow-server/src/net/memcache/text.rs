@@ -81,15 +81,11 @@ fn reply(exec: &mut Exec, noreply: bool, reply: TextReply) {
 fn get(exec: &mut Exec, keys: &[Bytes], return_cas: bool, touch_exptime: Option<i64>) {
     let mc = &exec.server.memcache;
     for key in keys {
-        bump(&mc.cmd_get);
         let now = now_ms();
-        let access = match touch_exptime {
-            Some(_) => Access::ReadMutate,
-            None => Access::Read,
-        };
-        let Some(mut guards) = exec.lock_item(key, access) else {
+        let Some(mut guards) = exec.lock_item(key, items::access(touch_exptime.is_some())) else {
             return;
         };
+        bump(&mc.cmd_get);
         let shard = guards.shard(key);
         if let Some(exptime) = touch_exptime {
             bump(&mc.cmd_touch);
@@ -113,8 +109,6 @@ fn get(exec: &mut Exec, keys: &[Bytes], return_cas: bool, touch_exptime: Option<
 }
 
 fn store(exec: &mut Exec, args: &StoreArgs, noreply: bool) {
-    let mc = &exec.server.memcache;
-    bump(&mc.cmd_set);
     let now = now_ms();
     let value_len_max = exec.value_len_max;
     let outcome = exec.with_item_room(args.key, |shard, db| {
@@ -123,6 +117,7 @@ fn store(exec: &mut Exec, args: &StoreArgs, noreply: bool) {
     let Some(outcome) = outcome else {
         return;
     };
+    bump(&exec.server.memcache.cmd_set);
     let Ok(outcome) = outcome else {
         exec.out.extend_from_slice(OOM_REPLY);
         return;
