@@ -355,15 +355,8 @@ where
         let Some(wait) = conn.lock_wait.as_ref() else {
             break Flow::More;
         };
-        let (txn, started) = (wait.txn, wait.started);
-        if !server.txns.is_waiting(txn) {
-            let waited_us = started.elapsed().as_micros() as u64;
-            server
-                .txns
-                .stats
-                .lock_wait_us
-                .fetch_add(waited_us, Ordering::Relaxed);
-            conn.lock_wait = None;
+        let started = wait.started;
+        if crate::txn::session::end_granted_wait(server, &mut conn.lock_wait) {
             conn.now_ms = fallow_store::now_ms();
             command::execute(server, conn, out, &args);
             conn.flush_command_stats(server);

@@ -355,6 +355,22 @@ pub fn release_claim(server: &Server, locks: &mut Option<PlainLocks>, wait: &mut
     *wait = None;
 }
 
+/// Ends `wait` if the lock table granted it, counting the time waited: true then, and the waiting command
+/// or request runs again (it now holds the lock).
+pub fn end_granted_wait(server: &Server, wait: &mut Option<LockWait>) -> bool {
+    let Some(LockWait { txn, started }) = *wait else {
+        return false;
+    };
+    if server.txns.is_waiting(txn) {
+        return false;
+    }
+    let waited_us = started.elapsed().as_micros() as u64;
+    let stats = &server.txns.stats;
+    stats.lock_wait_us.fetch_add(waited_us, Ordering::Relaxed);
+    *wait = None;
+    true
+}
+
 /// [`claim`] for a RESP plain command or EXEC; a refusal's error reply is written.
 pub fn plain_access(
     server: &Server,

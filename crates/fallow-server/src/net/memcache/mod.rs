@@ -275,12 +275,8 @@ where
         let Some(wait) = conn.locks.wait.as_ref() else {
             break Flow::More;
         };
-        let (txn, started) = (wait.txn, wait.started);
-        if !server.txns.is_waiting(txn) {
-            let waited_us = started.elapsed().as_micros() as u64;
-            let stats = &server.txns.stats;
-            stats.lock_wait_us.fetch_add(waited_us, Ordering::Relaxed);
-            conn.locks.wait = None;
+        let started = wait.started;
+        if session::end_granted_wait(server, &mut conn.locks.wait) {
             break Flow::More;
         }
         let deadline = tokio::time::Instant::from_std(started + wait_max);
