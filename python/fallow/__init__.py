@@ -14,8 +14,13 @@ The TXN.* commands run on one connection taken from the client's pool for the wh
 `fallow.Cluster([r1, r2])` keys are spread by the same consistent hashing as the Rust client; a transaction
 begins a server transaction on each node it touches and commits on all after the body (no two-phase
 commit: a failure between the per-node commits leaves a partial commit, raised as PartialCommit).
+
+`fallow.socket_path(port)` names the server's Unix socket as the server and every fallow tool do
+(`$FALLOW_SOCKET`, else the per-port default): `redis.Redis(unix_socket_path=fallow.socket_path(6379))`.
 """
 from .cluster import Cluster, node_for
+from .socket_path import default_socket_path, socket_path
 from .txn import PartialCommit, Transaction, TxnAborted, run, transaction
 
-__all__ = ["Cluster", "PartialCommit", "Transaction", "TxnAborted", "node_for", "run", "transaction"]
+__all__ = ["Cluster", "PartialCommit", "Transaction", "TxnAborted", "default_socket_path", "node_for", "run",
+           "socket_path", "transaction"]

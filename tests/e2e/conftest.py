@@ -60,7 +60,9 @@ _started: list[ServerProc] = []
 @pytest.fixture(scope="session")
 def server():
     """The shared server for the whole session (fallow, redis-server or memcached)."""
-    s = ServerProc(TARGET)
+    # memcache-auth yes: ACL tests add users to this shared server, which would otherwise close its memcached
+    # listener (docs/memcached.md, Authentication); `default` has no password, so memcached tests need no login.
+    s = ServerProc(TARGET, {"memcache-auth": "yes"} if TARGET == "fallow" else None)
     _started.append(s)
     try:
         s.start()

@@ -220,12 +220,13 @@ class ServerProc:
             b = fallow_bin()
             if not b.exists():
                 raise RuntimeError(f"fallow binary not found at {b}; build it or set FALLOW_BIN")
-            a = [str(b), "--bind", HOST, "--port", str(self.port),
-                 "--memcache-port", str(self.mc_port), "--unixsocket", self.unixsocket,
-                 "--log-level", "warn"]
-            for k in ("requirepass", "maxmemory", "maxmemory-policy"):
-                if k in e:
-                    a += [f"--{k}", str(e[k])]
+            defaults = {"bind": HOST, "port": self.port, "memcache-port": self.mc_port,
+                        "unixsocket": self.unixsocket, "log-level": "warn"}
+            a = [str(b)]
+            # Every extra option is a fallow flag: server_factory(memcache_auth="yes") -> --memcache-auth yes;
+            # one named like a default replaces it (clap refuses a flag given twice).
+            for k, v in {**defaults, **e}.items():
+                a += [f"--{k}", str(v)]
             return a
         if self.kind == "redis":
             a = ["redis-server", "--port", str(self.port), "--bind", HOST, "--save", "",

@@ -1,7 +1,9 @@
+import time
+
 import pytest
 import redis
 
-from helpers import HOST, Err, RawConn
+from helpers import HOST, TARGET, Err, RawConn, encode
 
 pytestmark = pytest.mark.resp
 
@@ -121,3 +123,99 @@ def test_txn_commit_and_exec_check_permissions_again(raw):
         assert admin.cmd("MGET", "a", "b", "n") == [None, None, b"1"]
     finally:
         raw().cmd("ACL", "DELUSER", "w")
+
+
+# --------------------------------------------------------------------------- ACL LOG, denial counters
+def _entries(conn, *count):
+    return [dict(zip(entry[::2], entry[1::2])) for entry in conn.cmd("ACL", "LOG", *count)]
+
+
+def _stat(conn, name):
+    text = conn.cmd("INFO", "stats").decode()
+    return int(text.split(f"\r\n{name}:")[1].split("\r\n")[0])
+
+
+def test_acl_log_records_denials_grouped_like_redis(server_factory):
+    s = server_factory()
+    with RawConn(port=s.port) as admin:
+        assert admin.cmd("ACL", "SETUSER", "bob", "on", ">pw", "~foo*", "&news", "+get", "+multi",
+                         "+exec", "+publish") == "OK"
+        with RawConn(port=s.port) as u:
+            assert u.cmd("AUTH", "bob", "wrong") == Err(WRONGPASS)
+            assert u.cmd("AUTH", "bob", "wrong") == Err(WRONGPASS)
+            assert u.cmd("HELLO", "3", "AUTH", "nobody", "x") == Err(WRONGPASS)
+            assert u.cmd("AUTH", "bob", "pw") == "OK"
+            assert u.cmd("GET", "bar").startswith("NOPERM")
+            assert u.cmd("DEL", "foo").startswith("NOPERM")
+            assert u.cmd("PUBLISH", "sports", "x").startswith("NOPERM")
+            assert u.cmd("MULTI") == "OK"
+            assert u.cmd("GET", "baz").startswith("NOPERM")
+        entries = _entries(admin)
+        seen = [(e[b"reason"], e[b"context"], e[b"object"], e[b"username"], int(e[b"count"]))
+                for e in entries]
+        assert seen == [
+            (b"key", b"multi", b"baz", b"bob", 1),
+            (b"channel", b"toplevel", b"sports", b"bob", 1),
+            (b"command", b"toplevel", b"del", b"bob", 1),
+            (b"key", b"toplevel", b"bar", b"bob", 1),
+            (b"auth", b"toplevel", b"HELLO", b"nobody", 1),  # the command as sent, as Redis logs it
+            (b"auth", b"toplevel", b"AUTH", b"bob", 2),
+        ], seen
+        newest = entries[0]
+        assert float(newest[b"age-seconds"]) < 5
+        assert b"user=" in newest[b"client-info"] and b"addr=" in newest[b"client-info"]
+        assert len(_entries(admin, 2)) == 2
+        assert _entries(admin, -1) == []
+        assert admin.cmd("ACL", "LOG", "x") == Err("ERR value is not an integer or out of range")
+        if TARGET == "fallow":  # Redis 7.2's INFO fields; 7.0 has none
+            assert _stat(admin, "acl_access_denied_auth") == 3
+            assert _stat(admin, "acl_access_denied_cmd") == 1
+            assert _stat(admin, "acl_access_denied_key") == 2
+            assert _stat(admin, "acl_access_denied_channel") == 1
+        assert admin.cmd("ACL", "LOG", "RESET") == "OK"
+        assert _entries(admin) == []
+
+
+@pytest.mark.fallow_only
+def test_acl_log_is_bounded_and_has_redis_7_2_fields(server_factory):
+    s = server_factory(acllog_max_len=3)
+    with RawConn(port=s.port) as admin:
+        with RawConn(port=s.port) as u:
+            for user in range(5):
+                assert u.cmd("AUTH", f"user{user}", "x") == Err(WRONGPASS)
+        entries = _entries(admin, 100)
+        assert [e[b"username"] for e in entries] == [b"user4", b"user3", b"user2"]
+        assert [e[b"entry-id"] for e in entries] == [4, 3, 2]
+        assert all(e[b"timestamp-created"] == e[b"timestamp-last-updated"] > 0 for e in entries)
+        assert admin.cmd("CONFIG", "SET", "acllog-max-len", "1") == "OK"
+        assert len(_entries(admin, 100)) == 1
+        assert _stat(admin, "acl_access_denied_auth") == 5
+        assert admin.cmd("CONFIG", "RESETSTAT") == "OK"
+        assert _stat(admin, "acl_access_denied_auth") == 0
+
+
+@pytest.mark.fallow_only
+def test_failed_auths_are_slowed_per_connection(server_factory):
+    s = server_factory(requirepass="s3cret", auth_failures_before_delay=2, auth_failure_delay_ms=200,
+                       auth_failure_delay_max_ms=400)
+    with RawConn(port=s.port) as guesser, RawConn(port=s.port) as other:
+        took = []
+        for attempt in range(5):
+            started = time.monotonic()
+            assert guesser.cmd("AUTH", f"guess{attempt}") == Err(WRONGPASS)
+            took.append(time.monotonic() - started)
+        assert max(took[:2]) < 0.15, took  # the free failures
+        assert 0.19 <= took[2] < 0.35 and 0.39 <= took[3] < 0.6 and 0.39 <= took[4] < 0.6, took
+        # pipelined guesses wait too: one reply per delay
+        started = time.monotonic()
+        guesser.send(encode("AUTH", "a") + encode("AUTH", "b"))
+        assert guesser.read_reply() == Err(WRONGPASS) and guesser.read_reply() == Err(WRONGPASS)
+        assert time.monotonic() - started >= 0.78
+        # another connection is not slowed, and the right password still works on the slowed one
+        started = time.monotonic()
+        assert other.cmd("AUTH", "s3cret") == "OK"
+        assert other.cmd("PING") == "PONG"
+        assert time.monotonic() - started < 0.15
+        assert guesser.cmd("AUTH", "s3cret") == "OK"
+        assert _stat(other, "acl_access_denied_auth") == 7
+    assert "failed authentications" in s.logtext()

@@ -88,3 +88,60 @@ def test_help_and_version():
     out = subprocess.run([str(fallow_bin()), "--version"], capture_output=True, text=True, timeout=10)
     assert out.returncode == 0
     assert out.stdout.startswith("fallow 0.")
+
+
+# ----------------------------------------------------------------- CONFIG SET checks every value (Redis texts)
+def _config_error(name, message):
+    return f"ERR CONFIG SET failed (possibly related to argument '{name}') - {message}"
+
+
+@pytest.mark.parametrize("name,value,message", [
+    ("maxclients", "0", "argument must be between 1 and 4294967295 inclusive"),
+    ("proto-max-bulk-len", "0", "argument must be between 1048576 and 9223372036854775807 inclusive"),
+])
+def test_values_that_break_the_server_are_refused(server_factory, name, value, message):
+    import redis
+    s = server_factory()
+    r = redis.Redis(host="127.0.0.1", port=s.port, decode_responses=True)
+    before = r.config_get(name)
+    with pytest.raises(redis.ResponseError) as refused:
+        r.config_set(name, value)
+    assert "ERR " + str(refused.value) == _config_error(name, message)  # redis-py drops the "ERR "
+    assert r.config_get(name) == before
+    fresh = redis.Redis(host="127.0.0.1", port=s.port, decode_responses=True)
+    assert fresh.set("k", "v") and fresh.get("k") == "v"
+
+
+# The same bad values redis-server 7.0.15 refuses, with its exact texts.
+@pytest.mark.parametrize("args,reply", [
+    (("maxclients", "abc"), _config_error("maxclients", "argument couldn't be parsed into an integer")),
+    (("timeout", "-1"), _config_error("timeout", "argument must be between 0 and 2147483647 inclusive")),
+    (("client-query-buffer-limit", "1000"),
+     _config_error("client-query-buffer-limit",
+                   "argument must be between 1048576 and 9223372036854775807 inclusive")),
+    (("maxmemory", "10xb"), _config_error("maxmemory", "argument must be a memory value")),
+    (("maxmemory", "-1"), _config_error("maxmemory", "argument must be a memory value")),
+    (("maxmemory-policy", "foo"),
+     _config_error("maxmemory-policy", "argument(s) must be one of the following: volatile-lru, volatile-lfu, "
+                   "volatile-random, volatile-ttl, allkeys-lru, allkeys-lfu, allkeys-random, noeviction")),
+    (("appendonly", "maybe"), _config_error("appendonly", "argument must be 'yes' or 'no'")),
+    (("port", "1"), _config_error("port", "can't set immutable config")),
+    (("nosuch", "1"), "ERR Unknown option or number of arguments for CONFIG SET - 'nosuch'"),
+    (("maxclients", "5", "maxclients", "6"), _config_error("maxclients", "duplicate parameter")),
+    (("maxclients", "5", "hz", "abc"), _config_error("hz", "argument couldn't be parsed into an integer")),
+])
+def test_bad_values_get_redis_texts_and_change_nothing(server_factory, args, reply):
+    s = server_factory()
+    with RawConn(port=s.port) as c:
+        before = c.cmd("CONFIG", "GET", "*")
+        assert c.cmd("CONFIG", "SET", *args) == reply
+        assert c.cmd("CONFIG", "GET", "*") == before, "CONFIG SET is all or nothing"
+        assert c.cmd("CONFIG", "SET", "maxclients", "5", "hz", "20") == "OK"
+        assert c.cmd("CONFIG", "GET", "maxclients") == [b"maxclients", b"5"]
+
+
+def test_out_of_range_values_are_refused_at_start_too(tmp_path):
+    out = subprocess.run([str(fallow_bin()), "--port", str(free_port()), "--maxclients", "0"],
+                         capture_output=True, text=True, timeout=10)
+    assert out.returncode == 2
+    assert "maxclients '0': argument must be between 1 and 4294967295 inclusive" in out.stderr

@@ -50,7 +50,9 @@ def start(flags: list[str]) -> TenantServer:
 @pytest.fixture(scope="module")
 def tenant_server():
     flags = [arg for tenant in TENANTS for arg in ("--tenant", tenant)]
-    server = start(flags + ["--memcache-tenant", "mc", "--shards", "2"])
+    # Tenant users make authentication required: memcached clients then authenticate (as `default`, which
+    # has no password here) instead of finding the listener closed.
+    server = start(flags + ["--memcache-tenant", "mc", "--shards", "2", "--memcache-auth", "yes"])
     yield server
     server.cleanup()
 

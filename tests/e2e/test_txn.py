@@ -230,7 +230,7 @@ def test_info_counts_commits_waits_and_conflict_pairs(raw):
 
 def test_config_validates_txn_settings(c):
     assert c.cmd("CONFIG", "SET", "txn-locks", "maybe") == Err(
-        "ERR CONFIG SET failed (possibly related to argument 'txn-locks') - argument must be 'abstract' or 'rw'")
+        "ERR CONFIG SET failed (possibly related to argument 'txn-locks') - argument(s) must be one of the following: abstract, rw")
     assert c.cmd("CONFIG", "GET", "txn-phasing") == [b"txn-phasing", b"yes"]
 
 

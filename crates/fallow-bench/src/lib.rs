@@ -6,6 +6,8 @@
 pub mod bulk;
 pub mod clock;
 pub mod experiments;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod net;
 pub mod nullserver;
 pub mod options;

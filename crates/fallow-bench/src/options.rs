@@ -19,7 +19,8 @@ pub const PIPELINE_MAX: usize = 65_536;
 /// `fallow-bench run`: drive a RESP or memcached server and measure throughput and latency.
 #[derive(clap::Args, Debug, Clone)]
 pub struct RunOptions {
-    /// Server address: tcp://HOST:PORT or unix:/path/to/socket.
+    /// Server address: tcp://HOST:PORT, unix:/path/to/socket, or unix: for $FALLOW_SOCKET (else the
+    /// default socket of port 6379; `fallow socket-path --port N` prints another port's).
     #[arg(long, default_value = "tcp://127.0.0.1:6379")]
     pub server: ServerAddr,
     /// Wire protocol: resp2, resp3 (sends HELLO 3 first), memcache-text (get/set) or memcache-meta (mg/ms).
@@ -210,7 +211,12 @@ impl FromStr for ServerAddr {
             .or_else(|| text.strip_prefix("unix:"));
         match path {
             Some(p) if !p.is_empty() => Ok(ServerAddr::Unix(PathBuf::from(p))),
-            _ => bail!("{text:?}: expected tcp://HOST:PORT or unix:/path"),
+            // The local server's socket as every fallow program finds it: $FALLOW_SOCKET, else the
+            // default path for port 6379.
+            Some(_) => Ok(ServerAddr::Unix(fallow_proto::socket_path::socket_path(
+                6379,
+            ))),
+            None => bail!("{text:?}: expected tcp://HOST:PORT, unix:/path or unix:"),
         }
     }
 }
@@ -586,12 +592,17 @@ mod tests {
             "unix:/tmp/s.sock".parse::<ServerAddr>().unwrap(),
             ServerAddr::Unix("/tmp/s.sock".into())
         );
+        assert_eq!(
+            "unix:".parse::<ServerAddr>().unwrap(),
+            ServerAddr::Unix(fallow_proto::socket_path::socket_path(6379)),
+            "unix: alone is the shared default"
+        );
         for bad in [
             "127.0.0.1:6379",
             "tcp://host",
             "tcp://:1",
             "tcp://h:99999",
-            "unix:",
+            "udp://h:1",
         ] {
             assert!(bad.parse::<ServerAddr>().is_err(), "{bad:?} accepted");
         }

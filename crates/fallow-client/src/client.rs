@@ -21,7 +21,8 @@ pub const COMBINE_GROUP_WAIT_MAX: Duration = Duration::from_secs(30);
 
 #[derive(Clone, Debug)]
 pub struct ClientConfig {
-    /// The nodes, "host:port"; keys are spread over them by consistent hashing.
+    /// The nodes, "host:port" or "unix:/path" ("unix:" alone: the local server's socket, see
+    /// `connection::unix_socket_of`); keys are spread over them by consistent hashing.
     pub nodes: Vec<String>,
     /// Merge combinable operations of concurrent transactions (see `combine`).
     pub combining: bool,

@@ -1,10 +1,12 @@
-//! Blocking RESP2 connections over TCP and the per-node pools that keep them.
+//! Blocking RESP2 connections over TCP or a Unix socket, and the per-node pools that keep them.
 //!
 //! A connection carries at most one server transaction at a time, so a transaction holds its connections
 //! from TXN.BEGIN to TXN.COMMIT/TXN.ABORT and gives them back only in a clean state. A connection whose
 //! exchange failed half-way is dropped (the server aborts its transaction on disconnect), never reused.
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -26,8 +28,60 @@ pub struct ConnectionSettings {
     pub link_delay: Duration,
 }
 
+/// A node's address: `host:port` (TCP), `unix:/path`, or `unix:` alone for the local server's socket as
+/// every fallow tool finds it (`$FALLOW_SOCKET`, else the default path for port 6379,
+/// `fallow_proto::socket_path`).
+pub fn unix_socket_of(address: &str) -> Option<PathBuf> {
+    let path = address.strip_prefix("unix:")?;
+    Some(if path.is_empty() {
+        fallow_proto::socket_path::socket_path(6379)
+    } else {
+        PathBuf::from(path)
+    })
+}
+
+enum Stream {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Stream {
+    fn open(address: &str) -> std::io::Result<Stream> {
+        let stream = match unix_socket_of(address) {
+            Some(path) => {
+                let stream = UnixStream::connect(path)?;
+                stream.set_read_timeout(Some(IO_TIMEOUT))?;
+                stream.set_write_timeout(Some(IO_TIMEOUT))?;
+                Stream::Unix(stream)
+            }
+            None => {
+                let stream = TcpStream::connect(address)?;
+                stream.set_nodelay(true)?;
+                stream.set_read_timeout(Some(IO_TIMEOUT))?;
+                stream.set_write_timeout(Some(IO_TIMEOUT))?;
+                Stream::Tcp(stream)
+            }
+        };
+        Ok(stream)
+    }
+
+    fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        match self {
+            Stream::Tcp(stream) => stream.write_all(bytes),
+            Stream::Unix(stream) => stream.write_all(bytes),
+        }
+    }
+
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Tcp(stream) => stream.read(buf),
+            Stream::Unix(stream) => stream.read(buf),
+        }
+    }
+}
+
 pub struct Connection {
-    stream: TcpStream,
+    stream: Stream,
     /// Received bytes not yet parsed: `buf[start..]`.
     buf: Vec<u8>,
     start: usize,
@@ -38,10 +92,7 @@ pub struct Connection {
 
 impl Connection {
     pub fn open(address: &str, settings: ConnectionSettings) -> Result<Connection, ClientError> {
-        let stream = TcpStream::connect(address)?;
-        stream.set_nodelay(true)?;
-        stream.set_read_timeout(Some(IO_TIMEOUT))?;
-        stream.set_write_timeout(Some(IO_TIMEOUT))?;
+        let stream = Stream::open(address)?;
         Ok(Connection {
             stream,
             buf: Vec::with_capacity(READ_CHUNK_BYTES),
@@ -173,5 +224,24 @@ impl Pool {
         let connection = Connection::open(&self.address, self.settings)?;
         self.checkin(connection);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unix_addresses() {
+        assert_eq!(unix_socket_of("127.0.0.1:6379"), None);
+        assert_eq!(
+            unix_socket_of("unix:/run/fallow/s.sock"),
+            Some(PathBuf::from("/run/fallow/s.sock"))
+        );
+        assert_eq!(
+            unix_socket_of("unix:"),
+            Some(fallow_proto::socket_path::socket_path(6379)),
+            "unix: alone is the shared default"
+        );
     }
 }

@@ -20,6 +20,10 @@ pub mod combine;
 pub mod commands;
 pub mod connection;
 pub mod error;
+#[cfg(test)]
+mod fuzz_replay;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod reply;
 pub mod ring;
 pub mod stats;

@@ -816,3 +816,56 @@ fn declared_locks_make_read_modify_write_queue_instead_of_deadlocking() {
     // TXN.BEGIN, TXN.LOCK and GET in one round trip, SET and TXN.COMMIT in the next
     assert_eq!(stats.round_trips, 2 * (THREADS * INCREMENTS) as u64 + 1);
 }
+
+/// A node given as `unix:/path` is reached over the server's Unix socket, transactions included.
+#[test]
+fn a_node_on_the_unix_socket() {
+    let program = fallow_bin();
+    if !program.is_file() {
+        eprintln!("note: {} is not built; skipping", program.display());
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("fallow-client-unix-{}", std::process::id()));
+    let socket = dir.join("s.sock");
+    std::fs::create_dir_all(&dir).unwrap();
+    let child = Command::new(&program)
+        .args(["--bind", "127.0.0.1", "--port", &free_port().to_string()])
+        .args([
+            "--memcache-port",
+            "0",
+            "--log-level",
+            "warn",
+            "--unixsocket",
+        ])
+        .arg(&socket)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {}: {e}", program.display()));
+    let address = format!("unix:{}", socket.display());
+    let _server = Server {
+        child,
+        address: address.clone(),
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "fallow did not listen on {address}"
+        );
+        thread::sleep(Duration::from_millis(10));
+    }
+    let client = Client::connect(ClientConfig {
+        nodes: vec![address],
+        ..ClientConfig::default()
+    })
+    .expect("connect over the Unix socket");
+    client
+        .transaction(|txn| {
+            txn.call(&[b"INCRBY", b"c", b"3"])?;
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(int(&client, &[b"GET", b"c"]), 3);
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -4,6 +4,8 @@ use crate::command::{key_positions, CommandSpec};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
 
+pub mod log;
+
 #[derive(Clone, Debug)]
 pub struct User {
     pub name: String,
@@ -19,7 +21,8 @@ pub struct User {
 }
 
 impl User {
-    fn new(name: &str) -> User {
+    /// A user as ACL SETUSER creates it: disabled, no password, no commands, keys or channels.
+    pub fn new(name: &str) -> User {
         User {
             name: name.into(),
             enabled: false,
@@ -70,7 +73,11 @@ impl User {
 
     fn apply_pattern_rule(&mut self, rule: &str) -> Result<(), String> {
         let invalid = || format!("Error in ACL SETUSER modifier '{rule}': Syntax error");
-        let (prefix, rest) = rule.split_at(1);
+        // Split after the first character, not byte: a rule may start with any UTF-8 character.
+        let Some(first) = rule.chars().next() else {
+            return Err(invalid());
+        };
+        let (prefix, rest) = rule.split_at(first.len_utf8());
         match prefix {
             ">" => {
                 self.passwords.insert(sha256_hex(rest.as_bytes()));
@@ -122,6 +129,19 @@ impl User {
                 None => target.split('|').next() == Some(spec.name),
             };
             if matches {
+                allowed = grant == "+";
+            }
+        }
+        allowed
+    }
+
+    /// Whether the rules grant a whole category: only `±@all` and `±@category` rules count, so a user
+    /// granted single commands of it (`+config`) does not hold the category.
+    pub fn allows_category(&self, category: &str) -> bool {
+        let mut allowed = false;
+        for rule in &self.command_rules {
+            let (grant, target) = rule.split_at(1);
+            if target == "@all" || target.strip_prefix('@') == Some(category) {
                 allowed = grant == "+";
             }
         }
@@ -264,6 +284,22 @@ impl Acl {
 
     /// May `user` run this command on these keys? Err is the NOPERM reply.
     pub fn check(&self, user: &str, spec: &CommandSpec, args: &[&[u8]]) -> Result<(), String> {
+        self.check_detailed(user, spec, args)
+            .map_err(|denied| denied.reply)
+    }
+
+    /// `check`, saying what was denied (for ACL LOG).
+    pub fn check_detailed(
+        &self,
+        user: &str,
+        spec: &CommandSpec,
+        args: &[&[u8]],
+    ) -> Result<(), Denied> {
+        let command_denied = |reply: String| Denied {
+            reply,
+            reason: log::Reason::Command,
+            object: spec.name.as_bytes().to_vec(),
+        };
         if user == "default" {
             if let Some(default) = self.users.get("default") {
                 if default.command_rules == ["+@all"] && default.key_patterns == [b"*".to_vec()] {
@@ -272,22 +308,34 @@ impl Acl {
             }
         }
         let Some(found) = self.users.get(user) else {
-            return Err("NOPERM User has been deleted".into());
+            return Err(command_denied("NOPERM User has been deleted".into()));
         };
         if spec.flags & crate::command::flags::NO_AUTH == 0 && !found.can_run(spec) {
-            return Err(format!(
+            return Err(command_denied(format!(
                 "NOPERM this user has no permissions to run the '{}' command",
                 spec.name
-            ));
+            )));
         }
         for position in key_positions(spec, args) {
             if !found.can_access_key(args[position]) {
-                return Err(
-                    "NOPERM this user has no permissions to access one of the keys used as arguments"
+                return Err(Denied {
+                    reply: "NOPERM this user has no permissions to access one of the keys used as arguments"
                         .into(),
-                );
+                    reason: log::Reason::Key,
+                    object: args[position].to_vec(),
+                });
             }
         }
         Ok(())
     }
 }
+
+/// A refused command: the NOPERM reply, and what ACL LOG records of it.
+pub struct Denied {
+    pub reply: String,
+    pub reason: log::Reason,
+    /// The command name or the key.
+    pub object: Vec<u8>,
+}
+
+impl Acl {}

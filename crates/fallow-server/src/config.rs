@@ -2,6 +2,7 @@
 //! variables, then by command-line flags (highest precedence). Names are Redis's `CONFIG GET` names where
 //! Redis has the setting. The settings that can change at run time go through `Config::set` (CONFIG SET).
 use crate::elastic::settings::{MemoryMode, Reserve, POLL_INTERVAL_MS_MAX};
+pub mod params;
 use clap::Parser;
 use serde::Deserialize;
 
@@ -75,9 +76,18 @@ pub struct Cli {
     /// memcached protocol TCP port (text, meta and binary); 0 disables it.
     #[arg(long, env = "FALLOW_MEMCACHE_PORT")]
     pub memcache_port: Option<u16>,
-    /// Unix socket path for RESP; an empty string disables it.
+    /// Unix socket path for RESP; an empty string disables it. Default: `$XDG_RUNTIME_DIR/fallow/
+    /// fallow-<port>.sock`, `/run/fallow/fallow-<port>.sock` for root, else `${TMPDIR:-/tmp}/fallow-<uid>/
+    /// fallow-<port>.sock` (`fallow socket-path --port N` prints it).
     #[arg(long, env = "FALLOW_UNIXSOCKET")]
     pub unixsocket: Option<String>,
+    /// Permissions of the Unix socket, octal (700: only this user; 770: and its group; 0: the umask's).
+    #[arg(long, env = "FALLOW_UNIXSOCKETPERM")]
+    pub unixsocketperm: Option<String>,
+    /// yes: with no password for the default user, answer only loopback and Unix-socket clients.
+    /// Changeable with CONFIG SET.
+    #[arg(long, env = "FALLOW_PROTECTED_MODE")]
+    pub protected_mode: Option<String>,
     /// Worker threads serving connections; 0 = one per core.
     #[arg(long, env = "FALLOW_THREADS")]
     pub threads: Option<usize>,
@@ -149,6 +159,15 @@ pub struct Cli {
     /// Pub/sub messages queued for one subscriber before it is disconnected as too slow.
     #[arg(long, env = "FALLOW_PUBSUB_QUEUE_MESSAGES_MAX")]
     pub pubsub_queue_messages_max: Option<usize>,
+    /// Redis's `<class> <hard> <soft> <soft-seconds>` groups (classes normal, replica, pubsub), e.g.
+    /// "pubsub 32mb 8mb 60": a client whose unwritten replies and queued messages pass its hard limit, or
+    /// its soft limit for the seconds given, is closed. Changeable with CONFIG SET.
+    #[arg(long, env = "FALLOW_CLIENT_OUTPUT_BUFFER_LIMIT")]
+    pub client_output_buffer_limit: Option<String>,
+    /// Bound on all clients' buffers together (bytes, or N% of maxmemory, of host RAM while maxmemory is
+    /// 0); past it the client using the most is closed. 0 = none. Changeable with CONFIG SET.
+    #[arg(long, env = "FALLOW_MAXMEMORY_CLIENTS")]
+    pub maxmemory_clients: Option<String>,
     /// Log level: error, warn, info, debug, trace (or a tracing filter).
     #[arg(long, env = "FALLOW_LOG_LEVEL")]
     pub log_level: Option<String>,
@@ -160,6 +179,25 @@ pub struct Cli {
     /// Changeable with CONFIG SET.
     #[arg(long, env = "FALLOW_MEMCACHE_TENANT")]
     pub memcache_tenant: Option<String>,
+    /// Entries ACL LOG keeps (denied authentications, commands, keys, channels). Changeable with CONFIG SET.
+    #[arg(long, env = "FALLOW_ACLLOG_MAX_LEN")]
+    pub acllog_max_len: Option<usize>,
+    /// Failed authentications a connection may make before each further one is answered late.
+    /// Changeable with CONFIG SET.
+    #[arg(long, env = "FALLOW_AUTH_FAILURES_BEFORE_DELAY")]
+    pub auth_failures_before_delay: Option<u32>,
+    /// Delay of the first slowed failed authentication, in ms; it doubles with each further failure.
+    /// Changeable with CONFIG SET.
+    #[arg(long, env = "FALLOW_AUTH_FAILURE_DELAY_MS")]
+    pub auth_failure_delay_ms: Option<u64>,
+    /// Cap of the doubling failed-authentication delay, in ms. Changeable with CONFIG SET.
+    #[arg(long, env = "FALLOW_AUTH_FAILURE_DELAY_MAX_MS")]
+    pub auth_failure_delay_max_ms: Option<u64>,
+    /// yes: memcached clients authenticate (binary SASL PLAIN, or credentials in the first text `set`) as
+    /// ACL users. no: while the server needs authentication the memcached listener stays closed.
+    /// Changeable with CONFIG SET.
+    #[arg(long, env = "FALLOW_MEMCACHE_AUTH")]
+    pub memcache_auth: Option<String>,
 }
 
 /// Every setting of a running fallow, after defaults, file, environment and flags were merged.
@@ -169,7 +207,13 @@ pub struct Config {
     pub bind: String,
     pub port: u16,
     pub memcache_port: u16,
-    pub unixsocket: String,
+    /// None: the default path for `port` (see `unix_socket_path`); "" disables the socket.
+    pub unixsocket: Option<String>,
+    /// Octal permission bits of the socket; 0 leaves them to the umask.
+    #[serde(deserialize_with = "deserialize_octal")]
+    pub unixsocketperm: u32,
+    /// Answer only loopback and Unix-socket clients while the default user needs no password.
+    pub protected_mode: bool,
     pub threads: usize,
     pub shards: usize,
     pub databases: usize,
@@ -202,16 +246,27 @@ pub struct Config {
     pub segment_size: u64,
     pub hz: u64,
     pub pubsub_queue_messages_max: usize,
+    pub client_output_buffer_limit: crate::client_memory::OutputBufferLimits,
+    pub maxmemory_clients: crate::client_memory::ClientsMemoryLimit,
     pub log_level: String,
     /// Tenants defined at startup, `name:weight[:kind[:shared]]` each.
     pub tenants: Vec<String>,
     pub memcache_tenant: String,
+    /// memcached clients authenticate as ACL users (SASL PLAIN, text `set` credentials).
+    pub memcache_auth: bool,
     /// Transactions' lock modes: `abstract` (each data type's, boosting) or `rw` (readers/writers).
     pub txn_locks: String,
     /// Queue lock requests in the record's phaser (yes) or fail fast (no).
     pub txn_phasing: bool,
     pub txn_phase_max_ms: u64,
     pub txn_lock_wait_ms: u64,
+    /// Entries ACL LOG keeps.
+    pub acllog_max_len: usize,
+    /// Failed authentications per connection answered at once; later ones are delayed.
+    pub auth_failures_before_delay: u32,
+    /// First delay, doubled per further failure up to `auth_failure_delay_max_ms`.
+    pub auth_failure_delay_ms: u64,
+    pub auth_failure_delay_max_ms: u64,
     /// The TOML file the settings were read from (INFO config_file); not a setting itself.
     #[serde(skip)]
     pub config_file: Option<String>,
@@ -223,7 +278,9 @@ impl Default for Config {
             bind: "127.0.0.1".into(),
             port: 6379,
             memcache_port: 11211,
-            unixsocket: "/tmp/fallow.sock".into(),
+            unixsocket: None,
+            unixsocketperm: 0o700,
+            protected_mode: true,
             threads: 0,
             shards: 0,
             databases: 16,
@@ -247,13 +304,20 @@ impl Default for Config {
             segment_size: 2 << 20,
             hz: 10,
             pubsub_queue_messages_max: 100_000,
+            client_output_buffer_limit: Default::default(),
+            maxmemory_clients: Default::default(),
             log_level: "info".into(),
             tenants: Vec::new(),
             memcache_tenant: "default".into(),
+            memcache_auth: false,
             txn_locks: "abstract".into(),
             txn_phasing: true,
             txn_phase_max_ms: 10,
             txn_lock_wait_ms: 500,
+            acllog_max_len: 128,
+            auth_failures_before_delay: 10,
+            auth_failure_delay_ms: 100,
+            auth_failure_delay_max_ms: 2000,
             config_file: None,
         }
     }
@@ -266,13 +330,7 @@ impl Config {
             Some(path) => {
                 let text = std::fs::read_to_string(path)
                     .map_err(|error| format!("cannot read {}: {error}", path.display()))?;
-                let config: Config = toml::from_str(&text)
-                    .map_err(|error| format!("{}: {error}", path.display()))?;
-                (
-                    config,
-                    text.parse::<toml::Table>()
-                        .is_ok_and(|table| table.contains_key("memory-mode")),
-                )
+                Config::parse_toml(&text).map_err(|error| format!("{}: {error}", path.display()))?
             }
             None => (Config::default(), false),
         };
@@ -283,6 +341,26 @@ impl Config {
         config.resolve_memory_mode(mode_explicit)?;
         config.validate()?;
         config.check_trace_file()?;
+        Ok(config)
+    }
+
+    /// A config file's settings over the defaults, and whether it names `memory-mode` (else `maxmemory`
+    /// implies fixed).
+    fn parse_toml(text: &str) -> Result<(Config, bool), String> {
+        let config: Config = toml::from_str(text).map_err(|error| error.to_string())?;
+        let mode_explicit = text
+            .parse::<toml::Table>()
+            .is_ok_and(|table| table.contains_key("memory-mode"));
+        Ok((config, mode_explicit))
+    }
+
+    /// What a config file alone gives, resolved and validated as `load` does (without flags, environment or
+    /// reading a trace file): the path the `config_file` fuzz target exercises.
+    pub fn from_toml_str(text: &str) -> Result<Config, String> {
+        let (mut config, mode_explicit) = Config::parse_toml(text)?;
+        config.resolve_defaults();
+        config.resolve_memory_mode(mode_explicit)?;
+        config.validate()?;
         Ok(config)
     }
 
@@ -297,7 +375,6 @@ impl Config {
             bind,
             port,
             memcache_port,
-            unixsocket,
             threads,
             shards,
             databases,
@@ -323,13 +400,59 @@ impl Config {
             reclaim_fast_threshold
         );
         plain!(elastic_poll_interval_ms, host_memory_trace, metrics_port);
+        plain!(
+            acllog_max_len,
+            auth_failures_before_delay,
+            auth_failure_delay_ms,
+            auth_failure_delay_max_ms
+        );
         if let Some(mode) = &cli.memory_mode {
             self.memory_mode = parse_memory_mode(mode)?;
         }
         if let Some(reserve) = &cli.elastic_reserve {
             self.elastic_reserve = Reserve::parse(reserve)?;
         }
+        self.apply_listener_flags(cli)?;
+        if let Some(limits) = &cli.client_output_buffer_limit {
+            self.client_output_buffer_limit = self
+                .client_output_buffer_limit
+                .with(limits)
+                .map_err(|message| format!("client-output-buffer-limit: {message}"))?;
+        }
+        if let Some(limit) = &cli.maxmemory_clients {
+            self.maxmemory_clients = crate::client_memory::ClientsMemoryLimit::parse(limit)
+                .map_err(|message| format!("maxmemory-clients: {message}"))?;
+        }
+        if let Some(auth) = &cli.memcache_auth {
+            self.memcache_auth =
+                parse_yes_no(auth).map_err(|message| format!("memcache-auth: {message}"))?;
+        }
         Ok(())
+    }
+
+    fn apply_listener_flags(&mut self, cli: &Cli) -> Result<(), String> {
+        if let Some(path) = &cli.unixsocket {
+            self.unixsocket = Some(path.clone());
+        }
+        if let Some(perm) = &cli.unixsocketperm {
+            self.unixsocketperm =
+                parse_octal_perm(perm).map_err(|message| format!("unixsocketperm: {message}"))?;
+        }
+        if let Some(protected) = &cli.protected_mode {
+            self.protected_mode =
+                parse_yes_no(protected).map_err(|message| format!("protected-mode: {message}"))?;
+        }
+        Ok(())
+    }
+
+    /// The Unix socket to bind: the configured path, or the default one for the RESP port
+    /// (`fallow_proto::socket_path`, the rule tools and clients share); None when disabled.
+    pub fn unix_socket_path(&self) -> Option<std::path::PathBuf> {
+        match self.unixsocket.as_deref() {
+            Some("") => None,
+            Some(path) => Some(path.into()),
+            None => Some(fallow_proto::socket_path::default_socket_path(self.port)),
+        }
     }
 
     fn resolve_defaults(&mut self) {
@@ -341,6 +464,8 @@ impl Config {
         if self.shards == 0 {
             self.shards = (self.threads * 4).clamp(1, 64);
         }
+        // Policy names match in any case; CONFIG GET shows them in lower case, as CONFIG SET stores them.
+        self.maxmemory_policy.make_ascii_lowercase();
     }
 
     /// `maxmemory N>0` without an explicit `memory-mode` means fixed; elastic mode ignores no limit silently.
@@ -381,7 +506,25 @@ impl Config {
         if self.txn_locks != "abstract" && self.txn_locks != "rw" {
             return Err("txn-locks must be abstract or rw".into());
         }
-        self.validate_tenants()
+        self.validate_tenants()?;
+        self.validate_runtime_params()
+    }
+
+    /// The runtime settings obey the same ranges at start (file, environment, flags) as under CONFIG SET.
+    fn validate_runtime_params(&self) -> Result<(), String> {
+        for (name, value) in self.entries() {
+            if let Some(param) = params::find(name) {
+                param
+                    .kind
+                    .parse(&value)
+                    .map_err(|message| format!("{name} '{value}': {message}"))?;
+            }
+        }
+        log_filter(&self.log_level)?;
+        if self.auth_failure_delay_ms > self.auth_failure_delay_max_ms {
+            return Err("auth-failure-delay-ms must not exceed auth-failure-delay-max-ms".into());
+        }
+        Ok(())
     }
 
     /// What the transactions' lock table follows.
@@ -442,7 +585,14 @@ impl Config {
             ("bind", self.bind.clone()),
             ("port", self.port.to_string()),
             ("memcache-port", self.memcache_port.to_string()),
-            ("unixsocket", self.unixsocket.clone()),
+            (
+                "unixsocket",
+                self.unix_socket_path()
+                    .map(|path| path.display().to_string())
+                    .unwrap_or_default(),
+            ),
+            ("unixsocketperm", format!("{:o}", self.unixsocketperm)),
+            ("protected-mode", yes_no(self.protected_mode).into()),
             ("threads", self.threads.to_string()),
             ("shards", self.shards.to_string()),
             ("databases", self.databases.to_string()),
@@ -484,93 +634,94 @@ impl Config {
                 "pubsub-queue-messages-max",
                 self.pubsub_queue_messages_max.to_string(),
             ),
+            (
+                "client-output-buffer-limit",
+                self.client_output_buffer_limit.to_string(),
+            ),
+            ("maxmemory-clients", self.maxmemory_clients.to_string()),
             ("log-level", self.log_level.clone()),
             ("memcache-tenant", self.memcache_tenant.clone()),
+            ("memcache-auth", yes_no(self.memcache_auth).into()),
             ("txn-locks", self.txn_locks.clone()),
             ("txn-phasing", yes_no(self.txn_phasing).into()),
             ("txn-phase-max-ms", self.txn_phase_max_ms.to_string()),
             ("txn-lock-wait-ms", self.txn_lock_wait_ms.to_string()),
+            ("acllog-max-len", self.acllog_max_len.to_string()),
+            (
+                "auth-failures-before-delay",
+                self.auth_failures_before_delay.to_string(),
+            ),
+            (
+                "auth-failure-delay-ms",
+                self.auth_failure_delay_ms.to_string(),
+            ),
+            (
+                "auth-failure-delay-max-ms",
+                self.auth_failure_delay_max_ms.to_string(),
+            ),
             // Settings Redis clients and tools ask for; fallow has no persistence.
             ("save", String::new()),
             ("appendonly", "no".into()),
         ]
     }
 
-    /// Changes one setting at run time. Err(message) for unknown or read-only names and bad values.
+    /// Changes one setting at run time: a row of `params::PARAMS` checks and stores the value.
+    /// Err(message) for unknown or read-only names and bad values (Redis's texts).
     pub fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
-        let bad_value = |_| "argument couldn't be parsed into an integer".to_string();
-        match name.to_ascii_lowercase().as_str() {
-            "maxmemory" => {
-                self.maxmemory = parse_bytes(value)?;
-                if self.maxmemory > 0 {
-                    self.memory_mode = MemoryMode::Fixed;
-                }
-            }
-            "memory-mode" => {
-                self.memory_mode = parse_memory_mode(value)?;
-                if self.memory_mode == MemoryMode::Elastic {
-                    self.maxmemory = 0;
-                }
-            }
-            "elastic-reserve" => self.elastic_reserve = Reserve::parse(value)?,
-            "elastic-min" => self.elastic_min = parse_bytes(value)?,
-            "elastic-max" => self.elastic_max = parse_bytes(value)?,
-            "elastic-grow-bytes-per-sec" => self.elastic_grow_bytes_per_sec = parse_bytes(value)?,
-            "elastic-poll-interval-ms" => {
-                self.elastic_poll_interval_ms = value.parse().map_err(bad_value)?
-            }
-            "reclaim-fast-threshold" => self.reclaim_fast_threshold = parse_bytes(value)?,
-            "maxmemory-policy" => {
-                if fallow_store::EvictionPolicy::from_name(value).is_none() {
-                    return Err("argument(s) must be one of the following: volatile-lru, allkeys-lru, volatile-lfu, allkeys-lfu, volatile-random, allkeys-random, volatile-ttl, noeviction".into());
-                }
-                self.maxmemory_policy = value.to_ascii_lowercase();
-            }
-            "requirepass" => self.requirepass = value.to_string(),
-            "maxclients" => self.maxclients = value.parse().map_err(bad_value)?,
-            "timeout" => self.timeout = value.parse().map_err(bad_value)?,
-            "proto-max-bulk-len" => self.proto_max_bulk_len = parse_bytes(value)?,
-            "client-query-buffer-limit" => self.client_query_buffer_limit = parse_bytes(value)?,
-            "memcache-item-size-max" => self.memcache_item_size_max = parse_bytes(value)?,
-            "hz" => {
-                let hz: u64 = value.parse().map_err(bad_value)?;
-                if hz == 0 || hz > 500 {
-                    return Err("argument must be between 1 and 500 inclusive".into());
-                }
-                self.hz = hz;
-            }
-            "pubsub-queue-messages-max" => {
-                self.pubsub_queue_messages_max = value.parse().map_err(bad_value)?
-            }
-            "log-level" => self.log_level = value.to_string(),
-            "memcache-tenant" => {
-                if !crate::tenants::valid_name(value) {
-                    return Err("argument must be a tenant name".into());
-                }
-                self.memcache_tenant = value.to_string();
-            }
-            "txn-locks" => {
-                let locks = value.to_ascii_lowercase();
-                if locks != "abstract" && locks != "rw" {
-                    return Err("argument must be 'abstract' or 'rw'".into());
-                }
-                self.txn_locks = locks;
-            }
-            "txn-phasing" => self.txn_phasing = parse_yes_no(value)?,
-            "txn-phase-max-ms" => self.txn_phase_max_ms = value.parse().map_err(bad_value)?,
-            "txn-lock-wait-ms" => self.txn_lock_wait_ms = value.parse().map_err(bad_value)?,
-            "save" | "appendonly" => {}
-            other if self.entries().iter().any(|(known, _)| *known == other) => {
-                return Err("can't set immutable config".into())
-            }
-            _ => return Err("Unknown option or number of arguments for CONFIG SET".into()),
+        let name = name.to_ascii_lowercase();
+        if let Some(param) = params::find(&name) {
+            let value = param.kind.parse(value)?;
+            (param.apply)(self, &value);
+            return Ok(());
         }
-        Ok(())
+        if self.entries().iter().any(|(known, _)| *known == name) {
+            return Err("can't set immutable config".into());
+        }
+        Err("Unknown option or number of arguments for CONFIG SET".into())
     }
+}
+
+/// The tracing filter of `log-level`. Field values match literally: as regexes they compile to a DFA that
+/// a crafted value made take minutes. ASCII only: tracing-subscriber 0.3 panics on a directive whose
+/// leading spaces precede a multi-byte character (it slices the untrimmed text at trimmed offsets).
+pub fn log_filter(text: &str) -> Result<tracing_subscriber::EnvFilter, String> {
+    let invalid = || format!("invalid log-level '{text}'");
+    if !text.is_ascii() {
+        return Err(invalid());
+    }
+    tracing_subscriber::EnvFilter::builder()
+        .with_regex(false)
+        .parse(text)
+        .map_err(|_| invalid())
 }
 
 fn yes_no(value: bool) -> &'static str {
     crate::tenants::yes_no(value)
+}
+
+/// Permission bits written in octal, as Redis's `unixsocketperm 700`.
+fn parse_octal_perm(text: &str) -> Result<u32, String> {
+    let perm = u32::from_str_radix(text.trim(), 8)
+        .map_err(|_| "argument couldn't be parsed as an octal integer".to_string())?;
+    if perm > 0o777 {
+        return Err("argument must be between 0 and 777 inclusive".into());
+    }
+    Ok(perm)
+}
+
+/// `unixsocketperm` in a file: `"770"` or `770`, the digits read as octal either way.
+fn deserialize_octal<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<u32, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Perm {
+        Number(u64),
+        Text(String),
+    }
+    let text = match Perm::deserialize(deserializer)? {
+        Perm::Number(value) => value.to_string(),
+        Perm::Text(text) => text,
+    };
+    parse_octal_perm(&text).map_err(serde::de::Error::custom)
 }
 
 fn parse_yes_no(value: &str) -> Result<bool, String> {
@@ -648,6 +799,57 @@ mod tests {
         config.set("memcache-tenant", "vault").unwrap();
         assert_eq!(config.memcache_tenant, "vault");
         assert!(config.set("memcache-tenant", "a:b").is_err());
+    }
+
+    #[test]
+    fn listener_settings() {
+        let config = Config::load(&Cli {
+            port: Some(7000),
+            ..Cli::default()
+        })
+        .unwrap();
+        assert_eq!(
+            config.unix_socket_path(),
+            Some(fallow_proto::socket_path::default_socket_path(7000)),
+            "no unixsocket: the shared default for the port"
+        );
+        assert!(config.protected_mode);
+        assert_eq!(config.unixsocketperm, 0o700);
+        let given = Config::load(&Cli {
+            unixsocket: Some(String::new()),
+            unixsocketperm: Some("770".into()),
+            protected_mode: Some("no".into()),
+            ..Cli::default()
+        })
+        .unwrap();
+        assert_eq!(given.unix_socket_path(), None, "empty disables it");
+        assert_eq!(given.unixsocketperm, 0o770);
+        assert!(!given.protected_mode);
+        for bad in ["800", "1000", "rwx", "-1"] {
+            let cli = Cli {
+                unixsocketperm: Some(bad.into()),
+                ..Cli::default()
+            };
+            assert!(Config::load(&cli).is_err(), "{bad} accepted");
+        }
+        let file: Config =
+            toml::from_str("unixsocketperm = 660\nunixsocket = \"/x.sock\"\n").unwrap();
+        assert_eq!(
+            file.unixsocketperm, 0o660,
+            "the file's digits are octal too"
+        );
+        assert_eq!(file.unix_socket_path(), Some("/x.sock".into()));
+        let mut config = Config::default();
+        config.set("protected-mode", "no").unwrap();
+        assert!(!config.protected_mode);
+        assert!(config.set("protected-mode", "maybe").is_err());
+        assert!(
+            config.set("unixsocketperm", "777").is_err(),
+            "immutable, as in Redis"
+        );
+        let entries = config.entries();
+        assert!(entries.contains(&("protected-mode", "no".into())));
+        assert!(entries.contains(&("unixsocketperm", "700".into())));
     }
 
     #[test]

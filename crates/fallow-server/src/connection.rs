@@ -86,6 +86,13 @@ pub struct ConnState {
     pub lock_wait: Option<crate::txn::session::LockWait>,
     /// Notified when a release grants this connection's queued lock request.
     pub lock_waker: Arc<tokio::sync::Notify>,
+    /// `client-output-buffer-limit` as the connection last loaded it (see `output_limit`).
+    pub output_limits: crate::client_memory::OutputBufferLimits,
+    /// Failed AUTH/HELLO AUTH attempts so far; past `auth-failures-before-delay` each is answered late.
+    pub auth_failures: u32,
+    /// Set by a slowed failed authentication: the connection loop writes the reply and reads more
+    /// input only after this instant.
+    pub reply_not_before: Option<tokio::time::Instant>,
 }
 
 impl ConnState {
@@ -121,6 +128,9 @@ impl ConnState {
             plain_locks: None,
             lock_wait: None,
             lock_waker: Arc::new(tokio::sync::Notify::new()),
+            output_limits: Default::default(),
+            auth_failures: 0,
+            reply_not_before: None,
         }
     }
 
@@ -154,6 +164,17 @@ impl ConnState {
         if self.in_multi() {
             self.multi_error = true;
         }
+    }
+
+    /// The output limits of the client's class: pubsub while it has subscriptions, else normal.
+    pub fn output_limit(&self) -> crate::client_memory::ClassLimit {
+        use crate::client_memory::ClientClass;
+        let class = if self.subscription_count() > 0 {
+            ClientClass::Pubsub
+        } else {
+            ClientClass::Normal
+        };
+        self.output_limits.class(class)
     }
 
     pub fn subscription_count(&self) -> usize {

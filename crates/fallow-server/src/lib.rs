@@ -1,10 +1,17 @@
 //! The fallow server: configuration, networking, connections and the command table on top of
 //! `fallow-store` (data) and `fallow-proto` (codecs).
 pub mod acl;
+pub mod client_memory;
 pub mod command;
 pub mod config;
 pub mod connection;
 pub mod elastic;
+pub mod fdlimit;
+#[cfg(test)]
+mod fuzz_replay;
+#[doc(hidden)]
+pub mod fuzzing;
+pub mod log_limit;
 pub mod metrics;
 pub mod net;
 pub mod pubsub;

@@ -9,20 +9,25 @@ fn main() -> std::process::ExitCode {
     if let Some(tool) = &cli.tool {
         return fallow_server::tools::run(tool);
     }
-    let config = match Config::load(&cli) {
+    let mut config = match Config::load(&cli) {
         Ok(config) => config,
         Err(error) => {
             eprintln!("fallow: {error}");
             return std::process::ExitCode::from(2);
         }
     };
-    let filter = tracing_subscriber::EnvFilter::try_new(&config.log_level)
+    let filter = fallow_server::config::log_filter(&config.log_level)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+    // Before the runtime opens its descriptors: raise the open-file limit, or lower maxclients to it.
+    if let Err(error) = fallow_server::fdlimit::fit_at_start(&mut config.maxclients) {
+        tracing::error!("{error}");
+        return std::process::ExitCode::FAILURE;
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(config.threads)
         .thread_name("fallow-worker")

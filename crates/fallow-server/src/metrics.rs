@@ -9,6 +9,8 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Metric, Registry};
+use std::net::IpAddr;
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,22 +30,35 @@ type CounterF64 = Counter<f64, AtomicU64>;
 /// Reads one figure of a tenant.
 type TenantFigure<T> = fn(&TenantSnapshot) -> T;
 
+/// What a scrape is answered while the server is out of file descriptors.
+const UNAVAILABLE: &[u8] =
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n\
+Content-Length: 31\r\nConnection: close\r\n\r\nout of file descriptors; retry\n";
+
 /// Accepts scrapes until the task is aborted.
 pub async fn serve(server: Arc<Server>, listener: TcpListener) {
     loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-            continue;
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                crate::net::accept::failed(&server, error, listener.as_raw_fd(), UNAVAILABLE).await;
+                continue;
+            }
         };
         let server = server.clone();
         tokio::spawn(async move {
-            let _ = tokio::time::timeout(REQUEST_TIMEOUT, answer(&server, stream)).await;
+            let answering = answer(&server, stream, peer.ip());
+            let _ = tokio::time::timeout(REQUEST_TIMEOUT, answering).await;
         });
     }
 }
 
-async fn answer(server: &Server, mut stream: TcpStream) -> std::io::Result<()> {
+async fn answer(server: &Server, mut stream: TcpStream, peer: IpAddr) -> std::io::Result<()> {
     let response = match read_head(&mut stream).await? {
+        // Protected mode covers the endpoint too: it has no password of its own.
+        Some(_) if !server.admits(Some(peer)) => {
+            plain(403, "Forbidden", crate::net::protected::HTTP_DENIED_BODY)
+        }
         Some(head) => respond(server, &head),
         None => plain(
             431,
@@ -366,6 +381,29 @@ fn server_metrics(exposition: &mut Exposition, server: &Server) {
     );
     let commands = server.stats.commands_processed.load(Ordering::Relaxed);
     exposition.counter("fallow_commands_processed", "Commands processed", commands);
+    exposition.counter(
+        "fallow_oom_rejections",
+        "Writes refused at the memory limit",
+        server.stats.oom_rejections.load(Ordering::Relaxed),
+    );
+    let clients_memory = &server.clients_memory;
+    exposition.counter(
+        "fallow_client_output_buffer_limit_disconnections",
+        "Clients closed for passing their output buffer limits",
+        clients_memory
+            .output_limit_disconnections
+            .load(Ordering::Relaxed),
+    );
+    exposition.counter(
+        "fallow_evicted_clients",
+        "Clients closed because all clients' buffers passed maxmemory-clients",
+        clients_memory.evicted_clients.load(Ordering::Relaxed),
+    );
+    exposition.counter(
+        "fallow_acl_access_denied_auth",
+        "Failed authentications (a rise may be password guessing)",
+        server.acl_log.denials.auth.load(Ordering::Relaxed),
+    );
 }
 
 fn txn_metrics(exposition: &mut Exposition, server: &Server) {
@@ -476,6 +514,10 @@ mod tests {
             "fallow_keyspace_hits_total ",
             "fallow_keyspace_misses_total ",
             "fallow_commands_processed_total ",
+            "fallow_oom_rejections_total ",
+            "fallow_client_output_buffer_limit_disconnections_total ",
+            "fallow_evicted_clients_total ",
+            "fallow_acl_access_denied_auth_total ",
             "fallow_txn_commits_total ",
             "fallow_txn_aborts_total{cause=\"deadlock\"} ",
             "fallow_txn_lock_waits_total ",

@@ -1,6 +1,9 @@
 //! Pub/sub registry: which connections listen on which channels and patterns. PUBLISH delivers into each
-//! subscriber's bounded queue; a subscriber whose queue is full is disconnected (as Redis does when a
-//! pub/sub client's output buffer limit is reached), so a slow reader never grows the server's memory.
+//! subscriber's queue, bounded in bytes by the pubsub class of `client-output-buffer-limit` (the queued
+//! messages count as the subscriber's output, with its unwritten replies) and in messages by
+//! `pubsub-queue-messages-max`; a subscriber past either is disconnected, as Redis does, so a slow reader
+//! never grows the server's memory.
+use crate::client_memory::{self, ClientClass, ClientsMemory};
 use crate::server::ClientHandle;
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -20,6 +23,37 @@ pub enum PubSubMessage {
         channel: Arc<[u8]>,
         payload: Arc<[u8]>,
     },
+}
+
+/// What one PUBLISH checks each delivery against.
+struct Delivery<'a> {
+    clients: &'a ClientsMemory,
+    limit: client_memory::ClassLimit,
+    now_ms: u64,
+    over_clients_limit: std::cell::Cell<bool>,
+}
+
+impl PubSubMessage {
+    /// Bytes the message holds for one subscriber until it is written: its encoded size (the payload
+    /// is shared by all subscribers, but each will copy it into its output).
+    pub fn queued_bytes(&self) -> u64 {
+        /// The RESP framing of the message: array header, the kind, lengths and line ends.
+        const FRAMING_BYTES: u64 = 48;
+        let names = match self {
+            PubSubMessage::Message { channel, .. } => channel.len(),
+            PubSubMessage::PatternMessage {
+                pattern, channel, ..
+            } => pattern.len() + channel.len(),
+        };
+        (names + self.payload().len()) as u64 + FRAMING_BYTES
+    }
+
+    fn payload(&self) -> &[u8] {
+        match self {
+            PubSubMessage::Message { payload, .. }
+            | PubSubMessage::PatternMessage { payload, .. } => payload,
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -92,8 +126,21 @@ impl PubSub {
         }
     }
 
-    /// Delivers a message; returns how many clients received it.
-    pub fn publish(&self, channel: &[u8], payload: &[u8]) -> usize {
+    /// Delivers a message; returns how many clients received it. Subscribers past their output limits
+    /// are closed; true in the second value when all clients' buffers passed maxmemory-clients.
+    pub fn publish(
+        &self,
+        channel: &[u8],
+        payload: &[u8],
+        clients: &ClientsMemory,
+    ) -> (usize, bool) {
+        let limit = clients.limits().class(ClientClass::Pubsub);
+        let delivery = Delivery {
+            clients,
+            limit,
+            now_ms: clients.now_ms(),
+            over_clients_limit: std::cell::Cell::new(false),
+        };
         self.messages_published.fetch_add(1, Ordering::Relaxed);
         let registry = self.registry.lock();
         let channel: Arc<[u8]> = channel.into();
@@ -105,7 +152,7 @@ impl PubSub {
                     channel: channel.clone(),
                     payload: payload.clone(),
                 };
-                receivers += self.deliver(subscriber, message);
+                receivers += self.deliver(&delivery, subscriber, message);
             }
         }
         for (pattern, subscribers) in &registry.patterns {
@@ -119,22 +166,56 @@ impl PubSub {
                     channel: channel.clone(),
                     payload: payload.clone(),
                 };
-                receivers += self.deliver(subscriber, message);
+                receivers += self.deliver(&delivery, subscriber, message);
             }
         }
-        receivers
+        (receivers, delivery.over_clients_limit.get())
     }
 
-    fn deliver(&self, subscriber: &Subscriber, message: PubSubMessage) -> usize {
+    /// Queues a message for one subscriber, its bytes counted as the subscriber's output first.
+    fn deliver(
+        &self,
+        delivery: &Delivery,
+        subscriber: &Subscriber,
+        message: PubSubMessage,
+    ) -> usize {
+        let handle = &subscriber.handle;
+        if handle.is_killed() {
+            return 0;
+        }
+        let bytes = message.queued_bytes();
+        let memory = &handle.memory;
+        let queued = memory.pubsub_bytes.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        let output = queued + memory.output_bytes.load(Ordering::Relaxed);
+        if output >= client_memory::TRIM_AFTER_CLIENT_BYTES {
+            memory.peak_bytes.fetch_max(output, Ordering::Relaxed);
+        }
+        if let Some(breach) = client_memory::check(
+            delivery.limit,
+            output,
+            &memory.soft_since_ms,
+            delivery.now_ms,
+        ) {
+            memory.pubsub_bytes.fetch_sub(bytes, Ordering::Relaxed);
+            delivery.clients.close_for_output(handle, breach, output);
+            return 0;
+        }
+        // Counted before it is sent: the subscriber's connection subtracts it once it takes it.
+        if delivery.clients.grow(bytes) {
+            delivery.over_clients_limit.set(true);
+        }
         match subscriber.sender.try_send(message) {
             Ok(()) => 1,
-            Err(TrySendError::Full(_)) => {
-                self.subscribers_dropped_slow
-                    .fetch_add(1, Ordering::Relaxed);
-                subscriber.handle.kill();
+            Err(error) => {
+                memory.pubsub_bytes.fetch_sub(bytes, Ordering::Relaxed);
+                delivery.clients.shrink(bytes);
+                if let TrySendError::Full(_) = error {
+                    self.subscribers_dropped_slow
+                        .fetch_add(1, Ordering::Relaxed);
+                    handle.kill();
+                }
                 0
             }
-            Err(TrySendError::Closed(_)) => 0,
         }
     }
 

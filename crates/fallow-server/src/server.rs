@@ -42,6 +42,8 @@ pub struct ClientHandle {
     pub snapshot: Mutex<ClientSnapshot>,
     killed: AtomicBool,
     pub kill_signal: tokio::sync::Notify,
+    /// Its output, queued pub/sub and query bytes, for the output limits and maxmemory-clients.
+    pub memory: crate::client_memory::ClientMemory,
 }
 
 impl ClientHandle {
@@ -68,6 +70,8 @@ pub struct ServerStats {
     pub unknown_commands: AtomicU64,
     pub error_replies: AtomicU64,
     pub oom_rejections: AtomicU64,
+    /// TCP clients refused by protected mode (not loopback, no password set).
+    pub protected_mode_rejections: AtomicU64,
 }
 
 pub struct Server {
@@ -80,12 +84,22 @@ pub struct Server {
     pub clients: Mutex<HashMap<u64, Arc<ClientHandle>>>,
     next_client_id: AtomicU64,
     pub pubsub: PubSub,
+    /// Client output buffer limits, maxmemory-clients and what all clients' buffers hold.
+    pub clients_memory: crate::client_memory::ClientsMemory,
     pub acl: RwLock<Acl>,
     /// Mirrors `Acl::default_is_unrestricted`, read on every command without touching the ACL lock.
     pub acl_default_unrestricted: AtomicBool,
+    /// Protected mode's two conditions, mirrored from the config and the users so every TCP accept checks
+    /// them without a lock (see `admits`).
+    protected_mode_on: AtomicBool,
+    default_user_needs_no_password: AtomicBool,
+    /// ACL LOG entries and the `acl_access_denied_*` counters.
+    pub acl_log: crate::acl::log::AclLog,
     pub stats: ServerStats,
     /// memcached-protocol counters (`stats`) and flush_all state.
     pub memcache: crate::net::memcache::McStats,
+    /// Whether the memcached listener is open; woken when users or settings change (auth gating).
+    pub memcache_gate: crate::net::memcache::ListenerGate,
     pub started: Instant,
     pub run_id: String,
     /// Per-command call counts and microseconds, indexed like the command table.
@@ -117,6 +131,8 @@ impl Server {
             policy: EvictionPolicy::from_name(&config.maxmemory_policy).expect("validated policy"),
         });
         let txn_settings = config.txn_settings();
+        let clients_memory = crate::client_memory::ClientsMemory::default();
+        clients_memory.configure(&config);
         let run_id: String = (0..40)
             .map(|_| format!("{:x}", rand::random::<u8>() % 16))
             .collect();
@@ -124,14 +140,19 @@ impl Server {
             store,
             acl: RwLock::new(Acl::new(&config.requirepass)),
             acl_default_unrestricted: AtomicBool::new(true),
+            protected_mode_on: AtomicBool::new(config.protected_mode),
+            default_user_needs_no_password: AtomicBool::new(config.requirepass.is_empty()),
+            acl_log: Default::default(),
             config: RwLock::new(config),
             config_generation: AtomicU64::new(0),
             tenant_generation: AtomicU64::new(0),
             clients: Mutex::new(HashMap::new()),
             next_client_id: AtomicU64::new(1),
             pubsub: PubSub::default(),
+            clients_memory,
             stats: ServerStats::default(),
             memcache: crate::net::memcache::McStats::default(),
+            memcache_gate: crate::net::memcache::ListenerGate::default(),
             started: Instant::now(),
             run_id,
             command_stats: crate::command::table()
@@ -157,6 +178,32 @@ impl Server {
     pub fn acl_changed(&self, acl: &Acl) {
         self.acl_default_unrestricted
             .store(acl.default_is_unrestricted(), Ordering::Relaxed);
+        self.default_user_needs_no_password
+            .store(!acl.default_user_requires_auth(), Ordering::Relaxed);
+        // Users that make authentication required close an unauthenticated memcached listener.
+        let memcache_auth = self.config.read().memcache_auth;
+        self.memcache_gate
+            .close_now_if_gated(self, acl, memcache_auth);
+        self.memcache_gate.wake();
+    }
+
+    /// Whether protected mode holds now: on, and a new connection would need no password.
+    pub fn protected_mode_in_force(&self) -> bool {
+        crate::net::protected::in_force(
+            self.protected_mode_on.load(Ordering::Relaxed),
+            self.default_user_needs_no_password.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Whether a client from `peer` (None: the Unix socket) may connect; counts a refusal.
+    pub fn admits(&self, peer: Option<std::net::IpAddr>) -> bool {
+        let admitted = crate::net::protected::admits(peer, self.protected_mode_in_force());
+        if !admitted {
+            self.stats
+                .protected_mode_rejections
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        admitted
     }
 
     /// Registers a new connection; None when maxclients is reached.
@@ -191,14 +238,19 @@ impl Server {
             }),
             killed: AtomicBool::new(false),
             kill_signal: tokio::sync::Notify::new(),
+            memory: Default::default(),
         });
         clients.insert(handle.id, handle.clone());
         Some(handle)
     }
 
     pub fn unregister_client(&self, id: u64) {
-        self.clients.lock().remove(&id);
+        let handle = self.clients.lock().remove(&id);
         self.pubsub.unsubscribe_all(id);
+        // After unsubscribing: no PUBLISH adds to its queue any more.
+        if let Some(handle) = handle {
+            self.clients_memory.release(&handle);
+        }
     }
 
     /// Applies a CONFIG SET to the parts that cache settings (store limits, users) and wakes the elastic
@@ -213,7 +265,20 @@ impl Server {
         self.store.set_policy(
             EvictionPolicy::from_name(&config.maxmemory_policy).expect("validated policy"),
         );
-        self.acl.write().set_default_password(&config.requirepass);
+        {
+            let mut acl = self.acl.write();
+            acl.set_default_password(&config.requirepass);
+            self.default_user_needs_no_password
+                .store(!acl.default_user_requires_auth(), Ordering::Relaxed);
+            self.memcache_gate
+                .close_now_if_gated(self, &acl, config.memcache_auth);
+        }
+        self.protected_mode_on
+            .store(config.protected_mode, Ordering::Relaxed);
+        // requirepass and memcache-auth decide whether the memcached listener may be open.
+        self.memcache_gate.wake();
+        self.acl_log.trim(config.acllog_max_len);
+        self.clients_memory.configure(&config);
         self.txns.configure(config.txn_settings());
         self.config_generation.fetch_add(1, Ordering::Relaxed);
         self.elastic.wake.config_changed();

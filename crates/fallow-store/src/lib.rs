@@ -208,11 +208,30 @@ impl Store {
     /// True when a write must first make room: over the elastic pool limit (resident bytes) or, in fixed
     /// mode, over maxmemory (used bytes, as Redis counts).
     pub fn over_maxmemory(&self) -> bool {
-        if self.pool_limit_bytes() != 0 {
-            return self.memory.over_pool_limit();
+        self.would_exceed_maxmemory(0)
+    }
+
+    /// True when `additional_bytes` more would go over the limit: the elastic pool limit (on resident
+    /// bytes) or, in fixed mode, maxmemory (on used bytes). A write that knows its growth asks this before
+    /// allocating, so one command cannot carry memory far past the cap.
+    pub fn would_exceed_maxmemory(&self, additional_bytes: usize) -> bool {
+        let (limit, usage) = self.memory_limit_and_usage();
+        limit != 0 && usage.saturating_add(additional_bytes) > limit
+    }
+
+    /// True when `additional_bytes` would not fit even in an empty store: evicting cannot help.
+    pub fn exceeds_memory_limit_alone(&self, additional_bytes: usize) -> bool {
+        let (limit, _) = self.memory_limit_and_usage();
+        limit != 0 && additional_bytes > limit
+    }
+
+    /// (limit, usage) the cap compares: (pool limit, resident) in elastic mode, (maxmemory, used) in
+    /// fixed mode; limit 0 = none.
+    fn memory_limit_and_usage(&self) -> (usize, usize) {
+        match self.pool_limit_bytes() {
+            0 => (self.maxmemory_bytes(), self.used_bytes()),
+            limit => (limit, self.resident_bytes()),
         }
-        let max = self.maxmemory_bytes();
-        max != 0 && self.used_bytes() > max
     }
 
     // ----- the elastic pool ------------------------------------------------------------------------
@@ -511,20 +530,30 @@ impl<'a> Guards<'a> {
     /// that are free right now (`try_lock`, so lock order cannot deadlock). Err when the policy allows no
     /// eviction or nothing evictable can be reached.
     pub fn make_room(&mut self) -> Result<(), OutOfMemory> {
+        self.make_room_for(0)
+    }
+
+    /// `make_room` for a write that will add `additional_bytes`: evicts (as the policy allows) until they
+    /// fit under the limit. Err at once, evicting nothing, when they would not fit even in an empty store.
+    pub fn make_room_for(&mut self, additional_bytes: usize) -> Result<(), OutOfMemory> {
+        if self.store.exceeds_memory_limit_alone(additional_bytes) {
+            return Err(OutOfMemory);
+        }
         if self.store.pool_limit_bytes() != 0 {
-            return self.make_pool_room();
+            return self.make_pool_room(additional_bytes);
         }
         let policy = self.store.policy();
         let now = now_ms();
-        while self.store.over_maxmemory() {
+        let over = |store: &Store| store.would_exceed_maxmemory(additional_bytes);
+        while over(self.store) {
             let mut freed_any = false;
             for (_, shard) in self.guards.iter_mut() {
                 freed_any |= shard.evict_one(policy, now).is_some();
-                if !self.store.over_maxmemory() {
+                if !over(self.store) {
                     return Ok(());
                 }
             }
-            if !freed_any && !self.evict_from_unlocked(policy, now) {
+            if !freed_any && !self.evict_from_unlocked(policy, now, additional_bytes) {
                 return Err(OutOfMemory);
             }
         }
@@ -534,12 +563,12 @@ impl<'a> Guards<'a> {
     /// Elastic mode: releases (carefully) segments of the ephemeral tenant with the largest fairness until
     /// resident bytes are under the pool limit; held shards first, then shards free right now. Err when
     /// only persistent data is left (the persistent floor is reached) or nothing reachable can go.
-    fn make_pool_room(&mut self) -> Result<(), OutOfMemory> {
+    fn make_pool_room(&mut self, additional_bytes: usize) -> Result<(), OutOfMemory> {
         let now = now_ms();
         for (_, shard) in self.guards.iter_mut() {
             shard.release_spare_segments();
         }
-        while self.store.memory.over_pool_limit() {
+        while self.store.would_exceed_maxmemory(additional_bytes) {
             let victim = self.store.memory.pool.victim().ok_or(OutOfMemory)?;
             let mut progressed = false;
             for (_, shard) in self.guards.iter_mut() {
@@ -586,7 +615,12 @@ impl<'a> Guards<'a> {
     }
 
     /// One eviction round over the shards this command does not hold; false when none freed anything.
-    fn evict_from_unlocked(&self, policy: EvictionPolicy, now: u64) -> bool {
+    fn evict_from_unlocked(
+        &self,
+        policy: EvictionPolicy,
+        now: u64,
+        additional_bytes: usize,
+    ) -> bool {
         let mut freed_any = false;
         for (index, shard) in self.store.shards.iter().enumerate() {
             if self.guards.iter().any(|(held, _)| *held == index) {
@@ -595,7 +629,7 @@ impl<'a> Guards<'a> {
             if let Some(mut shard) = shard.try_lock() {
                 freed_any |= shard.evict_one(policy, now).is_some();
             }
-            if !self.store.over_maxmemory() {
+            if !self.store.would_exceed_maxmemory(additional_bytes) {
                 return true;
             }
         }

@@ -868,6 +868,13 @@ impl Shard {
         Ok(Some((self.item_value(location), info)))
     }
 
+    /// The length of a string value, without counting a hit or recording an access (a reply is sized
+    /// before it is built). None when missing or not a string.
+    pub fn peek_string_len(&mut self, db: usize, key: &[u8], now_ms: u64) -> Option<usize> {
+        let (_, location) = self.lookup(db, key, now_ms)?;
+        (self.info_of(location).kind == Kind::String).then(|| self.item_value(location).len())
+    }
+
     /// Stores a string under `key`, replacing any value of any type. Returns the new CAS.
     pub fn set_string(
         &mut self,

@@ -21,6 +21,8 @@ pub fn parse_server(text: &str) -> anyhow::Result<ServerAddr> {
 enum Stream {
     Tcp(TcpStream),
     Unix(UnixStream),
+    /// Replies held in memory: the fuzz target's server.
+    Memory(io::Cursor<Vec<u8>>),
 }
 
 impl Read for Stream {
@@ -28,6 +30,7 @@ impl Read for Stream {
         match self {
             Stream::Tcp(stream) => stream.read(buf),
             Stream::Unix(stream) => stream.read(buf),
+            Stream::Memory(replies) => replies.read(buf),
         }
     }
 }
@@ -37,6 +40,7 @@ impl Write for Stream {
         match self {
             Stream::Tcp(stream) => stream.write(buf),
             Stream::Unix(stream) => stream.write(buf),
+            Stream::Memory(_) => Ok(buf.len()),
         }
     }
 
@@ -66,6 +70,8 @@ pub struct Conn {
     reply_bytes_max: usize,
 }
 
+/// Arrays a reply may nest (fallow's replies nest two at most; fallow-client allows as many).
+const REPLY_DEPTH_MAX: usize = 32;
 /// Receive buffer size to start with; it grows (up to `reply_bytes_max`) only for larger replies.
 const RECV_BUFFER_BYTES: usize = 256 << 10;
 
@@ -92,6 +98,19 @@ impl Conn {
         })
     }
 
+    /// A connection whose server sent `replies` and then closed (for the fuzz target).
+    #[doc(hidden)]
+    pub fn from_replies(replies: Vec<u8>, reply_bytes_max: usize) -> Conn {
+        Conn {
+            stream: Stream::Memory(io::Cursor::new(replies)),
+            out: Vec::new(),
+            buf: vec![0; 64],
+            start: 0,
+            end: 0,
+            reply_bytes_max,
+        }
+    }
+
     /// Appends one command to the send buffer.
     pub fn push_command(&mut self, args: &[&[u8]]) {
         fallow_proto::resp::encode_request(args, &mut self.out);
@@ -112,6 +131,15 @@ impl Conn {
     }
 
     pub fn read_reply(&mut self) -> anyhow::Result<Reply> {
+        self.read_reply_nested(0)
+    }
+
+    /// Reads a reply that sits `depth` arrays deep: a bound on it keeps a hostile server's deeply nested
+    /// reply from overflowing the stack.
+    fn read_reply_nested(&mut self, depth: usize) -> anyhow::Result<Reply> {
+        if depth > REPLY_DEPTH_MAX {
+            bail!("reply nested deeper than {REPLY_DEPTH_MAX} arrays");
+        }
         let line = self.read_line()?;
         let (kind, body) = (line[0], &line[1..]);
         let reply = match kind {
@@ -127,7 +155,7 @@ impl Conn {
                 let len = parse_number(body)?;
                 self.consume_line();
                 let items = (0..len.max(0))
-                    .map(|_| self.read_reply())
+                    .map(|_| self.read_reply_nested(depth + 1))
                     .collect::<anyhow::Result<_>>()?;
                 return Ok(Reply::Array(items));
             }
@@ -280,7 +308,10 @@ mod tests {
             parse_server("unix:/tmp/s.sock").unwrap(),
             ServerAddr::Unix("/tmp/s.sock".into())
         );
-        assert!(parse_server("unix:").is_err());
+        assert_eq!(
+            parse_server("unix:").unwrap(),
+            ServerAddr::Unix(fallow_proto::socket_path::socket_path(6379))
+        );
         assert!(parse_server("127.0.0.1").is_err());
         assert!(parse_server("http://x/y").is_err());
     }
@@ -343,6 +374,20 @@ mod tests {
         let (mut conn, server) = paired(b"$5\r\nab", 64);
         drop(server);
         assert!(conn.read_reply().is_err(), "closed mid-reply");
+    }
+
+    #[test]
+    fn deeply_nested_reply_is_an_error_not_a_stack_overflow() {
+        let mut nested = b"*1\r\n".repeat(1_000_000);
+        nested.extend_from_slice(b":1\r\n");
+        let mut conn = Conn::from_replies(nested, 1 << 20);
+        let error = conn.read_reply().unwrap_err().to_string();
+        assert!(error.contains("nested deeper"), "{error}");
+        let mut conn = Conn::from_replies(b"*1\r\n*1\r\n:1\r\n".to_vec(), 1 << 20);
+        assert_eq!(
+            conn.read_reply().unwrap(),
+            Reply::Array(vec![Reply::Array(vec![Reply::Int(1)])])
+        );
     }
 
     #[test]

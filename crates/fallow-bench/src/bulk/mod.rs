@@ -24,7 +24,7 @@ pub enum OnError {
 pub struct LoadArgs {
     /// Record file (format from --format or the extension: .sort/.dat, .tsv/.txt, .csv).
     pub file: PathBuf,
-    /// Server: tcp://HOST:PORT or unix:/path.
+    /// Server: tcp://HOST:PORT, unix:/path, or unix: for $FALLOW_SOCKET (else port 6379's default socket).
     #[arg(long, default_value = "tcp://127.0.0.1:6379")]
     pub server: String,
     /// Parallel connections, each sending pipelined commands. Defaults here and for --pipeline and
@@ -70,7 +70,7 @@ pub struct DumpArgs {
     /// Write records in bytewise key order (each shard's records sorted, then merged).
     #[arg(long)]
     pub sorted: bool,
-    /// Server: tcp://HOST:PORT or unix:/path.
+    /// Server: tcp://HOST:PORT, unix:/path, or unix: for $FALLOW_SOCKET (else port 6379's default socket).
     #[arg(long, default_value = "tcp://127.0.0.1:6379")]
     pub server: String,
     #[arg(long, value_enum)]

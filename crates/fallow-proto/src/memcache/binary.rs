@@ -43,6 +43,12 @@ pub enum BinaryOpcode {
     Touch = 0x1c,
     Gat = 0x1d,
     GatQ = 0x1e,
+    /// SASL: list the mechanisms the server offers.
+    SaslListMechs = 0x20,
+    /// SASL: authenticate (key: mechanism, value: the mechanism's first message).
+    SaslAuth = 0x21,
+    /// SASL: a further step of a multi-step mechanism.
+    SaslStep = 0x22,
     GatK = 0x23,
     GatKQ = 0x24,
 }
@@ -82,6 +88,9 @@ impl BinaryOpcode {
             0x1c => Touch,
             0x1d => Gat,
             0x1e => GatQ,
+            0x20 => SaslListMechs,
+            0x21 => SaslAuth,
+            0x22 => SaslStep,
             0x23 => GatK,
             0x24 => GatKQ,
             _ => return None,
@@ -122,6 +131,8 @@ pub enum BinaryStatus {
     InvalidArguments = 0x04,
     ItemNotStored = 0x05,
     NonNumeric = 0x06,
+    /// SASL authentication failed, or the request needs an authenticated connection.
+    AuthError = 0x20,
     UnknownCommand = 0x81,
     OutOfMemory = 0x82,
     /// The request could not run now; the client may retry it.
@@ -139,6 +150,7 @@ impl BinaryStatus {
             BinaryStatus::InvalidArguments => "Invalid arguments",
             BinaryStatus::ItemNotStored => "Not stored.",
             BinaryStatus::NonNumeric => "Non-numeric server-side value for incr or decr",
+            BinaryStatus::AuthError => "Auth failure.",
             BinaryStatus::UnknownCommand => "Unknown command",
             BinaryStatus::OutOfMemory => "Out of memory",
             BinaryStatus::TemporaryFailure => "Temporary failure",
@@ -262,6 +274,8 @@ fn shape_ok(op: BinaryOpcode, ext: usize, key: usize, val: usize) -> bool {
         Stat => ext == 0 && val == 0,
         Verbosity => ext == 4 && key == 0 && val == 0,
         Touch | Gat | GatK => ext == 4 && key > 0 && val == 0,
+        SaslListMechs => ext == 0 && key == 0 && val == 0,
+        SaslAuth | SaslStep => ext == 0 && key > 0,
         _ => false,
     }
 }
@@ -472,6 +486,8 @@ mod tests {
                 Stat => breq(op, &[], b"items", &[]),
                 Verbosity => breq(op, &[0, 0, 0, 1], &[], &[]),
                 Touch | Gat | GatK => breq(op, &[0, 0, 0, 9], b"k", &[]),
+                SaslListMechs => breq(op, &[], &[], &[]),
+                SaslAuth | SaslStep => breq(op, &[], b"PLAIN", b"\0user\0pass"),
                 _ => unreachable!(),
             };
             assert_eq!(r.op(), o);

@@ -28,12 +28,16 @@ pub struct McLimits {
     pub key_len_max: usize,
     /// Largest value in bytes (memcached default item size: 1 MiB).
     pub value_len_max: usize,
-    /// Longest command line (memcached: 2048), excluding multi-key retrievals,
-    /// which may be up to `keys_per_request_max * (key_len_max + 1)` longer.
+    /// Longest command line (memcached: 2048), excluding multi-key retrievals.
     pub line_len_max: usize,
-    /// Most keys in one get/gets/gat/gats.
-    pub keys_per_request_max: usize,
+    /// Longest get/gets/gat/gats line: memcached takes any number of keys in one line, so the line is
+    /// bounded by bytes only (see [`MULTIGET_LINE_BYTES_MAX`]).
+    pub multiget_line_bytes_max: usize,
 }
+
+/// Default bound on one get/gets/gat/gats line: 2 MiB holds 8,000 keys of the longest length (250 bytes)
+/// or 100,000+ typical short keys, and bounds what one incomplete line can hold in memory.
+pub const MULTIGET_LINE_BYTES_MAX: usize = 2 << 20;
 
 impl Default for McLimits {
     fn default() -> Self {
@@ -41,7 +45,7 @@ impl Default for McLimits {
             key_len_max: 250,
             value_len_max: 1024 * 1024,
             line_len_max: 2048,
-            keys_per_request_max: 1024,
+            multiget_line_bytes_max: MULTIGET_LINE_BYTES_MAX,
         }
     }
 }
@@ -490,6 +494,8 @@ mod tests {
                         Quit | Noop | Version => (none.clone(), none.clone(), none),
                         Flush | Verbosity => (ext.slice(..4), none.clone(), none),
                         Stat => (none.clone(), key, none),
+                        SaslListMechs => (none.clone(), none.clone(), none),
+                        SaslAuth | SaslStep => (none.clone(), key, value),
                         _ => (ext.slice(..4), key, none),
                     };
                     McRequest::Binary(BinaryRequest {

@@ -50,11 +50,7 @@ fn is_multiget(buf: &[u8]) -> bool {
 
 fn line_limit(buf: &[u8], limits: &McLimits) -> usize {
     if is_multiget(buf) {
-        limits.line_len_max.saturating_add(
-            limits
-                .keys_per_request_max
-                .saturating_mul(limits.key_len_max + 1),
-        )
+        limits.multiget_line_bytes_max.max(limits.line_len_max)
     } else {
         limits.line_len_max
     }
@@ -148,7 +144,7 @@ pub fn parse_text(buf: &[u8], limits: &McLimits) -> Parsed {
                 None
             };
             let keys = &toks[first_key..];
-            if keys.len() > limits.keys_per_request_max || !keys.iter().all(|k| key_ok(k)) {
+            if !keys.iter().all(|k| key_ok(k)) {
                 return err(BAD_FORMAT, consumed);
             }
             ok(McRequest::Get {
@@ -611,17 +607,34 @@ mod tests {
     }
 
     #[test]
-    fn too_many_keys() {
+    fn multiget_is_bounded_by_bytes_not_keys() {
+        let mut line = b"get".to_vec();
+        for index in 0..10_000 {
+            line.extend_from_slice(format!(" key:{index}").as_bytes());
+        }
+        line.extend_from_slice(b"\r\n");
+        match p(&line) {
+            Parsed::Request {
+                request: McRequest::Get { keys, .. },
+                ..
+            } => assert_eq!(keys.len(), 10_000),
+            other => panic!("{other:?}"),
+        }
         let l = McLimits {
-            keys_per_request_max: 2,
+            multiget_line_bytes_max: 8,
             ..McLimits::default()
         };
-        assert!(matches!(parse(b"get a b\r\n", &l), Parsed::Request { .. }));
-        assert_eq!(
+        // Never below the ordinary line limit.
+        assert!(matches!(
             parse(b"get a b c\r\n", &l),
+            Parsed::Request { .. }
+        ));
+        let long = format!("get {}", "k ".repeat(1100));
+        assert_eq!(
+            parse(long.as_bytes(), &l),
             Parsed::Error {
-                error: McError::client("bad command line format"),
-                consumed: Some(11)
+                error: McError::client("line too long"),
+                consumed: None
             }
         );
     }

@@ -11,7 +11,7 @@ pub const COMMANDS: &[CommandSpec] = &[spec(
     ADMIN | NOSCRIPT | LOADING | STALE,
     Keys::None,
     Group::Server,
-    "A container for Access List Control commands",
+    "Users and permissions: SETUSER DELUSER LIST USERS WHOAMI GETUSER CAT GENPASS, and LOG (denied auths, commands, keys, channels)",
     acl,
 )];
 
@@ -33,11 +33,15 @@ fn acl(ctx: &mut Ctx, args: &[&[u8]]) {
         (b"whoami", 2) => ctx.out.bulk(ctx.conn.user.as_bytes()),
         (b"getuser", 3) => getuser(ctx, args[2]),
         (b"cat", 2 | 3) => cat(ctx, args.get(2).copied()),
-        (b"log", 2) => ctx.out.array_len(0),
-        (b"log", 3) if super::is(args[2], "reset") => ctx.out.ok(),
+        (b"log", 2) => log(ctx, 10),
+        (b"log", 3) if super::is(args[2], "reset") => {
+            ctx.server.acl_log.reset();
+            ctx.out.ok()
+        }
+        // A negative count lists nothing, as in Redis.
         (b"log", 3) => match super::parse_int(args[2]) {
-            Some(count) if count >= 0 => ctx.out.array_len(0),
-            _ => ctx.out.error(super::NOT_INTEGER),
+            Some(count) => log(ctx, count.max(0) as usize),
+            None => ctx.out.error(super::NOT_INTEGER),
         },
         (b"genpass", 2 | 3) => genpass(ctx, args.get(2).copied()),
         (b"save" | b"load", 2) => ctx.out.error(
@@ -132,6 +136,7 @@ fn deluser(ctx: &mut Ctx, args: &[&[u8]]) {
                 removed.push(name.into_owned());
             }
         }
+        ctx.server.acl_changed(&acl);
     }
     // Connections authenticated as a deleted user are closed, as Redis does.
     for client in ctx.server.clients.lock().values() {
@@ -216,6 +221,37 @@ fn cat(ctx: &mut Ctx, category: Option<&[u8]>) {
     ctx.out.bulks(names.iter().map(|name| name.as_bytes()));
 }
 
+/// ACL LOG [count]: the newest entries, Redis 7.2's fields (7.0's plus entry-id and timestamps).
+fn log(ctx: &mut Ctx, count: usize) {
+    let entries = ctx.server.acl_log.newest(count);
+    let now_ms = fallow_store::now_ms();
+    let out = &mut *ctx.out;
+    out.array_len(entries.len());
+    for entry in entries {
+        out.map_len(10);
+        out.bulk(b"count");
+        out.int(entry.count as i64);
+        out.bulk(b"reason");
+        out.bulk(entry.reason.name().as_bytes());
+        out.bulk(b"context");
+        out.bulk(entry.context.name().as_bytes());
+        out.bulk(b"object");
+        out.bulk(entry.object.as_bytes());
+        out.bulk(b"username");
+        out.bulk(entry.username.as_bytes());
+        out.bulk(b"age-seconds");
+        out.double(now_ms.saturating_sub(entry.updated_ms) as f64 / 1000.0);
+        out.bulk(b"client-info");
+        out.bulk(entry.client_info.as_bytes());
+        out.bulk(b"entry-id");
+        out.int(entry.entry_id as i64);
+        out.bulk(b"timestamp-created");
+        out.int(entry.created_ms as i64);
+        out.bulk(b"timestamp-last-updated");
+        out.int(entry.updated_ms as i64);
+    }
+}
+
 fn genpass(ctx: &mut Ctx, bits: Option<&[u8]>) {
     let bits = match bits.map(super::parse_int) {
         None => 256,
@@ -253,7 +289,7 @@ fn help(ctx: &mut Ctx) {
             "LIST",
             "    Show users details in config file format.",
             "LOG [<count> | RESET]",
-            "    Show the ACL log entries (fallow keeps none).",
+            "    Show the ACL log entries.",
             "SETUSER <username> <attribute> [<attribute> ...]",
             "    Create or modify a user with the specified attributes.",
             "USERS",

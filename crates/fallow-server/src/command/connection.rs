@@ -137,10 +137,24 @@ fn reset(ctx: &mut Ctx, _args: &[&[u8]]) {
     ctx.out.simple("RESET");
 }
 
-/// Authenticates the connection as `user`; Err is the reply to send.
-fn authenticate(ctx: &mut Ctx, user: &[u8], password: &[u8]) -> Result<(), String> {
+/// Authenticates the connection as `user`; Err is the reply to send. A failure is counted, logged to
+/// ACL LOG (object: the command as the client spelled it, as Redis logs it) and, past
+/// `auth-failures-before-delay` on this connection, answered late.
+fn authenticate(ctx: &mut Ctx, command: &str, user: &[u8], password: &[u8]) -> Result<(), String> {
     let user = String::from_utf8_lossy(user).into_owned();
-    ctx.server.acl.read().authenticate(&user, password)?;
+    let checked = ctx.server.acl.read().authenticate(&user, password);
+    if let Err(reply) = checked {
+        let delay = crate::acl::log::note_auth_failure(
+            ctx.server,
+            &ctx.conn.handle,
+            command,
+            &user,
+            crate::acl::log::Context::of_multi(ctx.in_exec),
+            &mut ctx.conn.auth_failures,
+        );
+        ctx.conn.reply_not_before = delay.map(|delay| tokio::time::Instant::now() + delay);
+        return Err(reply);
+    }
     ctx.conn.user = user;
     ctx.conn.authenticated = true;
     // The connection's tenant is the one named like its user.
@@ -159,7 +173,7 @@ fn auth(ctx: &mut Ctx, args: &[&[u8]]) {
         3 => (args[1], args[2]),
         _ => return ctx.out.error(SYNTAX),
     };
-    match authenticate(ctx, user, password) {
+    match authenticate(ctx, &String::from_utf8_lossy(args[0]), user, password) {
         Ok(()) => ctx.out.ok(),
         Err(reply) => ctx.out.error(&reply),
     }
@@ -203,7 +217,7 @@ fn hello(ctx: &mut Ctx, args: &[&[u8]]) {
         }
     }
     if let Some((user, password)) = credentials {
-        if let Err(reply) = authenticate(ctx, user, password) {
+        if let Err(reply) = authenticate(ctx, &String::from_utf8_lossy(args[0]), user, password) {
             return ctx.out.error(&reply);
         }
     }
@@ -325,7 +339,7 @@ pub fn describe_client(handle: &ClientHandle) -> String {
         snapshot.last_command.to_string()
     };
     format!(
-        "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db={} sub={} psub={} ssub=0 multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user={} redir=-1 resp={} lib={}",
+        "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db={} sub={} psub={} ssub=0 multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={} lib={}",
         handle.id,
         handle.peer_addr,
         handle.local_addr,
@@ -337,6 +351,9 @@ pub fn describe_client(handle: &ClientHandle) -> String {
         snapshot.subscriptions,
         snapshot.pattern_subscriptions,
         if snapshot.in_multi { 0 } else { -1 },
+        handle.memory.query_bytes.load(std::sync::atomic::Ordering::Relaxed),
+        handle.memory.output_total(),
+        handle.memory.total(),
         command,
         snapshot.user,
         snapshot.resp,

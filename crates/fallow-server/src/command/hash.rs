@@ -442,11 +442,28 @@ enum Parts {
 fn write_all(ctx: &mut Ctx, key: &[u8], parts: Parts) {
     let db = ctx.db();
     let now = ctx.now_ms;
+    let budget = ctx.reply_budget();
     let hash = match ctx.guards.shard(key).read::<HashValue>(db, key, now) {
         Ok(hash) => hash,
         Err(WrongType) => return ctx.out.error(WRONGTYPE),
     };
     let len = hash.map_or(0, HashValue::len);
+    // Sized before it is built (a walk copying nothing): refused if it would pass the client's output
+    // hard limit.
+    let bytes: u64 = hash
+        .into_iter()
+        .flat_map(HashValue::iter)
+        .map(|(field, value)| match parts {
+            Parts::Both => {
+                super::bulk_reply_bytes(field.len()) + super::bulk_reply_bytes(value.len())
+            }
+            Parts::Fields => super::bulk_reply_bytes(field.len()),
+            Parts::Values => super::bulk_reply_bytes(value.len()),
+        })
+        .sum();
+    if bytes > budget {
+        return ctx.refuse_reply(bytes);
+    }
     match parts {
         Parts::Both => ctx.out.map_len(len),
         Parts::Fields | Parts::Values => ctx.out.array_len(len),

@@ -564,13 +564,29 @@ fn copy(ctx: &mut Ctx, args: &[&[u8]]) {
         return ctx.out.error(SAME_OBJECT);
     }
     let now = ctx.now_ms;
+    let Some(source_bytes) = ctx
+        .guards
+        .shard(source)
+        .memory_usage(source_db, source, now)
+    else {
+        return ctx.out.int(0);
+    };
+    if !replace
+        && ctx
+            .guards
+            .shard(destination)
+            .exists(destination_db, destination, now)
+    {
+        return ctx.out.int(0);
+    }
+    // The copy's size is known before it is made: one COPY of a big value cannot pass maxmemory.
+    if !ctx.reserve_memory(source_bytes) {
+        return;
+    }
     let Some(value) = ctx.guards.shard(source).clone_value(source_db, source, now) else {
         return ctx.out.int(0);
     };
     let shard = ctx.guards.shard(destination);
-    if !replace && shard.exists(destination_db, destination, now) {
-        return ctx.out.int(0);
-    }
     put_and_wake(shard, destination_db, destination, value, now);
     ctx.out.int(1);
 }
@@ -627,13 +643,22 @@ fn keys(ctx: &mut Ctx, args: &[&[u8]]) {
     let db = ctx.db();
     let now = ctx.now_ms;
     let mut found: Vec<Vec<u8>> = Vec::new();
+    // Keys are copied only while the reply fits under the client's output hard limit.
+    let budget = ctx.reply_budget();
+    let mut reply_bytes: u64 = 16;
     for shard in ctx.guards.iter_mut() {
         // One walk over the whole shard: a count no shard can reach.
         shard.scan(db, 0, usize::MAX, now, |key, _| {
             if match_all || glob::matches(pattern, key) {
-                found.push(key.to_vec());
+                reply_bytes += super::bulk_reply_bytes(key.len());
+                if reply_bytes <= budget {
+                    found.push(key.to_vec());
+                }
             }
         });
+    }
+    if reply_bytes > budget {
+        return ctx.refuse_reply(reply_bytes);
     }
     ctx.out.bulks(found.iter().map(Vec::as_slice));
 }

@@ -439,12 +439,21 @@ fn lrange(ctx: &mut Ctx, args: &[&[u8]]) {
     let (Some(start), Some(end)) = (parse_int(args[2]), parse_int(args[3])) else {
         return ctx.out.error(NOT_INTEGER);
     };
+    let budget = ctx.reply_budget();
+    let mut refused = Ok(());
     with_list(ctx, args[1], |out, list| {
         match list.and_then(|list| Some((list, clamp_range(start, end, list.len())?))) {
-            Some((list, (from, to))) => out.bulks(list.iter().skip(from).take(to - from + 1)),
+            Some((list, (from, to))) => {
+                let count = to - from + 1;
+                refused =
+                    super::bulks_within(out, budget, count, || list.iter().skip(from).take(count));
+            }
             None => out.array_len(0),
         }
     });
+    if let Err(bytes) = refused {
+        ctx.refuse_reply(bytes);
+    }
 }
 
 /// Resolves a possibly negative index; None when out of range.

@@ -258,11 +258,102 @@ impl Ctx<'_, '_> {
         self.conn.address()
     }
 
+    /// Makes room for a write about to add `additional_bytes` of data, before it allocates them: evicts
+    /// as the policy allows; when they still would not fit, counts the refusal, writes the OOM reply and
+    /// returns false.
+    pub fn reserve_memory(&mut self, additional_bytes: usize) -> bool {
+        let store = &self.server.store;
+        if !store.would_exceed_maxmemory(additional_bytes)
+            || self.guards.make_room_for(additional_bytes).is_ok()
+        {
+            return true;
+        }
+        self.server
+            .stats
+            .oom_rejections
+            .fetch_add(1, Ordering::Relaxed);
+        self.out
+            .error(&oom_error(self.server, self.conn.tenant.tenant));
+        false
+    }
+
     /// The keyspace address of database `index` in the connection's namespace (MOVE, COPY DB,
     /// SWAPDB, FLUSHALL, INFO keyspace).
     pub fn db_at(&self, index: usize) -> usize {
         self.conn.tenant.address(index)
     }
+
+    /// Room left in the client's output under its hard limit (`client-output-buffer-limit`), counting
+    /// the replies of this batch not yet written; u64::MAX when unbounded.
+    pub fn reply_budget(&self) -> u64 {
+        match self.conn.output_limit().hard_bytes {
+            0 => u64::MAX,
+            hard => hard.saturating_sub(self.out.buf.len() as u64),
+        }
+    }
+
+    /// Whether `more_bytes` of reply still fit under the client's output hard limit. If not, the reply
+    /// begun at `reply_start` is dropped, the client gets an error instead, and the refusal is counted.
+    /// Commands whose multi-value reply size is known from the store call this before building it.
+    pub fn reply_fits(&mut self, reply_start: usize, more_bytes: u64) -> bool {
+        let budget = self.reply_budget();
+        let started = (self.out.buf.len() - reply_start) as u64;
+        if more_bytes <= budget {
+            return true;
+        }
+        self.out.buf.truncate(reply_start);
+        self.refuse_reply(started + more_bytes);
+        false
+    }
+
+    /// Answers with the error for a reply of `bytes` over the output hard limit, and counts it.
+    pub fn refuse_reply(&mut self, bytes: u64) {
+        let memory = &self.server.clients_memory;
+        memory.output_limit_refusals.fetch_add(1, Ordering::Relaxed);
+        self.out.error(&format!(
+            "ERR reply of {bytes} bytes would exceed the client output buffer hard limit ({} bytes)",
+            self.conn.output_limit().hard_bytes
+        ));
+    }
+}
+
+/// Bytes of one bulk string in a reply: the value, `$<len>\r\n` and `\r\n`.
+pub fn bulk_reply_bytes(len: usize) -> u64 {
+    len as u64 + 16
+}
+
+/// A reply that passes this many bytes while being built is sized in full before the rest is written.
+pub const REPLY_SIZE_CHECK_BYTES: usize = 1 << 20;
+
+/// Writes an array of the bulk strings `items()` yields (`count` of them), unless the whole would need
+/// more than `budget` bytes (see `Ctx::reply_budget`): then nothing is written and Err holds the bytes
+/// needed. Small replies are written in one pass; one that passes `REPLY_SIZE_CHECK_BYTES` is sized (a
+/// second walk over its remaining items, copying nothing) before the rest is copied.
+pub fn bulks_within<'i, I: Iterator<Item = &'i [u8]>>(
+    out: &mut ReplyWriter,
+    budget: u64,
+    count: usize,
+    items: impl Fn() -> I,
+) -> Result<(), u64> {
+    let start = out.buf.len();
+    out.array_len(count);
+    let mut sized = false;
+    for (index, item) in items().enumerate() {
+        if !sized && out.buf.len() - start > REPLY_SIZE_CHECK_BYTES {
+            sized = true;
+            let rest: u64 = items()
+                .skip(index)
+                .map(|item| bulk_reply_bytes(item.len()))
+                .sum();
+            let total = (out.buf.len() - start) as u64 + rest;
+            if total > budget {
+                out.buf.truncate(start);
+                return Err(total);
+            }
+        }
+        out.bulk(item);
+    }
+    Ok(())
 }
 
 // ----- collection access shared by the families ---------------------------------------------------
@@ -421,7 +512,8 @@ pub fn execute(server: &Server, conn: &mut ConnState, out: &mut ReplyWriter, arg
     }
     let unrestricted =
         conn.user == "default" && server.acl_default_unrestricted.load(Ordering::Relaxed);
-    if let Err(denied) = check_acl(server, conn, spec, args, unrestricted) {
+    let context = crate::acl::log::Context::of_multi(conn.in_multi());
+    if let Err(denied) = check_acl(server, conn, spec, args, unrestricted, context) {
         conn.flag_multi_error();
         out.error(&denied);
         return conn.apply_reply_mode(out, reply_start);
@@ -462,20 +554,34 @@ pub fn permitted_now(
 ) -> Result<(), String> {
     let unrestricted =
         conn.user == "default" && server.acl_default_unrestricted.load(Ordering::Relaxed);
-    check_acl(server, conn, spec, args, unrestricted)
+    let context = crate::acl::log::Context::Multi;
+    check_acl(server, conn, spec, args, unrestricted, context)
 }
 
+/// Err is the NOPERM reply; the denial is counted and logged to ACL LOG.
 fn check_acl(
     server: &Server,
     conn: &ConnState,
     spec: &CommandSpec,
     args: &[&[u8]],
     unrestricted: bool,
+    context: crate::acl::log::Context,
 ) -> Result<(), String> {
     if unrestricted {
         return Ok(());
     }
-    server.acl.read().check(&conn.user, spec, args)
+    let checked = server.acl.read().check_detailed(&conn.user, spec, args);
+    checked.map_err(|denied| {
+        crate::acl::log::note_denial(
+            server,
+            &conn.handle,
+            denied.reason,
+            context,
+            &denied.object,
+            &conn.user,
+        );
+        denied.reply
+    })
 }
 
 /// Locks the command's shards, waits for transactions' locks on its records in a conflicting mode,
@@ -549,10 +655,7 @@ pub fn run_with_guards<'s>(
     mut guards: Guards<'s>,
     in_exec: bool,
 ) -> Guards<'s> {
-    if spec.flags & flags::DENYOOM != 0
-        && server.store.over_maxmemory()
-        && guards.make_room().is_err()
-    {
+    if spec.flags & flags::DENYOOM != 0 && !room_for_request(server, &mut guards, args) {
         server.stats.oom_rejections.fetch_add(1, Ordering::Relaxed);
         out.error(&oom_error(server, conn.tenant.tenant));
         return guards;
@@ -572,6 +675,18 @@ pub fn run_with_guards<'s>(
         server.stats.error_replies.fetch_add(1, Ordering::Relaxed);
     }
     ctx.guards
+}
+
+/// Whether a command that may grow memory fits: the store with the request's own bytes (a cheap estimate
+/// of what it adds: the values of a large SET, the members of an LPUSH/SADD/HSET/ZADD) stays under the
+/// limit, after evicting as the policy allows.
+fn room_for_request(server: &Server, guards: &mut Guards<'_>, args: &[&[u8]]) -> bool {
+    let store = &server.store;
+    if store.maxmemory_bytes() == 0 && store.pool_limit_bytes() == 0 {
+        return true;
+    }
+    let request_bytes: usize = args[1..].iter().map(|arg| arg.len()).sum();
+    !store.would_exceed_maxmemory(request_bytes) || guards.make_room_for(request_bytes).is_ok()
 }
 
 /// The reply to a write that found no room. In elastic mode (a pool limit is set) a persistent tenant

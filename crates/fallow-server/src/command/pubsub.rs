@@ -69,13 +69,29 @@ const NOPERM_CHANNEL: &str =
 const SUBSCRIPTIONS_MAX: usize = 100_000;
 
 /// May the connection's user use these channels (or, with `patterns`, subscribe to these patterns)?
+/// A denial is counted and logged to ACL LOG.
 fn channels_allowed(ctx: &Ctx, names: &[&[u8]], patterns: bool) -> bool {
+    let denied = first_denied_channel(ctx, names, patterns);
+    if let Some(channel) = denied {
+        crate::acl::log::note_denial(
+            ctx.server,
+            &ctx.conn.handle,
+            crate::acl::log::Reason::Channel,
+            crate::acl::log::Context::of_multi(ctx.in_exec),
+            channel,
+            &ctx.conn.user,
+        );
+    }
+    denied.is_none()
+}
+
+fn first_denied_channel<'a>(ctx: &Ctx, names: &[&'a [u8]], patterns: bool) -> Option<&'a [u8]> {
     let acl = ctx.server.acl.read();
     let Some(user) = acl.users.get(&ctx.conn.user) else {
-        return false;
+        return names.first().copied();
     };
-    names.iter().all(|name| {
-        user.channel_patterns.iter().any(|allowed| {
+    names.iter().copied().find(|name| {
+        !user.channel_patterns.iter().any(|allowed| {
             if patterns {
                 // A pattern subscription needs a literal grant of that pattern (or of everything).
                 allowed.as_slice() == b"*" || allowed.as_slice() == *name
@@ -184,7 +200,14 @@ fn publish(ctx: &mut Ctx, args: &[&[u8]]) {
     if !channels_allowed(ctx, &args[1..2], false) {
         return ctx.out.error(NOPERM_CHANNEL);
     }
-    let receivers = ctx.server.pubsub.publish(args[1], args[2]);
+    let server = ctx.server;
+    let (receivers, over_clients_limit) =
+        server
+            .pubsub
+            .publish(args[1], args[2], &server.clients_memory);
+    if over_clients_limit {
+        crate::client_memory::enforce_maxmemory_clients(server);
+    }
     ctx.out.int(receivers as i64);
 }
 

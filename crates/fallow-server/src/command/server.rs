@@ -55,7 +55,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         LOADING | STALE | FAST,
         Keys::None,
         Group::Server,
-        "Get the Unix time of the last successful save to disk",
+        "The Unix time the server started (fallow never saves to disk)",
         lastsave,
     ),
     spec(
@@ -64,7 +64,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         ADMIN | NOSCRIPT,
         Keys::None,
         Group::Server,
-        "Synchronously save the dataset to disk",
+        "Refused (-ERR fallow keeps no snapshots): data lives in memory only",
         no_snapshots,
     ),
     spec(
@@ -73,7 +73,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         ADMIN | NOSCRIPT,
         Keys::None,
         Group::Server,
-        "Asynchronously save the dataset to disk",
+        "Refused (-ERR fallow keeps no snapshots): data lives in memory only",
         no_snapshots,
     ),
     spec(
@@ -82,7 +82,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         ADMIN | NOSCRIPT,
         Keys::None,
         Group::Server,
-        "Asynchronously rewrite the append-only file",
+        "Refused (-ERR fallow keeps no snapshots): there is no append-only file",
         no_snapshots,
     ),
     spec(
@@ -127,7 +127,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         ADMIN_FLAGS | NO_MULTI,
         Keys::None,
         Group::Server,
-        "Synchronously save the dataset to disk and then shut down the server",
+        "Shut down the server; nothing is saved (SAVE/NOSAVE are accepted and ignored)",
         shutdown,
     ),
     spec(
@@ -145,7 +145,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         ADMIN_FLAGS,
         Keys::None,
         Group::Server,
-        "Listen for all requests received by the server in real time",
+        "Refused (-ERR MONITOR is not supported by fallow)",
         monitor,
     ),
 ];
@@ -440,8 +440,41 @@ fn clients_section(ctx: &Ctx, text: &mut String) {
     field(text, "cluster_connections", 0);
     field(text, "maxclients", ctx.server.config.read().maxclients);
     field(text, "blocked_clients", blocked);
+    let buffers = client_buffers(ctx);
+    field(text, "client_recent_max_input_buffer", buffers.max_input);
+    field(text, "client_recent_max_output_buffer", buffers.max_output);
     field(text, "tracking_clients", 0);
     field(text, "clients_in_timeout_table", 0);
+}
+
+/// What clients' buffers hold now (their reported output, queued pub/sub and query bytes).
+#[derive(Default)]
+struct ClientBuffers {
+    max_input: u64,
+    max_output: u64,
+    normal: u64,
+    pubsub: u64,
+}
+
+fn client_buffers(ctx: &Ctx) -> ClientBuffers {
+    let mut buffers = ClientBuffers::default();
+    for client in ctx.server.clients.lock().values() {
+        let memory = &client.memory;
+        buffers.max_input = buffers
+            .max_input
+            .max(memory.query_bytes.load(Ordering::Relaxed));
+        buffers.max_output = buffers.max_output.max(memory.output_total());
+        let subscribed = {
+            let snapshot = client.snapshot.lock();
+            snapshot.subscriptions + snapshot.pattern_subscriptions > 0
+        };
+        if subscribed {
+            buffers.pubsub += memory.total();
+        } else {
+            buffers.normal += memory.total();
+        }
+    }
+    buffers
 }
 
 /// used_memory as INFO and MEMORY STATS report it; also moves the peak.
@@ -475,6 +508,16 @@ fn memory_section(ctx: &Ctx, totals: &ShardTotals, text: &mut String) {
     };
     field(text, "mem_fragmentation_ratio", format!("{ratio:.2}"));
     field(text, "mem_allocator", "libc");
+    let buffers = client_buffers(ctx);
+    field(text, "mem_clients_slaves", 0);
+    field(text, "mem_clients_normal", buffers.normal);
+    field(text, "mem_clients_pubsub", buffers.pubsub);
+    let clients_memory = &ctx.server.clients_memory;
+    field(
+        text,
+        "maxmemory_clients",
+        clients_memory.limit_bytes.load(Ordering::Relaxed),
+    );
     field(text, "fallow_segments_mapped_bytes", totals.mapped_bytes);
     field(text, "fallow_segments_dead_bytes", totals.dead_bytes);
 }
@@ -553,6 +596,32 @@ fn stats_section(ctx: &Ctx, totals: &ShardTotals, text: &mut String) {
     );
     field(text, "total_protocol_errors", load(&stats.protocol_errors));
     field(text, "total_oom_rejections", load(&stats.oom_rejections));
+    let clients_memory = &ctx.server.clients_memory;
+    field(
+        text,
+        "client_output_buffer_limit_disconnections",
+        load(&clients_memory.output_limit_disconnections),
+    );
+    field(
+        text,
+        "client_output_buffer_limit_refusals",
+        load(&clients_memory.output_limit_refusals),
+    );
+    field(
+        text,
+        "evicted_clients",
+        load(&clients_memory.evicted_clients),
+    );
+    field(
+        text,
+        "protected_mode_rejections",
+        load(&stats.protected_mode_rejections),
+    );
+    let denials = &ctx.server.acl_log.denials;
+    field(text, "acl_access_denied_auth", load(&denials.auth));
+    field(text, "acl_access_denied_cmd", load(&denials.command));
+    field(text, "acl_access_denied_key", load(&denials.key));
+    field(text, "acl_access_denied_channel", load(&denials.channel));
 }
 
 fn replication_section(ctx: &Ctx, text: &mut String) {
@@ -634,6 +703,10 @@ fn fallow_section(ctx: &Ctx, totals: &ShardTotals, text: &mut String) {
         pubsub.subscribers_dropped_slow.load(Ordering::Relaxed),
     );
     field(text, "memcache_port", config.memcache_port);
+    drop(config);
+    for (name, value) in ctx.server.memcache_gate.info_fields(ctx.server) {
+        field(text, name, value);
+    }
 }
 
 fn commandstats_section(ctx: &Ctx, text: &mut String) {
@@ -726,6 +799,23 @@ fn config_set(ctx: &mut Ctx, pairs: &[&[u8]]) {
                 "ERR CONFIG SET failed (possibly related to argument '{name}') - duplicate parameter"
             ));
         }
+        if name == "memcache-tenant" {
+            let allowed = crate::net::memcache::auth::check_memcache_tenant_change(
+                ctx.server,
+                &ctx.conn.user,
+            );
+            if let Err(denied) = allowed {
+                crate::acl::log::note_denial(
+                    ctx.server,
+                    &ctx.conn.handle,
+                    crate::acl::log::Reason::Command,
+                    crate::acl::log::Context::of_multi(ctx.in_exec),
+                    b"config|set",
+                    &ctx.conn.user,
+                );
+                return ctx.out.error(&denied);
+            }
+        }
         if let Err(message) = updated.set(&name, &value) {
             let text = if message.starts_with("Unknown option") {
                 format!("ERR {message} - '{name}'")
@@ -739,7 +829,20 @@ fn config_set(ctx: &mut Ctx, pairs: &[&[u8]]) {
     if let Err(message) = updated.validate() {
         return ctx.out.error(&format!("ERR CONFIG SET failed - {message}"));
     }
-    *ctx.server.config.write() = updated;
+    if updated.maxclients > ctx.server.config.read().maxclients {
+        // Raises the open-file limit if it can; refuses what the limit cannot hold.
+        if let Err(message) = crate::fdlimit::check_runtime(updated.maxclients) {
+            return ctx.out.error(&format!(
+                "ERR CONFIG SET failed (possibly related to argument 'maxclients') - {message}"
+            ));
+        }
+    }
+    let old_tenant = std::mem::replace(&mut *ctx.server.config.write(), updated).memcache_tenant;
+    let new_tenant = ctx.server.config.read().memcache_tenant.clone();
+    if old_tenant != new_tenant {
+        let user = &ctx.conn.user;
+        tracing::warn!(%user, old = %old_tenant, new = %new_tenant, "memcache-tenant changed");
+    }
     ctx.server.config_changed();
     ctx.out.ok();
 }
@@ -756,11 +859,16 @@ fn reset_stats(ctx: &mut Ctx) {
         &stats.unknown_commands,
         &stats.error_replies,
         &stats.oom_rejections,
+        &stats.protected_mode_rejections,
         &ctx.server.pubsub.messages_published,
         &ctx.server.pubsub.subscribers_dropped_slow,
+        &ctx.server.clients_memory.output_limit_disconnections,
+        &ctx.server.clients_memory.output_limit_refusals,
+        &ctx.server.clients_memory.evicted_clients,
     ] {
         counter.store(0, Ordering::Relaxed);
     }
+    ctx.server.acl_log.denials.reset();
     for (calls, micros) in &ctx.server.command_stats {
         calls.store(0, Ordering::Relaxed);
         micros.store(0, Ordering::Relaxed);

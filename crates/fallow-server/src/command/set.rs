@@ -250,9 +250,21 @@ fn smismember(ctx: &mut Ctx, args: &[&[u8]]) {
 fn smembers(ctx: &mut Ctx, args: &[&[u8]]) {
     let db = ctx.db();
     let now = ctx.now_ms;
+    let budget = ctx.reply_budget();
     match ctx.guards.shard(args[1]).read::<SetValue>(db, args[1], now) {
         Ok(set) => {
-            ctx.out.set_len(set.map_or(0, SetValue::len));
+            let len = set.map_or(0, SetValue::len);
+            // Sized before it is built (a walk copying nothing): refused if it would pass the client's
+            // output hard limit.
+            let bytes: u64 = set
+                .into_iter()
+                .flat_map(SetValue::iter)
+                .map(|member| super::bulk_reply_bytes(member.len()))
+                .sum();
+            if bytes > budget {
+                return ctx.refuse_reply(bytes);
+            }
+            ctx.out.set_len(len);
             for member in set.into_iter().flat_map(SetValue::iter) {
                 ctx.out.bulk(member);
             }

@@ -497,13 +497,38 @@ fn getex(ctx: &mut Ctx, args: &[&[u8]]) {
 fn mget(ctx: &mut Ctx, args: &[&[u8]]) {
     let db = ctx.db();
     let now = ctx.now_ms;
+    let reply_start = ctx.out.buf.len();
     ctx.out.array_len(args.len() - 1);
-    for key in &args[1..] {
+    let mut sized = false;
+    for (index, key) in args[1..].iter().enumerate() {
+        // A large reply is sized from the values' lengths before the rest is copied, and refused if it
+        // would pass the client's output hard limit.
+        if !sized && ctx.out.buf.len() - reply_start > super::REPLY_SIZE_CHECK_BYTES {
+            sized = true;
+            let rest = mget_reply_bytes(ctx, &args[1 + index..]);
+            if !ctx.reply_fits(reply_start, rest) {
+                return;
+            }
+        }
         match ctx.guards.shard(key).get_string(db, key, now) {
             Ok(Some((value, _))) => ctx.out.bulk(value),
             _ => ctx.out.nil(),
         }
     }
+}
+
+/// The bytes MGET's reply needs for `keys`, from the values' lengths.
+fn mget_reply_bytes(ctx: &mut Ctx, keys: &[&[u8]]) -> u64 {
+    let db = ctx.db();
+    let now = ctx.now_ms;
+    keys.iter()
+        .map(|key| {
+            ctx.guards
+                .shard(key)
+                .peek_string_len(db, key, now)
+                .map_or(5, super::bulk_reply_bytes)
+        })
+        .sum()
 }
 
 fn mset(ctx: &mut Ctx, args: &[&[u8]]) {
@@ -550,6 +575,9 @@ fn append(ctx: &mut Ctx, args: &[&[u8]]) {
         return ctx
             .out
             .error("ERR string exceeds maximum allowed size (proto-max-bulk-len)");
+    }
+    if !ctx.reserve_memory(args[2].len()) {
+        return;
     }
     value.extend_from_slice(args[2]);
     let db = ctx.db();
@@ -626,6 +654,10 @@ fn setrange(ctx: &mut Ctx, args: &[&[u8]]) {
         return ctx
             .out
             .error("ERR string exceeds maximum allowed size (proto-max-bulk-len)");
+    }
+    let growth_bytes = (offset + patch.len()).saturating_sub(value.len());
+    if growth_bytes > 0 && !ctx.reserve_memory(growth_bytes) {
+        return;
     }
     if value.len() < offset + patch.len() {
         value.resize(offset + patch.len(), 0);

@@ -910,12 +910,28 @@ fn range_generic(ctx: &mut Ctx, call: RangeCall) {
         Err(error) => return ctx.out.error(error),
     };
     let Some(destination) = call.destination else {
-        return with_zset(ctx, call.key, |out, zset| {
+        let budget = ctx.reply_budget();
+        let mut refused = None;
+        with_zset(ctx, call.key, |out, zset| {
             let members = zset.map_or_else(Vec::new, |zset| {
                 select(zset, &request.range, request.rev, request.limit)
             });
+            // Sized before it is built: refused if it would pass the client's output hard limit.
+            let score_bytes = if request.withscores { 32 } else { 0 };
+            let bytes: u64 = members
+                .iter()
+                .map(|(member, _)| super::bulk_reply_bytes(member.len()) + score_bytes)
+                .sum();
+            if bytes > budget {
+                refused = Some(bytes);
+                return;
+            }
             reply_members(out, members.into_iter(), request.withscores);
         });
+        if let Some(bytes) = refused {
+            ctx.refuse_reply(bytes);
+        }
+        return;
     };
     let db = ctx.db();
     let now = ctx.now_ms;

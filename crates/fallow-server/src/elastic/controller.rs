@@ -180,7 +180,16 @@ fn tick(
     let host = match source.sample(pool.resident_bytes() as u64) {
         Ok(host) => host,
         Err(error) => {
-            tracing::warn!(%error, "cannot sample host memory; pool target unchanged");
+            // Repeats every poll while it lasts (e.g. out of descriptors): logged once per interval.
+            static LOG: crate::log_limit::RateLimited =
+                crate::log_limit::RateLimited::new(std::time::Duration::from_secs(10));
+            if let Some(suppressed) = LOG.check() {
+                tracing::warn!(
+                    %error,
+                    "cannot sample host memory; pool target unchanged{}",
+                    crate::log_limit::repeated(suppressed)
+                );
+            }
             return;
         }
     };

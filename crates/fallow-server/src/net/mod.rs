@@ -1,13 +1,17 @@
 //! Listeners: RESP over TCP and a Unix socket, memcached over TCP. Each accepted connection becomes a task
 //! on the runtime's worker threads; the connection limit (maxclients) is enforced at accept.
+pub(crate) mod accept;
 pub mod memcache;
+pub mod protected;
 pub mod resp;
+mod unix_socket;
 
 use crate::server::{ClientKind, Server};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, UnixListener};
 
 /// Binds every configured listener and serves until `shutdown` resolves; then stops accepting, asks every
@@ -17,9 +21,10 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()>,
 ) -> std::io::Result<()> {
     let config = server.config.read().clone();
+    accept::reserve_spare();
     let mut tasks = Vec::new();
     if config.port != 0 {
-        let listener = TcpListener::bind((config.bind.as_str(), config.port)).await?;
+        let listener = bind_tcp(&config.bind, config.port).await?;
         tracing::info!(address = %listener.local_addr()?, "RESP listening");
         tasks.push(tokio::spawn(accept_tcp(
             server.clone(),
@@ -27,31 +32,26 @@ pub async fn serve(
             ClientKind::Resp,
         )));
     }
-    if config.memcache_port != 0 {
-        let listener = TcpListener::bind((config.bind.as_str(), config.memcache_port)).await?;
-        tracing::info!(address = %listener.local_addr()?, "memcached protocol listening");
-        tasks.push(tokio::spawn(accept_tcp(
-            server.clone(),
-            listener,
-            ClientKind::Memcache,
-        )));
-    }
-    let socket_path = (!config.unixsocket.is_empty()).then(|| config.unixsocket.clone());
-    if let Some(path) = &socket_path {
-        // A stale socket from a crashed run would make bind fail.
-        let _ = std::fs::remove_file(path);
-        let listener = UnixListener::bind(path)?;
-        tracing::info!(path = %path, "RESP listening on Unix socket");
+    // Opened, closed and reopened as authentication requires (see memcache::listener).
+    tasks.push(memcache::listener::start(&server).await?);
+    let mut unix_socket = None;
+    if let Some(path) = config.unix_socket_path() {
+        let from_default = config.unixsocket.is_none();
+        let (listener, file) =
+            unix_socket::bind(&path, config.unixsocketperm, from_default).await?;
+        tracing::info!(path = %path.display(), "RESP listening on Unix socket");
+        unix_socket = Some(file);
         tasks.push(tokio::spawn(accept_unix(server.clone(), listener)));
     }
     if config.metrics_port != 0 {
-        let listener = TcpListener::bind((config.bind.as_str(), config.metrics_port)).await?;
+        let listener = bind_tcp(&config.bind, config.metrics_port).await?;
         tracing::info!(address = %listener.local_addr()?, "Prometheus metrics at /metrics");
         tasks.push(tokio::spawn(crate::metrics::serve(
             server.clone(),
             listener,
         )));
     }
+    warn_if_exposed(&server, &config.bind).await;
     tasks.push(tokio::spawn(housekeeping(server.clone())));
     crate::elastic::start(&server).map_err(std::io::Error::other)?;
     shutdown.await;
@@ -72,19 +72,54 @@ pub async fn serve(
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    if let Some(path) = socket_path {
-        let _ = std::fs::remove_file(path);
+    if let Some(socket) = unix_socket {
+        socket.remove();
     }
     Ok(())
 }
 
-async fn accept_tcp(server: Arc<Server>, listener: TcpListener, kind: ClientKind) {
+/// Binds a TCP listener; the error names the address (a second server on the same port is the usual cause).
+async fn bind_tcp(bind: &str, port: u16) -> std::io::Result<TcpListener> {
+    TcpListener::bind((bind, port)).await.map_err(|error| {
+        std::io::Error::new(
+            error.kind(),
+            format!("cannot listen on {bind}:{port}: {error}"),
+        )
+    })
+}
+
+/// One warning at start when the TCP listeners are reachable from other hosts: what protected mode
+/// will do, or that anyone who reaches the port can use the data.
+async fn warn_if_exposed(server: &Server, bind: &str) {
+    let exposed = tokio::net::lookup_host((bind, 0))
+        .await
+        .map(|mut addresses| addresses.any(|address| !address.ip().is_loopback()))
+        .unwrap_or(false);
+    if !exposed {
+        return;
+    }
+    if server.protected_mode_in_force() {
+        tracing::warn!(
+            bind,
+            "protected mode: bound to a non-loopback address with no password for the default user, so \
+only loopback and Unix-socket clients are answered; set requirepass, or --protected-mode no to serve \
+other hosts without a password"
+        );
+    } else if server.config.read().requirepass.is_empty() {
+        tracing::warn!(
+            bind,
+            "bound to a non-loopback address with protected mode off and no requirepass: any host that \
+reaches the ports can read and change the data"
+        );
+    }
+}
+
+pub(crate) async fn accept_tcp(server: Arc<Server>, listener: TcpListener, kind: ClientKind) {
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
             Err(error) => {
-                tracing::warn!(%error, "accept failed");
-                tokio::time::sleep(Duration::from_millis(10)).await;
+                accept::failed(&server, error, listener.as_raw_fd(), too_many(kind)).await;
                 continue;
             }
         };
@@ -95,10 +130,18 @@ async fn accept_tcp(server: Arc<Server>, listener: TcpListener, kind: ClientKind
             .unwrap_or_default();
         let server = server.clone();
         tokio::spawn(async move {
+            if !server.admits(Some(peer.ip())) {
+                return refuse(stream, protected::denial(kind)).await;
+            }
             let Some(handle) = server.register_client(kind, peer.to_string(), local) else {
-                return reject(stream, kind).await;
+                return refuse(stream, too_many(kind)).await;
             };
             let id = handle.id;
+            if kind == ClientKind::Memcache && !server.memcache_gate.is_open() {
+                // Accepted just before the gate closed the listener: authentication is required now.
+                server.unregister_client(id);
+                return;
+            }
             match kind {
                 ClientKind::Resp => resp::serve(server.clone(), stream, handle).await,
                 ClientKind::Memcache => memcache::serve(server.clone(), stream, handle).await,
@@ -113,8 +156,8 @@ async fn accept_unix(server: Arc<Server>, listener: UnixListener) {
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
             Err(error) => {
-                tracing::warn!(%error, "accept failed");
-                tokio::time::sleep(Duration::from_millis(10)).await;
+                let refusal = too_many(ClientKind::Resp);
+                accept::failed(&server, error, listener.as_raw_fd(), refusal).await;
                 continue;
             }
         };
@@ -123,7 +166,7 @@ async fn accept_unix(server: Arc<Server>, listener: UnixListener) {
             let Some(handle) =
                 server.register_client(ClientKind::Resp, "/unixsocket:0".into(), String::new())
             else {
-                return reject(stream, ClientKind::Resp).await;
+                return refuse(stream, too_many(ClientKind::Resp)).await;
             };
             let id = handle.id;
             resp::serve(server.clone(), stream, handle).await;
@@ -132,13 +175,24 @@ async fn accept_unix(server: Arc<Server>, listener: UnixListener) {
     }
 }
 
-/// Tells a client over the connection limit why it is dropped.
-async fn reject<S: tokio::io::AsyncWrite + Unpin>(mut stream: S, kind: ClientKind) {
-    let message: &[u8] = match kind {
+/// What a client over the connection limit is told.
+fn too_many(kind: ClientKind) -> &'static [u8] {
+    match kind {
         ClientKind::Resp => b"-ERR max number of clients reached\r\n",
         ClientKind::Memcache => b"SERVER_ERROR Too many open connections\r\n",
-    };
+    }
+}
+
+/// Tells a refused client why, then closes. What it already sent is read first (without waiting), so
+/// the close is a FIN and not a reset that could discard the message.
+async fn refuse<S: tokio::io::AsyncWrite + tokio::io::AsyncRead + Unpin>(
+    mut stream: S,
+    message: &[u8],
+) {
     let _ = stream.write_all(message).await;
+    let mut unread = [0u8; 4096];
+    // A zero timeout still polls the read once: it takes what has arrived and never waits.
+    let _ = tokio::time::timeout(Duration::ZERO, stream.read(&mut unread)).await;
 }
 
 /// Active expiry and compaction, `hz` times a second. It runs as a task among the connections, in small
@@ -172,5 +226,9 @@ async fn housekeeping(server: Arc<Server>) {
             store.enforce_maxmemory();
         }
         store.memory.sample_peak();
+        // Pub/sub queues grow without their connections running: catch a total PUBLISH pushed over.
+        crate::client_memory::enforce_maxmemory_clients(&server);
+        crate::client_memory::trim_if_wanted(&server);
+        server.acl_log.report_auth_failures();
     }
 }

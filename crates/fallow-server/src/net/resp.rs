@@ -1,6 +1,7 @@
 //! The RESP connection loop: read, parse every complete request in the buffer, execute, write the batch of
 //! replies. Pipelined requests are answered with one write. Pub/sub messages, CLIENT KILL and blocking
 //! commands (BLPOP...) are handled here, between batches.
+use crate::client_memory::{self, ClassLimit};
 use crate::command;
 use crate::connection::{BlockRequest, ConnState, TimeoutReply};
 use crate::pubsub::PubSubMessage;
@@ -13,9 +14,12 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc::Receiver;
 
-/// Replies buffered before the connection stops executing and writes them out (bounds output memory
-/// for huge pipelines).
+/// Replies buffered before the connection writes them out. While a write waits for a slow reader more
+/// batches may follow; what they add is bounded by `client-output-buffer-limit` (see `flush`).
 const OUTPUT_FLUSH_BYTES: usize = 1 << 20;
+/// How often a subscriber whose output waits for the socket checks its limits again (its queue grows
+/// behind its back).
+const PUBSUB_RECHECK_MS: u64 = 200;
 /// Bytes read per read call at least.
 const READ_CHUNK_BYTES: usize = 16 << 10;
 
@@ -38,6 +42,7 @@ struct Limits {
     resp: RespLimits,
     query_buffer_bytes_max: usize,
     idle_timeout: Option<Duration>,
+    output: client_memory::OutputBufferLimits,
 }
 
 impl Limits {
@@ -52,13 +57,17 @@ impl Limits {
             },
             query_buffer_bytes_max: config.client_query_buffer_limit as usize,
             idle_timeout: (config.timeout > 0).then(|| Duration::from_secs(config.timeout)),
+            output: config.client_output_buffer_limit,
         }
     }
 
-    fn refresh(&mut self, server: &Server) {
-        if server.config_generation.load(Ordering::Relaxed) != self.generation {
+    /// Reloads the settings if CONFIG SET changed any; true when it did.
+    fn refresh(&mut self, server: &Server) -> bool {
+        let stale = server.config_generation.load(Ordering::Relaxed) != self.generation;
+        if stale {
             *self = Limits::load(server);
         }
+        stale
     }
 }
 
@@ -73,6 +82,7 @@ where
     let mut out = ReplyWriter::new(false);
     let mut input: Vec<u8> = Vec::with_capacity(READ_CHUNK_BYTES);
     let mut limits = Limits::load(&server);
+    conn.output_limits = limits.output;
     let result = connection_loop(
         &server,
         &mut stream,
@@ -119,13 +129,7 @@ where
             tokio::select! {
                 biased;
                 _ = handle.kill_signal.notified() => return Ok(()),
-                Some(message) = receiver.recv() => {
-                    encode_message(out, &message);
-                    while let Ok(message) = receiver.try_recv() {
-                        encode_message(out, &message);
-                        if out.buf.len() > OUTPUT_FLUSH_BYTES { break; }
-                    }
-                }
+                Some(message) = receiver.recv() => take_messages(server, &handle, out, message, receiver),
                 read = stream.read_buf(input) => {
                     let read = read?;
                     if read == 0 {
@@ -133,13 +137,23 @@ where
                     }
                     server.stats.net_input_bytes.fetch_add(read as u64, Ordering::Relaxed);
                     *handle.last_active.lock() = std::time::Instant::now();
-                    limits.refresh(server);
+                    if limits.refresh(server) {
+                        conn.output_limits = limits.output;
+                    }
                     flow = process_input(server, conn, out, input, limits);
                 }
                 _ = sleep_or_forever(idle) => return Ok(()),
             }
         }
-        write_out(server, stream, out).await?;
+        if let Some(deadline) = conn.reply_not_before.take() {
+            // A slowed failed authentication: answered (and more input read) only after the delay; the
+            // task waits, no thread or lock is held.
+            tokio::select! {
+                _ = handle.kill_signal.notified() => return Ok(()),
+                _ = tokio::time::sleep_until(deadline) => {}
+            }
+        }
+        flow = flush(server, stream, conn, out, input, limits, flow).await?;
         match flow {
             Flow::Close => return Ok(()),
             Flow::Block | Flow::LockWait => {
@@ -148,7 +162,11 @@ where
                 } else {
                     wait_lock(server, stream, conn, out, input, limits).await?
                 };
-                write_out(server, stream, out).await?;
+                if flush(server, stream, conn, out, input, limits, Flow::Block).await?
+                    == Flow::Close
+                {
+                    return Ok(());
+                }
                 if flow == Flow::Close {
                     return Ok(());
                 }
@@ -167,24 +185,308 @@ async fn sleep_or_forever(duration: Option<Duration>) {
     }
 }
 
-async fn write_out<S: AsyncWrite + Unpin>(
+/// Encodes queued pub/sub messages into the output (moving their bytes from the queue's count to the
+/// output's), up to about `OUTPUT_FLUSH_BYTES` at a time.
+fn take_messages(
+    server: &Server,
+    handle: &ClientHandle,
+    out: &mut ReplyWriter,
+    first: PubSubMessage,
+    receiver: &mut Receiver<PubSubMessage>,
+) {
+    let mut taken_bytes = first.queued_bytes();
+    encode_message(out, &first);
+    while out.buf.len() <= OUTPUT_FLUSH_BYTES {
+        let Ok(message) = receiver.try_recv() else {
+            break;
+        };
+        taken_bytes += message.queued_bytes();
+        encode_message(out, &message);
+    }
+    handle
+        .memory
+        .pubsub_bytes
+        .fetch_sub(taken_bytes, Ordering::Relaxed);
+    server.clients_memory.shrink(taken_bytes);
+}
+
+/// What happened while the output was waiting for the socket.
+enum Event {
+    Wrote(usize),
+    Read(usize),
+    /// Complete requests are buffered and may run now.
+    Execute,
+    Killed,
+    /// Time to check the limits again (the soft-limit time may have passed, a pub/sub queue grown).
+    Recheck,
+}
+
+/// Writes the replies in `out`. While the socket takes them this is plain writing. While it does not (the
+/// client reads slowly, or sends a whole pipeline before reading any reply), the connection goes on
+/// reading and executing requests when `flow` allows it, as Redis does, so a client writing a long
+/// pipeline is never deadlocked against its own replies. Pub/sub messages stay in their queue meanwhile
+/// (their payloads shared with the other subscribers; they count toward the limits all the same). The
+/// growing output is held to the client's `client-output-buffer-limit`: past the hard limit, or past the
+/// soft limit for its seconds, the client is closed. Returns the flow after the requests it executed.
+#[allow(clippy::too_many_arguments)]
+async fn flush<S>(
     server: &Server,
     stream: &mut S,
+    conn: &mut ConnState,
     out: &mut ReplyWriter,
-) -> std::io::Result<()> {
-    if out.buf.is_empty() {
-        return Ok(());
+    input: &mut Vec<u8>,
+    limits: &mut Limits,
+    mut flow: Flow,
+) -> std::io::Result<Flow>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let handle = conn.handle.clone();
+    let mut written = 0;
+    if !out.buf.is_empty() {
+        // Most of the time the socket takes the whole batch at once.
+        written = write_now(stream, &out.buf)?;
     }
-    stream.write_all(&out.buf).await?;
-    server
-        .stats
-        .net_output_bytes
-        .fetch_add(out.buf.len() as u64, Ordering::Relaxed);
+    if written < out.buf.len() {
+        let mut pending = PendingOutput::new(out.buf.len(), conn.output_limit());
+        let killed = handle.kill_signal.notified();
+        let soft_timer = tokio::time::sleep(Duration::from_secs(3600));
+        tokio::pin!(killed, soft_timer);
+        while written < out.buf.len() {
+            let unwritten = out.buf.len() - written;
+            if pending.over_limits(server, conn, unwritten, input.len(), &mut soft_timer) {
+                return Ok(Flow::Close);
+            }
+            let may_execute = flow == Flow::More && conn.reply_not_before.is_none();
+            let may_read = flow == Flow::Read
+                && conn.reply_not_before.is_none()
+                && input.len() <= limits.query_buffer_bytes_max;
+            let event = std::future::poll_fn(|cx| {
+                poll_pending_output(
+                    cx,
+                    stream,
+                    &out.buf[written..],
+                    input,
+                    killed.as_mut(),
+                    pending.recheck_at.map(|_| soft_timer.as_mut()),
+                    may_execute,
+                    may_read,
+                )
+            })
+            .await?;
+            match event {
+                Event::Wrote(bytes) => written += bytes,
+                Event::Killed => return Ok(Flow::Close),
+                // The client finished sending; it may still read what it is owed.
+                Event::Read(0) => flow = Flow::Close,
+                Event::Read(bytes) => {
+                    server
+                        .stats
+                        .net_input_bytes
+                        .fetch_add(bytes as u64, Ordering::Relaxed);
+                    *handle.last_active.lock() = std::time::Instant::now();
+                    if limits.refresh(server) {
+                        conn.output_limits = limits.output;
+                    }
+                    flow = process_input(server, conn, out, input, limits);
+                }
+                Event::Execute => flow = process_input(server, conn, out, input, limits),
+                Event::Recheck => pending.recheck_at = None,
+            }
+            if written >= OUTPUT_FLUSH_BYTES && written * 2 >= out.buf.len() {
+                // Drop what was written so the buffer does not keep growing at its front.
+                out.buf.drain(..written);
+                pending.count_written(server, written);
+                written = 0;
+            }
+        }
+        pending.count_written(server, written);
+        written = 0;
+    }
+    finish_write(server, conn, out, input.len(), written);
+    if let Some(deadline) = conn.reply_not_before.take() {
+        // A reply executed above was a slowed failed authentication: nothing more runs before its time.
+        tokio::select! {
+            _ = handle.kill_signal.notified() => return Ok(Flow::Close),
+            _ = tokio::time::sleep_until(deadline) => {}
+        }
+    }
+    Ok(flow)
+}
+
+/// Writes what the socket takes without waiting (a poll with a no-op waker: nothing is registered that
+/// the slow path would not register again).
+fn write_now<S: AsyncWrite + Unpin>(stream: &mut S, bytes: &[u8]) -> std::io::Result<usize> {
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match std::pin::Pin::new(stream).poll_write(&mut cx, bytes) {
+        std::task::Poll::Ready(Ok(0)) => Err(std::io::ErrorKind::WriteZero.into()),
+        std::task::Poll::Ready(result) => result,
+        std::task::Poll::Pending => Ok(0),
+    }
+}
+
+/// Empties `out` after it was written and reports the client's buffers.
+fn finish_write(
+    server: &Server,
+    conn: &ConnState,
+    out: &mut ReplyWriter,
+    input_bytes: usize,
+    written: usize,
+) {
+    if written > 0 {
+        server
+            .stats
+            .net_output_bytes
+            .fetch_add(written as u64, Ordering::Relaxed);
+    }
     out.buf.clear();
     if out.buf.capacity() > 4 * OUTPUT_FLUSH_BYTES {
         out.buf.shrink_to(OUTPUT_FLUSH_BYTES);
     }
-    Ok(())
+    client_memory::report_buffers(server, &conn.handle, 0, input_bytes as u64);
+    let memory = &conn.handle.memory;
+    if memory.soft_since_ms.load(Ordering::Relaxed) != 0 {
+        // Written out: the soft-limit clock restarts, unless the queued messages alone keep it running.
+        let queued = memory.pubsub_bytes.load(Ordering::Relaxed);
+        if queued < conn.output_limit().soft_bytes {
+            memory.soft_since_ms.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A write waiting for the socket: what the output limits are checked against.
+struct PendingOutput {
+    /// Unwritten bytes of the batch built before the wait. When that batch alone passes the hard limit it
+    /// holds a single large value (multi-value replies are sized and refused before they are built), which
+    /// is never refused for its size: the hard limit then applies to what is added on top of it.
+    batch_bytes: usize,
+    limit: ClassLimit,
+    /// When to check the limits again without another event (ms of `ClientsMemory::now_ms`).
+    recheck_at: Option<u64>,
+}
+
+impl PendingOutput {
+    fn new(batch_bytes: usize, limit: ClassLimit) -> PendingOutput {
+        PendingOutput {
+            batch_bytes,
+            limit,
+            recheck_at: None,
+        }
+    }
+
+    fn count_written(&mut self, server: &Server, bytes: usize) {
+        self.batch_bytes = self.batch_bytes.saturating_sub(bytes);
+        server
+            .stats
+            .net_output_bytes
+            .fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    /// Reports the buffers and checks the limits; true when the client is to be closed.
+    fn over_limits(
+        &mut self,
+        server: &Server,
+        conn: &ConnState,
+        unwritten: usize,
+        input_bytes: usize,
+        soft_timer: &mut std::pin::Pin<&mut tokio::time::Sleep>,
+    ) -> bool {
+        let handle = &conn.handle;
+        client_memory::report_buffers(server, handle, unwritten as u64, input_bytes as u64);
+        if handle.is_killed() {
+            return true;
+        }
+        self.limit = conn.output_limit();
+        let memory = &handle.memory;
+        let output = unwritten as u64 + memory.pubsub_bytes.load(Ordering::Relaxed);
+        let hard = self.limit.hard_bytes;
+        let exempt = if hard > 0 && self.batch_bytes as u64 > hard {
+            self.batch_bytes.min(unwritten) as u64
+        } else {
+            0
+        };
+        let now_ms = server.clients_memory.now_ms();
+        let hard_checked = ClassLimit {
+            hard_bytes: self.limit.hard_bytes.saturating_add(exempt),
+            ..self.limit
+        };
+        if let Some(breach) =
+            client_memory::check(hard_checked, output, &memory.soft_since_ms, now_ms)
+        {
+            server
+                .clients_memory
+                .close_for_output(handle, breach, output);
+            return true;
+        }
+        // A subscriber's queue grows while its connection waits here, with nothing to wake it: look again
+        // now and then, so the soft clock is seen to run out even when the publishing has stopped.
+        let soft_deadline = client_memory::soft_deadline_ms(self.limit, &memory.soft_since_ms);
+        let queue_recheck = (conn.subscription_count() > 0).then_some(now_ms + PUBSUB_RECHECK_MS);
+        let recheck_at = match (soft_deadline, queue_recheck) {
+            (Some(soft), Some(queue)) => Some(soft.min(queue)),
+            (soft, queue) => soft.or(queue),
+        };
+        if recheck_at != self.recheck_at {
+            self.recheck_at = recheck_at;
+            if let Some(at) = recheck_at {
+                let wait = Duration::from_millis(at.saturating_sub(now_ms));
+                soft_timer
+                    .as_mut()
+                    .reset(tokio::time::Instant::now() + wait);
+            }
+        }
+        false
+    }
+}
+
+/// Polls what may happen while output waits for the socket, writing first.
+#[allow(clippy::too_many_arguments)]
+fn poll_pending_output<S>(
+    cx: &mut std::task::Context<'_>,
+    stream: &mut S,
+    unwritten: &[u8],
+    input: &mut Vec<u8>,
+    killed: std::pin::Pin<&mut tokio::sync::futures::Notified<'_>>,
+    soft_timer: Option<std::pin::Pin<&mut tokio::time::Sleep>>,
+    may_execute: bool,
+    may_read: bool,
+) -> std::task::Poll<std::io::Result<Event>>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    use std::future::Future;
+    use std::task::Poll;
+    if killed.poll(cx).is_ready() {
+        return Poll::Ready(Ok(Event::Killed));
+    }
+    match std::pin::Pin::new(&mut *stream).poll_write(cx, unwritten) {
+        Poll::Ready(Ok(0)) => return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into())),
+        Poll::Ready(Ok(bytes)) => return Poll::Ready(Ok(Event::Wrote(bytes))),
+        Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+        Poll::Pending => {}
+    }
+    if may_execute {
+        return Poll::Ready(Ok(Event::Execute));
+    }
+    if may_read {
+        let filled = input.len();
+        input.resize(filled + READ_CHUNK_BYTES, 0);
+        let mut buf = tokio::io::ReadBuf::new(&mut input[filled..]);
+        let polled = std::pin::Pin::new(&mut *stream).poll_read(cx, &mut buf);
+        let read = buf.filled().len();
+        input.truncate(filled + read);
+        match polled {
+            Poll::Ready(Ok(())) => return Poll::Ready(Ok(Event::Read(read))),
+            Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+            Poll::Pending => {}
+        }
+    }
+    if let Some(timer) = soft_timer {
+        if timer.poll(cx).is_ready() {
+            return Poll::Ready(Ok(Event::Recheck));
+        }
+    }
+    Poll::Pending
 }
 
 /// Executes every complete request in `input`, then drops the consumed bytes.
@@ -206,7 +508,15 @@ fn process_input(
         match parse_request(pending, &limits.resp, &mut ranges) {
             Parsed::Incomplete { bytes_needed_min } => {
                 if pending.len().max(bytes_needed_min) > limits.query_buffer_bytes_max {
-                    tracing::warn!(client = conn.id(), "query buffer limit reached, closing");
+                    static LOG: crate::log_limit::RateLimited =
+                        crate::log_limit::RateLimited::new(Duration::from_secs(10));
+                    if let Some(suppressed) = LOG.check() {
+                        tracing::warn!(
+                            client = conn.id(),
+                            "query buffer limit reached, closing{}",
+                            crate::log_limit::repeated(suppressed)
+                        );
+                    }
                     flow = Flow::Close;
                 }
                 break;
@@ -251,7 +561,7 @@ fn process_input(
             flow = Flow::Close;
             break;
         }
-        if out.buf.len() > OUTPUT_FLUSH_BYTES {
+        if conn.reply_not_before.is_some() || out.buf.len() > OUTPUT_FLUSH_BYTES {
             flow = Flow::More;
             break;
         }

@@ -1,12 +1,15 @@
 //! The memcached connection loop: read, execute every complete request in the buffer (text, meta or
 //! binary, detected per request), write the batch of replies at once. Execution lives in `text`,
 //! `meta` and `binary`; item semantics shared by the three in `items`; counters and reports in `stats`.
+pub mod auth;
 mod binary;
 mod items;
+pub mod listener;
 mod meta;
 mod stats;
 mod text;
 
+pub use listener::ListenerGate;
 pub use stats::McStats;
 
 use crate::server::{ClientHandle, Server};
@@ -32,8 +35,7 @@ pub const VERSION: &str = "1.6.18-fallow";
 const OUTPUT_FLUSH_BYTES: usize = 1 << 20;
 /// Bytes read per read call at least.
 const READ_CHUNK_BYTES: usize = 16 << 10;
-/// Room for a request's line, key and headers on top of its value when bounding a partial request
-/// (a multi-key get line may be ~260 KB).
+/// Room for a request's line, key and headers on top of its value when bounding a partial request.
 const PARTIAL_REQUEST_OVERHEAD_BYTES: usize = 512 << 10;
 /// Reply to a write that cannot be made room for under maxmemory.
 pub(crate) const OOM_REPLY: &[u8] = b"SERVER_ERROR out of memory storing object\r\n";
@@ -55,13 +57,18 @@ impl Limits {
         let generation = server.config_generation.load(Ordering::Relaxed);
         let config = server.config.read();
         let value_len_max = config.memcache_item_size_max as usize;
+        let codec = McLimits {
+            value_len_max,
+            ..McLimits::default()
+        };
+        // Room for the longest multi-get line (2 MiB) or a storage request's line and value.
+        let partial_request_bytes_max = value_len_max
+            .saturating_add(PARTIAL_REQUEST_OVERHEAD_BYTES)
+            .saturating_add(codec.multiget_line_bytes_max);
         Limits {
             generation,
-            codec: McLimits {
-                value_len_max,
-                ..McLimits::default()
-            },
-            partial_request_bytes_max: value_len_max.saturating_add(PARTIAL_REQUEST_OVERHEAD_BYTES),
+            codec,
+            partial_request_bytes_max,
             tenant: TenantBinding::resolve(server, &config.memcache_tenant),
         }
     }
@@ -86,6 +93,8 @@ pub(crate) struct Exec<'a> {
     pub close: bool,
     /// Transactions' locks on the items the request touches.
     pub locks: &'a mut ItemLocks,
+    /// The ACL user the connection runs as.
+    pub login: &'a mut auth::McSession,
 }
 
 /// A memcached connection's side of transactions' locks: like a RESP plain command, a request waits
@@ -181,6 +190,7 @@ struct Conn {
     skip_bytes: usize,
     limits: Limits,
     locks: ItemLocks,
+    login: auth::McSession,
 }
 
 /// What the connection does after a batch.
@@ -198,6 +208,9 @@ pub async fn serve<S>(server: Arc<Server>, mut stream: S, handle: Arc<ClientHand
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
+    if listener::gated(&server) {
+        return; // accepted just before authentication closed the listener
+    }
     bump(&server.memcache.total_connections);
     let mut conn = Conn {
         input: Vec::with_capacity(READ_CHUNK_BYTES),
@@ -205,6 +218,7 @@ where
         skip_bytes: 0,
         limits: Limits::load(&server),
         locks: ItemLocks::default(),
+        login: auth::McSession::new(&server, handle.clone()),
     };
     if let Err(error) = connection_loop(&server, &mut stream, &handle, &mut conn).await {
         tracing::debug!(client = handle.id, %error, "connection ended with an error");
@@ -247,7 +261,11 @@ where
                 }
             }
         }
-        write_out(server, stream, &mut conn.out).await?;
+        show_user(handle, &mut conn.login);
+        if !delay_reply(handle, &mut conn.login).await {
+            return Ok(());
+        }
+        write_out(server, stream, handle, &mut conn.out).await?;
         if flow == Flow::WaitLock {
             flow = wait_item_lock(server, stream, handle, conn).await;
         }
@@ -302,6 +320,34 @@ where
     flow
 }
 
+/// CLIENT LIST (and ACL DELUSER's closing of a deleted user's connections) see whom it authenticated as.
+fn show_user(handle: &ClientHandle, login: &mut auth::McSession) {
+    if std::mem::take(&mut login.user_changed) {
+        if let Some(user) = &login.user {
+            handle.snapshot.lock().user = user.clone();
+        }
+    }
+}
+
+/// After repeated failed authentications the answer (and reading more) waits, as for RESP AUTH. False
+/// when the client was killed meanwhile.
+async fn delay_reply(handle: &ClientHandle, login: &mut auth::McSession) -> bool {
+    let Some(not_before) = login.reply_not_before.take() else {
+        return true;
+    };
+    tokio::select! {
+        _ = handle.kill_signal.notified() => false,
+        _ = tokio::time::sleep_until(not_before) => true,
+    }
+}
+
+async fn sleep_or_forever(duration: Option<Duration>) {
+    match duration {
+        Some(duration) => tokio::time::sleep(duration).await,
+        None => std::future::pending().await,
+    }
+}
+
 fn count_input(server: &Server, bytes: usize) {
     let bytes = bytes as u64;
     server
@@ -321,16 +367,39 @@ fn discard_skipped(conn: &mut Conn) {
     conn.skip_bytes -= discard;
 }
 
+/// Writes the batch's replies. A client that does not read them holds them, counted toward
+/// maxmemory-clients, and is closed when killed (CLIENT KILL, eviction) or when they stay over the normal
+/// class's soft limit for its seconds (requests are not executed meanwhile, so the output cannot grow).
 async fn write_out<S: AsyncWrite + Unpin>(
     server: &Server,
     stream: &mut S,
+    handle: &ClientHandle,
     out: &mut Vec<u8>,
 ) -> std::io::Result<()> {
     if out.is_empty() {
         return Ok(());
     }
-    stream.write_all(out).await?;
     let bytes = out.len() as u64;
+    let large = bytes >= crate::client_memory::REPORT_MIN_BYTES;
+    if large {
+        crate::client_memory::report_buffers(server, handle, bytes, 0);
+    }
+    let soft = server.clients_memory.limits().normal;
+    let soft_wait = (large && soft.soft_bytes > 0 && bytes >= soft.soft_bytes)
+        .then(|| Duration::from_secs(soft.soft_seconds) + Duration::from_millis(1));
+    tokio::select! {
+        biased;
+        written = stream.write_all(out) => written?,
+        _ = handle.kill_signal.notified() => return Err(std::io::Error::other("client killed")),
+        _ = sleep_or_forever(soft_wait) => {
+            let breach = crate::client_memory::Breach::Soft;
+            server.clients_memory.close_for_output(handle, breach, bytes);
+            return Err(std::io::Error::other("output buffer soft limit"));
+        }
+    }
+    if large {
+        crate::client_memory::report_buffers(server, handle, 0, 0);
+    }
     server
         .stats
         .net_output_bytes
@@ -358,13 +427,21 @@ fn process_input(server: &Arc<Server>, conn: &mut Conn) -> Flow {
         db: conn.limits.tenant.address(items::DB_INDEX),
         close: false,
         locks: &mut conn.locks,
+        login: &mut conn.login,
     };
     while conn.skip_bytes == 0 && start < conn.input.len() {
         let pending = &conn.input[start..];
         match parse(pending, &conn.limits.codec) {
             Parsed::Incomplete => {
                 if pending.len() > conn.limits.partial_request_bytes_max {
-                    tracing::warn!("memcached request buffer limit reached, closing");
+                    static LOG: crate::log_limit::RateLimited =
+                        crate::log_limit::RateLimited::new(std::time::Duration::from_secs(10));
+                    if let Some(suppressed) = LOG.check() {
+                        tracing::warn!(
+                            "memcached request buffer limit reached, closing{}",
+                            crate::log_limit::repeated(suppressed)
+                        );
+                    }
                     flow = Flow::Close;
                 }
                 break;
@@ -483,6 +560,9 @@ impl ErrorTo {
 }
 
 fn execute(exec: &mut Exec, request: McRequest) {
+    let Some(request) = auth::admit(exec, request) else {
+        return;
+    };
     match request {
         McRequest::Binary(request) => binary::execute(exec, &request),
         McRequest::MetaGet { .. }

@@ -29,6 +29,14 @@ pub struct McStats {
     pub total_items: AtomicU64,
     pub bytes_read: AtomicU64,
     pub bytes_written: AtomicU64,
+    /// Authentication attempts (SASL auth/step, text `set` credentials), as memcached counts them.
+    pub auth_cmds: AtomicU64,
+    /// Failed authentication attempts.
+    pub auth_errors: AtomicU64,
+    /// Requests refused because the connection had not authenticated.
+    pub unauthenticated_cmds: AtomicU64,
+    /// Requests refused by the user's ACL (command or key permissions).
+    pub permission_denied_cmds: AtomicU64,
     /// Bumped by every flush_all; a delayed flush runs only if no newer one came.
     pub flush_generation: AtomicU64,
     pub verbosity: AtomicU64,
@@ -41,7 +49,7 @@ pub fn bump(counter: &AtomicU64) {
 
 impl McStats {
     /// The resettable counters, in `stats` order.
-    fn counters(&self) -> [(&'static str, &AtomicU64); 22] {
+    fn counters(&self) -> [(&'static str, &AtomicU64); 26] {
         [
             ("total_connections", &self.total_connections),
             ("cmd_get", &self.cmd_get),
@@ -64,6 +72,10 @@ impl McStats {
             ("touch_misses", &self.touch_misses),
             ("bytes_read", &self.bytes_read),
             ("bytes_written", &self.bytes_written),
+            ("auth_cmds", &self.auth_cmds),
+            ("auth_errors", &self.auth_errors),
+            ("unauthenticated_cmds", &self.unauthenticated_cmds),
+            ("permission_denied_cmds", &self.permission_denied_cmds),
             ("total_items", &self.total_items),
         ]
     }

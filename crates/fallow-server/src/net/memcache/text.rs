@@ -80,7 +80,17 @@ fn reply(exec: &mut Exec, noreply: bool, reply: TextReply) {
 /// get/gets, and gat/gats (which set the new expiry first, so gats shows the CAS a later cas needs).
 fn get(exec: &mut Exec, keys: &[Bytes], return_cas: bool, touch_exptime: Option<i64>) {
     let mc = &exec.server.memcache;
-    for key in keys {
+    let reply_start = exec.out.len();
+    let mut sized = false;
+    for (index, key) in keys.iter().enumerate() {
+        // A large multi-get is sized from the values' lengths before the rest is copied, and refused if
+        // it would pass the normal class's output hard limit (`client-output-buffer-limit`).
+        if !sized && exec.out.len() - reply_start > crate::command::REPLY_SIZE_CHECK_BYTES {
+            sized = true;
+            if !get_reply_fits(exec, reply_start, &keys[index..]) {
+                return;
+            }
+        }
         let now = now_ms();
         let Some(mut guards) = exec.lock_item(key, items::access(touch_exptime.is_some())) else {
             return;
@@ -106,6 +116,39 @@ fn get(exec: &mut Exec, keys: &[Bytes], return_cas: bool, touch_exptime: Option<
         }
     }
     encode_end(exec.out);
+}
+
+/// What memcached answers when it cannot build a get response.
+const GET_REPLY_TOO_LARGE: &[u8] = b"SERVER_ERROR out of memory writing get response\r\n";
+
+/// Whether the rest of a multi-get (`keys`) fits under the output hard limit; if not, the reply begun at
+/// `reply_start` is dropped for memcached's error and the refusal counted.
+fn get_reply_fits(exec: &mut Exec, reply_start: usize, keys: &[Bytes]) -> bool {
+    let server = exec.server;
+    let hard = server.clients_memory.limits().normal.hard_bytes;
+    if hard == 0 {
+        return true;
+    }
+    let now = now_ms();
+    let rest: u64 = keys
+        .iter()
+        .map(|key| {
+            let mut guards = server.store.lock_keys([key.as_ref()]);
+            let len = guards.shard(key).peek_string_len(exec.db, key, now);
+            // "VALUE <key> <flags> <bytes> <cas>\r\n<data>\r\n"
+            len.map_or(0, |len| (len + key.len() + 48) as u64)
+        })
+        .sum();
+    if exec.out.len() as u64 + rest <= hard {
+        return true;
+    }
+    exec.out.truncate(reply_start);
+    exec.out.extend_from_slice(GET_REPLY_TOO_LARGE);
+    server
+        .clients_memory
+        .output_limit_refusals
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    false
 }
 
 fn store(exec: &mut Exec, args: &StoreArgs, noreply: bool) {
