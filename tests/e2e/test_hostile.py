@@ -313,3 +313,16 @@ def test_docs_do_not_promise_snapshots():
     assert len(rows) == 2
     for row in rows:
         assert "save the dataset" not in row.lower(), row
+
+
+# ---------------------------------------------------------------- found while fixing: exponential globs
+def test_pathological_glob_patterns_answer_at_once(server_factory):
+    s = server_factory()
+    canary = Canary(s)
+    with RawConn(port=s.port, timeout=10) as c:
+        for index in range(50):
+            assert c.cmd("SET", "a" * 60 + str(index), "v") == "OK"
+        # 2^30 retries for a recursive matcher (Redis's CVE-2022-36021); linear work per key here.
+        assert c.cmd("KEYS", "*a" * 30 + "*b") == []
+        assert c.cmd("SCAN", 0, "MATCH", "*a" * 30 + "*b", "COUNT", 1000)[1] == []
+    canary.check()
