@@ -1,5 +1,9 @@
 //! The elastic pool through the Store API: releases give whole segments back, the careful path keeps hot
 //! items, tenants share a full pool by weight, persistent data is never evicted, keyspaces are private.
+
+/// The memory cap per write (one test binary per crate: linking each costs CI ~10 s).
+mod maxmemory;
+
 use fallow_store::{
     keyspace, now_ms, ReclaimPath, Store, StoreConfig, TenantId, TenantKind, TenantSpec,
 };
