@@ -282,19 +282,8 @@ impl Acl {
         }
     }
 
-    /// May `user` run this command on these keys? Err is the NOPERM reply.
-    pub fn check(&self, user: &str, spec: &CommandSpec, args: &[&[u8]]) -> Result<(), String> {
-        self.check_detailed(user, spec, args)
-            .map_err(|denied| denied.reply)
-    }
-
-    /// `check`, saying what was denied (for ACL LOG).
-    pub fn check_detailed(
-        &self,
-        user: &str,
-        spec: &CommandSpec,
-        args: &[&[u8]],
-    ) -> Result<(), Denied> {
+    /// May `user` run this command on these keys? Err holds the NOPERM reply and what ACL LOG records.
+    pub fn check(&self, user: &str, spec: &CommandSpec, args: &[&[u8]]) -> Result<(), Denied> {
         let command_denied = |reply: String| Denied {
             reply,
             reason: log::Reason::Command,
@@ -337,5 +326,3 @@ pub struct Denied {
     /// The command name or the key.
     pub object: Vec<u8>,
 }
-
-impl Acl {}

@@ -211,16 +211,11 @@ impl std::fmt::Display for ClientsMemoryLimit {
 
 impl<'de> serde::Deserialize<'de> for ClientsMemoryLimit {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        #[derive(serde::Deserialize)]
-        #[serde(untagged)]
-        enum Value {
-            Number(u64),
-            Text(String),
-        }
-        match Value::deserialize(deserializer)? {
-            Value::Number(bytes) => Ok(ClientsMemoryLimit::Bytes(bytes)),
-            Value::Text(text) => ClientsMemoryLimit::parse(&text).map_err(serde::de::Error::custom),
-        }
+        crate::config::deserialize_number_or_text(
+            deserializer,
+            |bytes| Ok(ClientsMemoryLimit::Bytes(bytes)),
+            ClientsMemoryLimit::parse,
+        )
     }
 }
 

@@ -35,17 +35,31 @@ fn parse_memory_mode(text: &str) -> Result<MemoryMode, String> {
     MemoryMode::from_name(text).ok_or_else(|| "argument must be 'elastic' or 'fixed'".to_string())
 }
 
-fn deserialize_bytes<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
+/// A setting the TOML file may give as a number or as text (`"2gb"`, `"10%"`, `"770"`): each form goes
+/// through its own conversion, and a bad value is the file's error.
+pub(crate) fn deserialize_number_or_text<'de, D, T>(
+    deserializer: D,
+    from_number: impl FnOnce(u64) -> Result<T, String>,
+    from_text: impl FnOnce(&str) -> Result<T, String>,
+) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
     #[derive(Deserialize)]
     #[serde(untagged)]
-    enum Size {
+    enum Raw {
         Number(u64),
         Text(String),
     }
-    match Size::deserialize(deserializer)? {
-        Size::Number(value) => Ok(value),
-        Size::Text(text) => parse_bytes(&text).map_err(serde::de::Error::custom),
+    match Raw::deserialize(deserializer)? {
+        Raw::Number(number) => from_number(number),
+        Raw::Text(text) => from_text(&text),
     }
+    .map_err(serde::de::Error::custom)
+}
+
+fn deserialize_bytes<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
+    deserialize_number_or_text(deserializer, Ok, parse_bytes)
 }
 
 /// Command-line flags; each can also come from its `FALLOW_*` environment variable.
@@ -711,17 +725,12 @@ fn parse_octal_perm(text: &str) -> Result<u32, String> {
 
 /// `unixsocketperm` in a file: `"770"` or `770`, the digits read as octal either way.
 fn deserialize_octal<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<u32, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Perm {
-        Number(u64),
-        Text(String),
-    }
-    let text = match Perm::deserialize(deserializer)? {
-        Perm::Number(value) => value.to_string(),
-        Perm::Text(text) => text,
-    };
-    parse_octal_perm(&text).map_err(serde::de::Error::custom)
+    // `unixsocketperm = 770` reads as octal, as `"770"` does.
+    deserialize_number_or_text(
+        deserializer,
+        |number| parse_octal_perm(&number.to_string()),
+        parse_octal_perm,
+    )
 }
 
 fn parse_yes_no(value: &str) -> Result<bool, String> {

@@ -570,7 +570,7 @@ fn check_acl(
     if unrestricted {
         return Ok(());
     }
-    let checked = server.acl.read().check_detailed(&conn.user, spec, args);
+    let checked = server.acl.read().check(&conn.user, spec, args);
     checked.map_err(|denied| {
         crate::acl::log::note_denial(
             server,

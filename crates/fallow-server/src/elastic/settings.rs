@@ -80,16 +80,11 @@ impl std::fmt::Display for Reserve {
 
 impl<'de> Deserialize<'de> for Reserve {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Number(u64),
-            Text(String),
-        }
-        match Raw::deserialize(deserializer)? {
-            Raw::Number(bytes) => Ok(Reserve::Bytes(bytes)),
-            Raw::Text(text) => Reserve::parse(&text).map_err(serde::de::Error::custom),
-        }
+        crate::config::deserialize_number_or_text(
+            deserializer,
+            |bytes| Ok(Reserve::Bytes(bytes)),
+            Reserve::parse,
+        )
     }
 }
 

@@ -176,6 +176,30 @@ async fn accept_unix(server: Arc<Server>, listener: UnixListener) {
 }
 
 /// What a client over the connection limit is told.
+/// Sleeps for `duration`, or forever when None (a `select!` branch that may be off).
+pub(crate) async fn sleep_or_forever(duration: Option<Duration>) {
+    match duration {
+        Some(duration) => tokio::time::sleep(duration).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Waits out a slowed failed authentication (RESP AUTH, memcached SASL or text auth): its answer, and
+/// reading more, wait until `not_before`; the task sleeps, no thread or lock is held. False when the client
+/// was killed meanwhile.
+pub(crate) async fn wait_reply_delay(
+    handle: &crate::server::ClientHandle,
+    not_before: &mut Option<tokio::time::Instant>,
+) -> bool {
+    let Some(deadline) = not_before.take() else {
+        return true;
+    };
+    tokio::select! {
+        _ = handle.kill_signal.notified() => false,
+        _ = tokio::time::sleep_until(deadline) => true,
+    }
+}
+
 fn too_many(kind: ClientKind) -> &'static [u8] {
     match kind {
         ClientKind::Resp => b"-ERR max number of clients reached\r\n",

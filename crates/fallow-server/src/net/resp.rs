@@ -4,6 +4,7 @@
 use crate::client_memory::{self, ClassLimit};
 use crate::command;
 use crate::connection::{BlockRequest, ConnState, TimeoutReply};
+use crate::net::{sleep_or_forever, wait_reply_delay};
 use crate::pubsub::PubSubMessage;
 use crate::server::{ClientHandle, Server};
 use fallow_proto::resp::{parse_request, Parsed, RespLimits};
@@ -61,13 +62,13 @@ impl Limits {
         }
     }
 
-    /// Reloads the settings if CONFIG SET changed any; true when it did.
-    fn refresh(&mut self, server: &Server) -> bool {
-        let stale = server.config_generation.load(Ordering::Relaxed) != self.generation;
-        if stale {
+    /// Reloads the settings if CONFIG SET changed any, and hands the output limits to the connection
+    /// (commands size their replies against them).
+    fn refresh(&mut self, server: &Server, conn: &mut ConnState) {
+        if server.config_generation.load(Ordering::Relaxed) != self.generation {
             *self = Limits::load(server);
+            conn.output_limits = self.output;
         }
-        stale
     }
 }
 
@@ -137,21 +138,14 @@ where
                     }
                     server.stats.net_input_bytes.fetch_add(read as u64, Ordering::Relaxed);
                     *handle.last_active.lock() = std::time::Instant::now();
-                    if limits.refresh(server) {
-                        conn.output_limits = limits.output;
-                    }
+                    limits.refresh(server, conn);
                     flow = process_input(server, conn, out, input, limits);
                 }
                 _ = sleep_or_forever(idle) => return Ok(()),
             }
         }
-        if let Some(deadline) = conn.reply_not_before.take() {
-            // A slowed failed authentication: answered (and more input read) only after the delay; the
-            // task waits, no thread or lock is held.
-            tokio::select! {
-                _ = handle.kill_signal.notified() => return Ok(()),
-                _ = tokio::time::sleep_until(deadline) => {}
-            }
+        if !wait_reply_delay(&handle, &mut conn.reply_not_before).await {
+            return Ok(());
         }
         flow = flush(server, stream, conn, out, input, limits, flow).await?;
         match flow {
@@ -175,13 +169,6 @@ where
             }
             Flow::Read | Flow::More => {}
         }
-    }
-}
-
-async fn sleep_or_forever(duration: Option<Duration>) {
-    match duration {
-        Some(duration) => tokio::time::sleep(duration).await,
-        None => std::future::pending().await,
     }
 }
 
@@ -285,9 +272,7 @@ where
                         .net_input_bytes
                         .fetch_add(bytes as u64, Ordering::Relaxed);
                     *handle.last_active.lock() = std::time::Instant::now();
-                    if limits.refresh(server) {
-                        conn.output_limits = limits.output;
-                    }
+                    limits.refresh(server, conn);
                     flow = process_input(server, conn, out, input, limits);
                 }
                 Event::Execute => flow = process_input(server, conn, out, input, limits),
@@ -304,12 +289,9 @@ where
         written = 0;
     }
     finish_write(server, conn, out, input.len(), written);
-    if let Some(deadline) = conn.reply_not_before.take() {
-        // A reply executed above was a slowed failed authentication: nothing more runs before its time.
-        tokio::select! {
-            _ = handle.kill_signal.notified() => return Ok(Flow::Close),
-            _ = tokio::time::sleep_until(deadline) => {}
-        }
+    // A reply executed above may be a slowed failed authentication: nothing more runs before its time.
+    if !wait_reply_delay(&handle, &mut conn.reply_not_before).await {
+        return Ok(Flow::Close);
     }
     Ok(flow)
 }

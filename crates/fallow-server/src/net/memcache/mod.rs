@@ -12,6 +12,7 @@ mod text;
 pub use listener::ListenerGate;
 pub use stats::McStats;
 
+use crate::net::{sleep_or_forever, wait_reply_delay};
 use crate::server::{ClientHandle, Server};
 use crate::tenants::TenantBinding;
 use crate::txn::modes;
@@ -262,7 +263,7 @@ where
             }
         }
         show_user(handle, &mut conn.login);
-        if !delay_reply(handle, &mut conn.login).await {
+        if !wait_reply_delay(handle, &mut conn.login.reply_not_before).await {
             return Ok(());
         }
         write_out(server, stream, handle, &mut conn.out).await?;
@@ -326,25 +327,6 @@ fn show_user(handle: &ClientHandle, login: &mut auth::McSession) {
         if let Some(user) = &login.user {
             handle.snapshot.lock().user = user.clone();
         }
-    }
-}
-
-/// After repeated failed authentications the answer (and reading more) waits, as for RESP AUTH. False
-/// when the client was killed meanwhile.
-async fn delay_reply(handle: &ClientHandle, login: &mut auth::McSession) -> bool {
-    let Some(not_before) = login.reply_not_before.take() else {
-        return true;
-    };
-    tokio::select! {
-        _ = handle.kill_signal.notified() => false,
-        _ = tokio::time::sleep_until(not_before) => true,
-    }
-}
-
-async fn sleep_or_forever(duration: Option<Duration>) {
-    match duration {
-        Some(duration) => tokio::time::sleep(duration).await,
-        None => std::future::pending().await,
     }
 }
 
