@@ -284,11 +284,6 @@ impl Acl {
 
     /// May `user` run this command on these keys? Err holds the NOPERM reply and what ACL LOG records.
     pub fn check(&self, user: &str, spec: &CommandSpec, args: &[&[u8]]) -> Result<(), Denied> {
-        let command_denied = |reply: String| Denied {
-            reply,
-            reason: log::Reason::Command,
-            object: spec.name.as_bytes().to_vec(),
-        };
         if user == "default" {
             if let Some(default) = self.users.get("default") {
                 if default.command_rules == ["+@all"] && default.key_patterns == [b"*".to_vec()] {
@@ -296,26 +291,45 @@ impl Acl {
                 }
             }
         }
+        let keys = key_positions(spec, args)
+            .into_iter()
+            .map(|position| args[position]);
+        self.check_request(user, Some(spec), keys)
+    }
+
+    /// May `user` run `spec` (None: a request no command permission covers) on `keys`? The check RESP
+    /// commands and memcached requests share.
+    pub fn check_request<'k>(
+        &self,
+        user: &str,
+        spec: Option<&CommandSpec>,
+        keys: impl IntoIterator<Item = &'k [u8]>,
+    ) -> Result<(), Denied> {
+        let command_denied = |reply: String| Denied {
+            reply,
+            reason: log::Reason::Command,
+            object: spec.map_or(&b""[..], |spec| spec.name.as_bytes()).to_vec(),
+        };
         let Some(found) = self.users.get(user) else {
             return Err(command_denied("NOPERM User has been deleted".into()));
         };
-        if spec.flags & crate::command::flags::NO_AUTH == 0 && !found.can_run(spec) {
-            return Err(command_denied(format!(
-                "NOPERM this user has no permissions to run the '{}' command",
-                spec.name
-            )));
-        }
-        for position in key_positions(spec, args) {
-            if !found.can_access_key(args[position]) {
-                return Err(Denied {
-                    reply: "NOPERM this user has no permissions to access one of the keys used as arguments"
-                        .into(),
-                    reason: log::Reason::Key,
-                    object: args[position].to_vec(),
-                });
+        if let Some(spec) = spec {
+            if spec.flags & crate::command::flags::NO_AUTH == 0 && !found.can_run(spec) {
+                return Err(command_denied(format!(
+                    "NOPERM this user has no permissions to run the '{}' command",
+                    spec.name
+                )));
             }
         }
-        Ok(())
+        match keys.into_iter().find(|key| !found.can_access_key(key)) {
+            Some(key) => Err(Denied {
+                reply: "NOPERM this user has no permissions to access one of the keys used as arguments"
+                    .into(),
+                reason: log::Reason::Key,
+                object: key.to_vec(),
+            }),
+            None => Ok(()),
+        }
     }
 }
 

@@ -242,25 +242,18 @@ fn permitted(server: &Server, user: &str, request: &McRequest) -> Result<(), (Re
     if user == "default" && server.acl_default_unrestricted.load(Ordering::Relaxed) {
         return Ok(()); // the common case, without the ACL lock
     }
-    let command = redis_command(request);
-    let command_denied = || (Reason::Command, command.unwrap_or("").as_bytes().to_vec());
-    let acl = server.acl.read();
-    let Some(found) = acl.users.get(user) else {
-        return Err(command_denied()); // deleted since it authenticated
+    let spec = match redis_command(request) {
+        Some(name) => match crate::command::lookup(name.as_bytes()) {
+            Some((_, spec)) => Some(spec),
+            None => return Err((Reason::Command, name.as_bytes().to_vec())),
+        },
+        None => None,
     };
-    if let Some(name) = command {
-        let spec = crate::command::lookup(name.as_bytes()).map(|(_, spec)| spec);
-        if !spec.is_some_and(|spec| found.can_run(spec)) {
-            return Err(command_denied());
-        }
-    }
-    match request_keys(request)
-        .into_iter()
-        .find(|key| !found.can_access_key(key))
-    {
-        Some(key) => Err((Reason::Key, key.to_vec())),
-        None => Ok(()),
-    }
+    server
+        .acl
+        .read()
+        .check_request(user, spec, request_keys(request))
+        .map_err(|denied| (denied.reason, denied.object))
 }
 
 /// The Redis command whose permission a memcached request needs; None for requests that touch no data
