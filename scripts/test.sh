@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The one command that runs ALL tests: deps, cargo build+test, pytest e2e (incl. memccapable and
+# The one command that runs ALL tests: deps, the import-cycle check, cargo build+test, pytest e2e (incl. memccapable and
 # redis-benchmark checks in tests/e2e/test_tools.py). Exits non-zero on any failure.
 #   E2E_TARGET=fallow (default) | redis | memcached   -- which server the e2e suite starts
 #   SKIP_DEPS=1  -- don't run scripts/install-test-deps.sh
@@ -39,6 +39,8 @@ if [ "${SKIP_DEPS:-0}" != 1 ]; then
 fi
 
 if [ "$E2E_TARGET" = fallow ]; then
+    # fallow-server's modules depend on each other one way, and not on fallow-bench (docs/architecture.md)
+    step import-check bash -c 'python3 scripts/check-imports.py --self-test && python3 scripts/check-imports.py' || true
     step cargo-build cargo build --release --workspace || exit 1
     step cargo-test cargo test --workspace --release || true
     if [ ! -x "$FALLOW_BIN" ]; then

@@ -90,7 +90,7 @@ def ensure_deps():
     for exe in ("fallow", "fallow-bench"):
         if not (BIN / exe).exists():
             log(f"# building {exe} (cargo build --release)")
-            subprocess.run(["cargo", "build", "--release", "-p", "fallow-server", "-p", "fallow-bench"],
+            subprocess.run(["cargo", "build", "--release", "-p", "fallow", "-p", "fallow-bench"],
                            cwd=ROOT, check=True)
             break
 

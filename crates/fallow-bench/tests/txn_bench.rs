@@ -6,7 +6,7 @@ use std::process::Command;
 use serde_json::Value;
 
 /// `$FALLOW_BIN` (as the Python e2e tests), else `fallow` beside this build's fallow-bench. It must be
-/// built from the same tree (`cargo build --release -p fallow-server`): an older one has no TXN.*.
+/// built from the same tree (`cargo build --release -p fallow`): an older one has no TXN.*.
 fn fallow_bin() -> PathBuf {
     std::env::var_os("FALLOW_BIN").map_or_else(
         || PathBuf::from(env!("CARGO_BIN_EXE_fallow-bench")).with_file_name("fallow"),

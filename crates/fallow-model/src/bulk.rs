@@ -170,6 +170,11 @@ pub fn optimum(calibration: &Calibration, job: &BulkJob) -> Result<BulkOptimum> 
         .iter()
         .max_by(|a, b| a.time_s.total_cmp(&b.time_s))
         .expect("three bounds");
+    assert!(
+        slowest.time_s > 0.0,
+        "a bulk job moves at least one byte at a finite rate: its optimum is a positive time ({} s)",
+        slowest.time_s
+    );
     Ok(BulkOptimum {
         job: job.clone(),
         wire_bytes,
@@ -182,6 +187,11 @@ pub fn optimum(calibration: &Calibration, job: &BulkJob) -> Result<BulkOptimum> 
 
 /// optimum / measured.
 pub fn efficiency(optimum: &BulkOptimum, measured_s: f64) -> Result<f64> {
+    assert!(
+        optimum.optimum_s > 0.0,
+        "an optimum is a positive time: {} s",
+        optimum.optimum_s
+    );
     if !(measured_s.is_finite() && measured_s > 0.0) {
         bail!("the measured time must be a positive number of seconds, got {measured_s}");
     }
@@ -266,5 +276,17 @@ mod tests {
         assert!(error.to_string().contains("disk write"), "{error}");
         let fine = optimum(&synthetic_calibration(), &job(BulkDirection::Load, 1, None)).unwrap();
         assert!(efficiency(&fine, -1.0).is_err());
+    }
+
+    #[test]
+    #[should_panic(expected = "an optimum is a positive time")]
+    fn efficiency_against_a_zero_optimum_panics() {
+        let mut result = optimum(
+            &synthetic_calibration(),
+            &job(BulkDirection::Load, 1_000, None),
+        )
+        .unwrap();
+        result.optimum_s = 0.0;
+        let _ = efficiency(&result, 1.0);
     }
 }

@@ -155,6 +155,12 @@ pub fn wire_bytes(op: KvOp, protocol: KvProtocol, key_bytes: u64, value_bytes: u
             8,
         ),
     };
+    debug_assert!(
+        request_bytes > key_bytes
+            && request_bytes + reply_bytes > key_bytes + value_bytes
+            && (op == KvOp::Get || request_bytes > key_bytes + value_bytes),
+        "framing only adds bytes: the request carries the key (and a SET's value), the reply a GET's value"
+    );
     WireBytes {
         request_bytes,
         reply_bytes,
@@ -171,6 +177,7 @@ pub fn bytes_copied_per_op(op: KvOp, key_bytes: u64, value_bytes: u64) -> u64 {
 }
 
 /// Best measured rate per (connections, pipeline) over server thread counts, for one transport/protocol.
+/// Points without a positive, finite rate (failed probes) or with no connection or pipeline are left out.
 fn measured_points(
     points: &[NullServerPoint],
     transport: Transport,
@@ -179,7 +186,8 @@ fn measured_points(
     let mut best: Vec<(usize, usize, f64)> = Vec::new();
     let usable = points
         .iter()
-        .filter(|point| point.transport == transport && point.protocol == protocol);
+        .filter(|point| point.transport == transport && point.protocol == protocol)
+        .filter(|point| point.connections > 0 && point.pipeline > 0);
     for point in usable {
         let Some(rate) = point
             .requests_per_sec
@@ -201,6 +209,25 @@ fn measured_points(
 /// The null server's rate for these settings: exact, interpolated in log(pipeline) between two measured
 /// depths at the same connection count, or else the nearest measured point.
 pub fn null_server_rate(
+    calibration: &Calibration,
+    transport: Transport,
+    protocol: KvProtocol,
+    pipeline: usize,
+    connections: usize,
+) -> Result<NullRate> {
+    assert!(
+        pipeline > 0 && connections > 0,
+        "a workload has at least one connection and a pipeline of at least 1: P{pipeline} C{connections}"
+    );
+    let rate = measured_null_rate(calibration, transport, protocol, pipeline, connections)?;
+    assert!(
+        rate.requests_per_sec.is_finite() && rate.requests_per_sec > 0.0,
+        "a null-server rate is positive and finite: {rate:?}"
+    );
+    Ok(rate)
+}
+
+fn measured_null_rate(
     calibration: &Calibration,
     transport: Transport,
     protocol: KvProtocol,
@@ -257,6 +284,12 @@ fn interpolate(
         .filter(|(_, p, _)| *p > pipeline)
         .min_by_key(|(_, p, _)| *p)?;
     let position = (pipeline as f64 / below.1 as f64).ln() / (above.1 as f64 / below.1 as f64).ln();
+    assert!(
+        (0.0..=1.0).contains(&position),
+        "an interpolated pipeline lies between the measured depths: {} < {pipeline} < {} at {position}",
+        below.1,
+        above.1
+    );
     Some(NullRate {
         requests_per_sec: below.2 + (above.2 - below.2) * position,
         how: NullMatch::Interpolated {
@@ -320,10 +353,25 @@ pub fn ceiling(calibration: &Calibration, workload: &KvWorkload) -> Result<KvCei
             ),
         },
     ];
+    for bound in &bounds {
+        if bound.ops_per_sec.is_nan() || bound.ops_per_sec <= 0.0 {
+            bail!(
+                "the calibration's {} figure gives no positive bound ({} ops/s): re-run `fallow model calibrate`",
+                bound.resource.name(),
+                bound.ops_per_sec
+            );
+        }
+    }
     let lowest = bounds
         .iter()
         .min_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec))
         .expect("three bounds");
+    // the null server's bound is finite, so the lowest is
+    assert!(
+        lowest.ops_per_sec.is_finite() && lowest.ops_per_sec > 0.0,
+        "a ceiling is a positive, finite rate: {} ops/s",
+        lowest.ops_per_sec
+    );
     Ok(KvCeiling {
         workload: workload.clone(),
         ceiling_ops_per_sec: lowest.ops_per_sec,
@@ -356,6 +404,11 @@ fn describe_null(rate: &NullRate, workload: &KvWorkload) -> String {
 
 /// measured / ceiling.
 pub fn efficiency(ceiling: &KvCeiling, measured_ops_per_sec: f64) -> Result<f64> {
+    assert!(
+        ceiling.ceiling_ops_per_sec.is_finite() && ceiling.ceiling_ops_per_sec > 0.0,
+        "a ceiling is a positive, finite rate: {} ops/s",
+        ceiling.ceiling_ops_per_sec
+    );
     if !(measured_ops_per_sec.is_finite() && measured_ops_per_sec > 0.0) {
         bail!("the measured rate must be a positive number of operations per second, got {measured_ops_per_sec}");
     }
@@ -554,5 +607,55 @@ mod tests {
         );
         let zero = ceiling(&synthetic_calibration(), &workload(KvOp::Get, 0, 32)).unwrap_err();
         assert!(zero.to_string().contains("pipeline"));
+    }
+
+    #[test]
+    fn a_calibration_without_bandwidth_is_a_clear_error() {
+        let mut calibration = synthetic_calibration();
+        calibration.loopback.tcp_stream_bytes_per_sec = 0.0;
+        let error = ceiling(&calibration, &workload(KvOp::Get, 1, 32)).unwrap_err();
+        assert!(error.to_string().contains("loopback"), "{error}");
+    }
+
+    #[test]
+    fn points_without_connections_or_pipeline_are_left_out() {
+        let mut calibration = synthetic_calibration();
+        for point in &mut calibration.null_server {
+            if point.pipeline == 1 {
+                point.pipeline = 0;
+            }
+        }
+        // only the P16 points are left: P4 takes the nearest, not an interpolation from P0
+        let rate = null_server_rate(&calibration, Transport::Tcp, KvProtocol::Resp, 4, 50).unwrap();
+        assert_eq!(
+            rate.how,
+            NullMatch::Nearest {
+                pipeline: 16,
+                connections: 50
+            }
+        );
+        assert_eq!(rate.requests_per_sec, 1.2e6);
+    }
+
+    #[test]
+    #[should_panic(
+        expected = "a workload has at least one connection and a pipeline of at least 1"
+    )]
+    fn a_null_rate_for_no_pipeline_panics() {
+        let _ = null_server_rate(
+            &synthetic_calibration(),
+            Transport::Tcp,
+            KvProtocol::Resp,
+            0,
+            50,
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "a ceiling is a positive, finite rate")]
+    fn efficiency_against_a_zero_ceiling_panics() {
+        let mut result = ceiling(&synthetic_calibration(), &workload(KvOp::Get, 1, 32)).unwrap();
+        result.ceiling_ops_per_sec = 0.0;
+        let _ = efficiency(&result, 1000.0);
     }
 }

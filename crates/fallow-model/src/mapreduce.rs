@@ -160,11 +160,28 @@ impl MapReduceParams {
         {
             bail!("memory per node must be positive to choose the sort type");
         }
+        // beyond f64: the output per input byte would be infinite (and 0 copies of it not a number)
+        if !(self.map_ratio * self.reduce_ratio * self.replication).is_finite() {
+            bail!(
+                "e_M x e_R x r is too large to compute with ({} x {} x {})",
+                self.map_ratio,
+                self.reduce_ratio,
+                self.replication
+            );
+        }
+        if self.input_per_node_bytes() <= 0.0 {
+            bail!(
+                "input bytes per node round to 0 ({} bytes over {} nodes)",
+                self.input_bytes,
+                self.nodes
+            );
+        }
         Ok(())
     }
 
     /// d_i = i / n.
     pub fn input_per_node_bytes(&self) -> f64 {
+        assert!(self.nodes > 0, "a cluster has at least one node");
         self.input_bytes / self.nodes as f64
     }
 
@@ -189,6 +206,11 @@ impl MapReduceParams {
 /// Phase 1 per input byte (disk, network): read the input (1/D_r), the optional backup write (e_M/D_w), the
 /// external sort's run write (e_M/D_w), and the (n-1)/n of the map output sent to other nodes.
 pub fn map_per_input_byte(params: &MapReduceParams, sort: SortKind) -> (f64, f64) {
+    assert!(
+        params.validate().is_ok(),
+        "the equations take validated parameters: {:?}",
+        params.validate()
+    );
     let write = params.map_ratio / params.disk_write_bytes_per_sec;
     let mut disk = 1.0 / params.disk_read_bytes_per_sec;
     if params.backup_write {
@@ -199,18 +221,32 @@ pub fn map_per_input_byte(params: &MapReduceParams, sort: SortKind) -> (f64, f64
     }
     let n = params.nodes as f64;
     let net = (n - 1.0) / n * params.map_ratio / params.net_bytes_per_sec;
+    assert!(
+        disk > 0.0 && net >= 0.0,
+        "phase 1 reads every input byte: its disk time per byte is positive, its network time >= 0 \
+         (disk {disk}, network {net})"
+    );
     (disk, net)
 }
 
 /// Phase 2 per input byte (disk, network): the external sort's run read (e_M/D_r), writing r copies of the
 /// output (r e_M e_R / D_w), and sending r-1 copies of the local output to other nodes.
 pub fn reduce_per_input_byte(params: &MapReduceParams, sort: SortKind) -> (f64, f64) {
+    assert!(
+        params.validate().is_ok(),
+        "the equations take validated parameters: {:?}",
+        params.validate()
+    );
     let output = params.map_ratio * params.reduce_ratio;
     let mut disk = params.replication * output / params.disk_write_bytes_per_sec;
     if sort == SortKind::External {
         disk += params.map_ratio / params.disk_read_bytes_per_sec;
     }
     let net = output * (params.replication - 1.0) / params.net_bytes_per_sec;
+    assert!(
+        disk >= 0.0 && net >= 0.0,
+        "phase 2's times per byte are >= 0 (r >= 1 sends r - 1 copies): disk {disk}, network {net}"
+    );
     (disk, net)
 }
 
@@ -230,6 +266,11 @@ pub fn optimum(params: &MapReduceParams) -> Result<MapReduceOptimum> {
         input_per_node_bytes,
     );
     let optimum_s = map.time_s + reduce.time_s;
+    // > 0 but for underflow: a byte over the fastest disk of the biggest cluster rounds to 0 s
+    assert!(
+        optimum_s >= 0.0,
+        "an optimum is a time >= 0 (got {optimum_s})"
+    );
     Ok(MapReduceOptimum {
         sort,
         backup_write: params.backup_write,
@@ -243,6 +284,10 @@ pub fn optimum(params: &MapReduceParams) -> Result<MapReduceOptimum> {
 }
 
 fn phase(name: &str, (disk, net): (f64, f64), input_per_node_bytes: f64) -> Phase {
+    assert!(
+        disk >= 0.0 && net >= 0.0 && input_per_node_bytes >= 0.0,
+        "time and bytes are non-negative: {name} disk {disk} s/B, network {net} s/B, {input_per_node_bytes} B"
+    );
     let bottleneck = if disk == 0.0 && net == 0.0 {
         Resource::None
     } else if disk >= net {
@@ -263,12 +308,24 @@ fn phase(name: &str, (disk, net): (f64, f64), input_per_node_bytes: f64) -> Phas
 
 /// Eq. (1), grep (e_M ≈ 0, e_R = 1): only the input read counts, `i / (n D_r)`.
 pub fn grep_time_s(input_bytes: f64, nodes: u64, disk_read_bytes_per_sec: f64) -> f64 {
+    assert!(
+        nodes > 0
+            && input_bytes >= 0.0
+            && disk_read_bytes_per_sec.is_finite()
+            && disk_read_bytes_per_sec > 0.0,
+        "eq. (1) takes n >= 1, i >= 0 and a positive, finite D_r: n {nodes}, i {input_bytes}, D_r {disk_read_bytes_per_sec}"
+    );
     input_bytes / (nodes as f64 * disk_read_bytes_per_sec)
 }
 
 /// Eq. (2), sort (e_M = e_R = 1) in memory without backup write:
 /// `i/n (max{1/D_r, (n-1)/(nN)} + max{r/D_w, (r-1)/N})`.
 pub fn sort_time_s(params: &MapReduceParams) -> f64 {
+    assert!(
+        params.validate().is_ok(),
+        "the equations take validated parameters: {:?}",
+        params.validate()
+    );
     let n = params.nodes as f64;
     let map =
         (1.0 / params.disk_read_bytes_per_sec).max((n - 1.0) / (n * params.net_bytes_per_sec));
@@ -280,6 +337,10 @@ pub fn sort_time_s(params: &MapReduceParams) -> f64 {
 /// Sets a measured time against an optimum: efficiency = optimum / measured, nodes needed = n × optimum /
 /// measured.
 pub fn efficiency(optimum_s: f64, nodes: u64, measured_s: f64) -> Result<Efficiency> {
+    assert!(
+        optimum_s >= 0.0 && nodes > 0,
+        "an optimum is a time >= 0 on at least one node: {optimum_s} s on {nodes} nodes"
+    );
     if !(measured_s.is_finite() && measured_s > 0.0) {
         bail!("the measured time must be a positive number of seconds, got {measured_s}");
     }
@@ -588,5 +649,59 @@ mod tests {
         let result = efficiency(10.0, 100, 40.0).unwrap();
         assert_close(result.efficiency, 0.25);
         assert_close(result.nodes_needed, 25.0);
+    }
+
+    #[test]
+    fn parameters_beyond_f64_are_errors() {
+        let huge = MapReduceParams {
+            map_ratio: 1e200,
+            reduce_ratio: 1e200,
+            ..hand_params(false, SortChoice::InMemory)
+        };
+        assert!(optimum(&huge)
+            .unwrap_err()
+            .to_string()
+            .contains("too large"));
+        let vanishing = MapReduceParams {
+            input_bytes: 5e-324,
+            nodes: u64::MAX,
+            ..hand_params(false, SortChoice::InMemory)
+        };
+        assert!(optimum(&vanishing)
+            .unwrap_err()
+            .to_string()
+            .contains("round to 0"));
+    }
+
+    #[test]
+    #[should_panic(expected = "the equations take validated parameters")]
+    fn an_equation_given_unvalidated_parameters_panics() {
+        let no_network = MapReduceParams {
+            net_bytes_per_sec: 0.0,
+            ..hand_params(false, SortChoice::InMemory)
+        };
+        map_per_input_byte(&no_network, SortKind::InMemory);
+    }
+
+    #[test]
+    #[should_panic(expected = "a cluster has at least one node")]
+    fn data_per_node_of_no_nodes_panics() {
+        MapReduceParams {
+            nodes: 0,
+            ..hand_params(false, SortChoice::Auto)
+        }
+        .input_per_node_bytes();
+    }
+
+    #[test]
+    #[should_panic(expected = "time and bytes are non-negative")]
+    fn a_phase_of_negative_time_panics() {
+        phase("map", (1e-8, -1e-9), 1e9);
+    }
+
+    #[test]
+    #[should_panic(expected = "an optimum is a time >= 0")]
+    fn efficiency_against_a_negative_optimum_panics() {
+        let _ = efficiency(-1.0, 10, 5.0);
     }
 }

@@ -85,6 +85,7 @@ pub fn format_bytes(bytes: f64) -> String {
         (1e6, "MB"),
         (1e3, "KB"),
     ];
+    assert!(bytes >= 0.0, "a byte count is non-negative: {bytes}");
     for (size, name) in STEPS {
         if bytes >= *size {
             return format!("{} {name}", trim_number(bytes / size, 1));
@@ -95,6 +96,10 @@ pub fn format_bytes(bytes: f64) -> String {
 
 /// A rate in decimal MB/s (the paper's unit): `260 MB/s`, `5320.4 MB/s`.
 pub fn format_mb_per_sec(bytes_per_sec: f64) -> String {
+    assert!(
+        bytes_per_sec >= 0.0,
+        "a rate is non-negative: {bytes_per_sec} B/s"
+    );
     format!("{} MB/s", trim_number(bytes_per_sec / MB, 1))
 }
 
@@ -160,5 +165,17 @@ mod tests {
         assert_eq!(format_bytes(1e12), "1 TB");
         assert_eq!(format_bytes(512.0), "512 B");
         assert_eq!(format_mb_per_sec(260e6), "260 MB/s");
+    }
+
+    #[test]
+    #[should_panic(expected = "a byte count is non-negative")]
+    fn a_negative_byte_count_panics() {
+        format_bytes(-1.0);
+    }
+
+    #[test]
+    #[should_panic(expected = "a rate is non-negative")]
+    fn a_rate_that_is_not_a_number_panics() {
+        format_mb_per_sec(f64::NAN);
     }
 }

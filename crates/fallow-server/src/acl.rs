@@ -1,6 +1,6 @@
 //! Users and their permissions (Redis ACL): passwords (kept as SHA-256), enabled/disabled, allowed
 //! commands and categories, allowed key patterns. `requirepass` is the default user's password.
-use crate::command::{key_positions, CommandSpec};
+use crate::command::info::{self, key_positions, CommandInfo};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -104,7 +104,7 @@ impl User {
                 let known = match rest.strip_prefix('@') {
                     Some(category) => category == "all" || known_category(category),
                     None => {
-                        crate::command::lookup(rest.split('|').next().unwrap_or(rest).as_bytes())
+                        info::lookup(rest.split('|').next().unwrap_or(rest).as_bytes())
                             .is_some()
                     }
                 };
@@ -118,7 +118,7 @@ impl User {
         Ok(())
     }
 
-    pub fn can_run(&self, spec: &CommandSpec) -> bool {
+    pub fn can_run(&self, spec: &CommandInfo) -> bool {
         let categories = spec.categories();
         let mut allowed = false;
         for rule in &self.command_rules {
@@ -190,36 +190,8 @@ impl User {
     }
 }
 
-/// The ACL categories, in the order ACL CAT lists them (Redis's order, plus fallow's `server`, `topn` and `bag`).
-pub const CATEGORIES: [&str; 24] = [
-    "keyspace",
-    "read",
-    "write",
-    "set",
-    "sortedset",
-    "list",
-    "hash",
-    "string",
-    "bitmap",
-    "hyperloglog",
-    "geo",
-    "stream",
-    "pubsub",
-    "admin",
-    "fast",
-    "slow",
-    "blocking",
-    "dangerous",
-    "connection",
-    "transaction",
-    "scripting",
-    "server",
-    "topn",
-    "bag",
-];
-
 fn known_category(category: &str) -> bool {
-    CATEGORIES.contains(&category)
+    info::categories().contains(&category)
 }
 
 pub fn sha256_hex(bytes: &[u8]) -> String {
@@ -283,7 +255,7 @@ impl Acl {
     }
 
     /// May `user` run this command on these keys? Err holds the NOPERM reply and what ACL LOG records.
-    pub fn check(&self, user: &str, spec: &CommandSpec, args: &[&[u8]]) -> Result<(), Denied> {
+    pub fn check(&self, user: &str, spec: &CommandInfo, args: &[&[u8]]) -> Result<(), Denied> {
         if user == "default" {
             if let Some(default) = self.users.get("default") {
                 if default.command_rules == ["+@all"] && default.key_patterns == [b"*".to_vec()] {
@@ -302,7 +274,7 @@ impl Acl {
     pub fn check_request<'k>(
         &self,
         user: &str,
-        spec: Option<&CommandSpec>,
+        spec: Option<&CommandInfo>,
         keys: impl IntoIterator<Item = &'k [u8]>,
     ) -> Result<(), Denied> {
         let command_denied = |reply: String| Denied {
@@ -314,7 +286,7 @@ impl Acl {
             return Err(command_denied("NOPERM User has been deleted".into()));
         };
         if let Some(spec) = spec {
-            if spec.flags & crate::command::flags::NO_AUTH == 0 && !found.can_run(spec) {
+            if spec.flags & info::flags::NO_AUTH == 0 && !found.can_run(spec) {
                 return Err(command_denied(format!(
                     "NOPERM this user has no permissions to run the '{}' command",
                     spec.name

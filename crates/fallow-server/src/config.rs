@@ -1,83 +1,23 @@
 //! Configuration: embedded defaults, overlaid by a TOML file (`--config`), then by `FALLOW_*` environment
 //! variables, then by command-line flags (highest precedence). Names are Redis's `CONFIG GET` names where
 //! Redis has the setting. The settings that can change at run time go through `Config::set` (CONFIG SET).
-use crate::elastic::settings::{MemoryMode, Reserve, POLL_INTERVAL_MS_MAX};
+use crate::elastic::settings::{ElasticSettings, MemoryMode, Reserve, POLL_INTERVAL_MS_MAX};
+use crate::units::{deserialize_number_or_text, parse_bytes};
 pub mod params;
-use clap::Parser;
 use serde::Deserialize;
-
-/// Parses a memory size the way Redis's memtoll does: `1024`, `10k` (1000), `10kb` (1024), `mb`, `gb`.
-pub fn parse_bytes(text: &str) -> Result<u64, String> {
-    let lower = text.trim().to_ascii_lowercase();
-    let split = lower
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(lower.len());
-    let (digits, unit) = lower.split_at(split);
-    let multiplier: u64 = match unit {
-        "" | "b" => 1,
-        "k" => 1000,
-        "kb" => 1024,
-        "m" => 1000 * 1000,
-        "mb" => 1024 * 1024,
-        "g" => 1000 * 1000 * 1000,
-        "gb" => 1024 * 1024 * 1024,
-        _ => return Err(format!("invalid memory size '{text}'")),
-    };
-    let value: u64 = digits
-        .parse()
-        .map_err(|_| format!("invalid memory size '{text}'"))?;
-    value
-        .checked_mul(multiplier)
-        .ok_or_else(|| format!("memory size '{text}' is too large"))
-}
 
 fn parse_memory_mode(text: &str) -> Result<MemoryMode, String> {
     MemoryMode::from_name(text).ok_or_else(|| "argument must be 'elastic' or 'fixed'".to_string())
-}
-
-/// A setting the TOML file may give as a number or as text (`"2gb"`, `"10%"`, `"770"`): each form goes
-/// through its own conversion, and a bad value is the file's error.
-pub(crate) fn deserialize_number_or_text<'de, D, T>(
-    deserializer: D,
-    from_number: impl FnOnce(u64) -> Result<T, String>,
-    from_text: impl FnOnce(&str) -> Result<T, String>,
-) -> Result<T, D::Error>
-where
-    D: serde::Deserializer<'de>,
-{
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Raw {
-        Number(u64),
-        Text(String),
-    }
-    match Raw::deserialize(deserializer)? {
-        Raw::Number(number) => from_number(number),
-        Raw::Text(text) => from_text(&text),
-    }
-    .map_err(serde::de::Error::custom)
 }
 
 fn deserialize_bytes<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
     deserialize_number_or_text(deserializer, Ok, parse_bytes)
 }
 
-/// Command-line flags; each can also come from its `FALLOW_*` environment variable.
-#[derive(Parser, Debug, Default)]
-#[command(
-    name = "fallow",
-    version,
-    about = "fallow: a Redis- and memcached-compatible store that lives in a host's idle memory",
-    long_about = "fallow serves the Redis protocol (RESP2/RESP3) and the memcached protocols (text, meta, binary) \
-from one sharded, memory-accounted store.\n\nPrecedence of settings: built-in defaults < TOML file (--config) < \
-FALLOW_* environment variables < command-line flags. See docs/configuration.md.\n\nWithout a subcommand \
-fallow starts the server; the subcommands are tools that work with a running one or with this machine.",
-    args_conflicts_with_subcommands = true
-)]
+/// The server's command-line flags; each can also come from its `FALLOW_*` environment variable. The
+/// `fallow` binary (crates/fallow) flattens them into its command line beside its tool subcommands.
+#[derive(clap::Args, Debug, Default)]
 pub struct Cli {
-    /// A tool to run instead of the server.
-    #[command(subcommand)]
-    pub tool: Option<crate::tools::Tool>,
     /// TOML configuration file (keys are the long option names, e.g. `maxmemory = "1gb"`).
     #[arg(long, env = "FALLOW_CONFIG")]
     pub config: Option<std::path::PathBuf>,
@@ -232,36 +172,45 @@ pub struct Config {
     pub shards: usize,
     pub databases: usize,
     #[serde(deserialize_with = "deserialize_bytes")]
-    pub maxmemory: u64,
+    #[serde(rename = "maxmemory")]
+    pub maxmemory_bytes: u64,
     pub maxmemory_policy: String,
     pub memory_mode: MemoryMode,
     pub elastic_reserve: Reserve,
     #[serde(deserialize_with = "deserialize_bytes")]
-    pub elastic_min: u64,
+    #[serde(rename = "elastic-min")]
+    pub elastic_min_bytes: u64,
     #[serde(deserialize_with = "deserialize_bytes")]
-    pub elastic_max: u64,
+    #[serde(rename = "elastic-max")]
+    pub elastic_max_bytes: u64,
     #[serde(deserialize_with = "deserialize_bytes")]
     pub elastic_grow_bytes_per_sec: u64,
     pub elastic_poll_interval_ms: u64,
     #[serde(deserialize_with = "deserialize_bytes")]
-    pub reclaim_fast_threshold: u64,
+    #[serde(rename = "reclaim-fast-threshold")]
+    pub reclaim_fast_threshold_bytes: u64,
     pub host_memory_trace: String,
     pub metrics_port: u16,
     pub requirepass: String,
     pub maxclients: usize,
-    pub timeout: u64,
+    #[serde(rename = "timeout")]
+    pub timeout_s: u64,
     #[serde(deserialize_with = "deserialize_bytes")]
-    pub proto_max_bulk_len: u64,
+    #[serde(rename = "proto-max-bulk-len")]
+    pub proto_max_bulk_len_bytes: u64,
     #[serde(deserialize_with = "deserialize_bytes")]
-    pub client_query_buffer_limit: u64,
+    #[serde(rename = "client-query-buffer-limit")]
+    pub client_query_buffer_limit_bytes: u64,
     #[serde(deserialize_with = "deserialize_bytes")]
-    pub memcache_item_size_max: u64,
+    #[serde(rename = "memcache-item-size-max")]
+    pub memcache_item_size_max_bytes: u64,
     #[serde(deserialize_with = "deserialize_bytes")]
-    pub segment_size: u64,
+    #[serde(rename = "segment-size")]
+    pub segment_size_bytes: u64,
     pub hz: u64,
     pub pubsub_queue_messages_max: usize,
-    pub client_output_buffer_limit: crate::client_memory::OutputBufferLimits,
-    pub maxmemory_clients: crate::client_memory::ClientsMemoryLimit,
+    pub client_output_buffer_limit: crate::clients::memory::OutputBufferLimits,
+    pub maxmemory_clients: crate::clients::memory::ClientsMemoryLimit,
     pub log_level: String,
     /// Tenants defined at startup, `name:weight[:kind[:shared]]` each.
     pub tenants: Vec<String>,
@@ -298,24 +247,24 @@ impl Default for Config {
             threads: 0,
             shards: 0,
             databases: 16,
-            maxmemory: 0,
+            maxmemory_bytes: 0,
             maxmemory_policy: "noeviction".into(),
             memory_mode: MemoryMode::Elastic,
             elastic_reserve: Reserve::default(),
-            elastic_min: 0,
-            elastic_max: 0,
+            elastic_min_bytes: 0,
+            elastic_max_bytes: 0,
             elastic_grow_bytes_per_sec: 256 << 20,
             elastic_poll_interval_ms: POLL_INTERVAL_MS_MAX,
-            reclaim_fast_threshold: 1 << 30,
+            reclaim_fast_threshold_bytes: 1 << 30,
             host_memory_trace: String::new(),
             metrics_port: 0,
             requirepass: String::new(),
             maxclients: 10000,
-            timeout: 0,
-            proto_max_bulk_len: 512 << 20,
-            client_query_buffer_limit: 1 << 30,
-            memcache_item_size_max: 1 << 20,
-            segment_size: 2 << 20,
+            timeout_s: 0,
+            proto_max_bulk_len_bytes: 512 << 20,
+            client_query_buffer_limit_bytes: 1 << 30,
+            memcache_item_size_max_bytes: 1 << 20,
+            segment_size_bytes: 2 << 20,
             hz: 10,
             pubsub_queue_messages_max: 100_000,
             client_output_buffer_limit: Default::default(),
@@ -379,11 +328,18 @@ impl Config {
     }
 
     fn apply_cli(&mut self, cli: &Cli) -> Result<(), String> {
+        // `flag` or `flag => field` where the field's name carries its unit (`timeout => timeout_s`)
         macro_rules! plain {
-            ($($field:ident),*) => { $( if let Some(value) = &cli.$field { self.$field = value.clone(); } )* };
+            ($($flag:ident $(=> $field:ident)?),*) => { $(
+                if let Some(value) = &cli.$flag { plain!(@set $flag $($field)?, value.clone()); }
+            )* };
+            (@set $flag:ident, $value:expr) => { self.$flag = $value };
+            (@set $flag:ident $field:ident, $value:expr) => { self.$field = $value };
         }
         macro_rules! bytes {
-            ($($field:ident),*) => { $( if let Some(value) = &cli.$field { self.$field = parse_bytes(value)?; } )* };
+            ($($flag:ident => $field:ident),*) => { $(
+                if let Some(value) = &cli.$flag { self.$field = parse_bytes(value)?; }
+            )* };
         }
         plain!(
             bind,
@@ -395,7 +351,7 @@ impl Config {
             maxmemory_policy,
             requirepass,
             maxclients,
-            timeout,
+            timeout => timeout_s,
             hz,
             pubsub_queue_messages_max,
             log_level,
@@ -403,15 +359,15 @@ impl Config {
         );
         self.tenants.extend(cli.tenants.iter().cloned());
         bytes!(
-            maxmemory,
-            proto_max_bulk_len,
-            client_query_buffer_limit,
-            memcache_item_size_max,
-            segment_size,
-            elastic_min,
-            elastic_max,
-            elastic_grow_bytes_per_sec,
-            reclaim_fast_threshold
+            maxmemory => maxmemory_bytes,
+            proto_max_bulk_len => proto_max_bulk_len_bytes,
+            client_query_buffer_limit => client_query_buffer_limit_bytes,
+            memcache_item_size_max => memcache_item_size_max_bytes,
+            segment_size => segment_size_bytes,
+            elastic_min => elastic_min_bytes,
+            elastic_max => elastic_max_bytes,
+            elastic_grow_bytes_per_sec => elastic_grow_bytes_per_sec,
+            reclaim_fast_threshold => reclaim_fast_threshold_bytes
         );
         plain!(elastic_poll_interval_ms, host_memory_trace, metrics_port);
         plain!(
@@ -434,7 +390,7 @@ impl Config {
                 .map_err(|message| format!("client-output-buffer-limit: {message}"))?;
         }
         if let Some(limit) = &cli.maxmemory_clients {
-            self.maxmemory_clients = crate::client_memory::ClientsMemoryLimit::parse(limit)
+            self.maxmemory_clients = crate::clients::memory::ClientsMemoryLimit::parse(limit)
                 .map_err(|message| format!("maxmemory-clients: {message}"))?;
         }
         if let Some(auth) = &cli.memcache_auth {
@@ -484,10 +440,10 @@ impl Config {
 
     /// `maxmemory N>0` without an explicit `memory-mode` means fixed; elastic mode ignores no limit silently.
     fn resolve_memory_mode(&mut self, explicit: bool) -> Result<(), String> {
-        if !explicit && self.maxmemory > 0 {
+        if !explicit && self.maxmemory_bytes > 0 {
             self.memory_mode = MemoryMode::Fixed;
         }
-        if self.memory_mode == MemoryMode::Elastic && self.maxmemory > 0 {
+        if self.memory_mode == MemoryMode::Elastic && self.maxmemory_bytes > 0 {
             return Err(
                 "maxmemory applies to memory-mode fixed; cap an elastic pool with elastic-max"
                     .into(),
@@ -505,7 +461,7 @@ impl Config {
         if !(1..=256).contains(&self.databases) {
             return Err("databases must be 1..256".into());
         }
-        if !(4096..=16 << 20).contains(&self.segment_size) {
+        if !(4096..=16 << 20).contains(&self.segment_size_bytes) {
             return Err("segment-size must be 4kb..16mb".into());
         }
         if fallow_store::EvictionPolicy::from_name(&self.maxmemory_policy).is_none() {
@@ -539,6 +495,19 @@ impl Config {
             return Err("auth-failure-delay-ms must not exceed auth-failure-delay-max-ms".into());
         }
         Ok(())
+    }
+
+    /// The elastic controller's settings, as one snapshot (each step of the controller takes one).
+    pub fn elastic_settings(&self) -> ElasticSettings {
+        ElasticSettings {
+            mode: self.memory_mode,
+            reserve: self.elastic_reserve,
+            min_bytes: self.elastic_min_bytes,
+            max_bytes: self.elastic_max_bytes,
+            grow_bytes_per_sec: self.elastic_grow_bytes_per_sec,
+            poll_interval_ms: self.elastic_poll_interval_ms,
+            reclaim_fast_threshold_bytes: self.reclaim_fast_threshold_bytes,
+        }
     }
 
     /// What the transactions' lock table follows.
@@ -579,7 +548,7 @@ impl Config {
     }
 
     fn validate_elastic(&self) -> Result<(), String> {
-        if self.elastic_max != 0 && self.elastic_min > self.elastic_max {
+        if self.elastic_max_bytes != 0 && self.elastic_min_bytes > self.elastic_max_bytes {
             return Err("elastic-min must not exceed elastic-max".into());
         }
         if !(1..=POLL_INTERVAL_MS_MAX).contains(&self.elastic_poll_interval_ms) {
@@ -610,12 +579,12 @@ impl Config {
             ("threads", self.threads.to_string()),
             ("shards", self.shards.to_string()),
             ("databases", self.databases.to_string()),
-            ("maxmemory", self.maxmemory.to_string()),
+            ("maxmemory", self.maxmemory_bytes.to_string()),
             ("maxmemory-policy", self.maxmemory_policy.clone()),
             ("memory-mode", self.memory_mode.name().into()),
             ("elastic-reserve", self.elastic_reserve.to_string()),
-            ("elastic-min", self.elastic_min.to_string()),
-            ("elastic-max", self.elastic_max.to_string()),
+            ("elastic-min", self.elastic_min_bytes.to_string()),
+            ("elastic-max", self.elastic_max_bytes.to_string()),
             (
                 "elastic-grow-bytes-per-sec",
                 self.elastic_grow_bytes_per_sec.to_string(),
@@ -626,23 +595,23 @@ impl Config {
             ),
             (
                 "reclaim-fast-threshold",
-                self.reclaim_fast_threshold.to_string(),
+                self.reclaim_fast_threshold_bytes.to_string(),
             ),
             ("host-memory-trace", self.host_memory_trace.clone()),
             ("metrics-port", self.metrics_port.to_string()),
             ("requirepass", self.requirepass.clone()),
             ("maxclients", self.maxclients.to_string()),
-            ("timeout", self.timeout.to_string()),
-            ("proto-max-bulk-len", self.proto_max_bulk_len.to_string()),
+            ("timeout", self.timeout_s.to_string()),
+            ("proto-max-bulk-len", self.proto_max_bulk_len_bytes.to_string()),
             (
                 "client-query-buffer-limit",
-                self.client_query_buffer_limit.to_string(),
+                self.client_query_buffer_limit_bytes.to_string(),
             ),
             (
                 "memcache-item-size-max",
-                self.memcache_item_size_max.to_string(),
+                self.memcache_item_size_max_bytes.to_string(),
             ),
-            ("segment-size", self.segment_size.to_string()),
+            ("segment-size", self.segment_size_bytes.to_string()),
             ("hz", self.hz.to_string()),
             (
                 "pubsub-queue-messages-max",
@@ -710,7 +679,7 @@ pub fn log_filter(text: &str) -> Result<tracing_subscriber::EnvFilter, String> {
 }
 
 fn yes_no(value: bool) -> &'static str {
-    crate::tenants::yes_no(value)
+    crate::units::yes_no(value)
 }
 
 /// Permission bits written in octal, as Redis's `unixsocketperm 700`.
@@ -771,7 +740,7 @@ mod tests {
         let config = Config::load(&cli).unwrap();
         std::fs::remove_file(dir).unwrap();
         assert_eq!(config.port, 7001, "flags beat the file");
-        assert_eq!(config.maxmemory, 10 << 20);
+        assert_eq!(config.maxmemory_bytes, 10 << 20);
         assert_eq!(config.maxmemory_policy, "allkeys-lru");
         assert!(config.shards >= 1);
     }
@@ -871,7 +840,7 @@ mod tests {
     fn runtime_set() {
         let mut config = Config::default();
         config.set("maxmemory", "1mb").unwrap();
-        assert_eq!(config.maxmemory, 1 << 20);
+        assert_eq!(config.maxmemory_bytes, 1 << 20);
         assert!(config.set("port", "1").is_err());
         assert!(config.set("maxmemory-policy", "bogus").is_err());
     }
@@ -898,7 +867,7 @@ mod tests {
         })
         .unwrap();
         assert_eq!(
-            (unlimited_fixed.memory_mode, unlimited_fixed.maxmemory),
+            (unlimited_fixed.memory_mode, unlimited_fixed.maxmemory_bytes),
             (MemoryMode::Fixed, 0)
         );
     }
@@ -920,7 +889,7 @@ mod tests {
         std::fs::remove_file(path).unwrap();
         let config = config.unwrap();
         assert_eq!(config.elastic_reserve, Reserve::Percent(5.0));
-        assert_eq!((config.elastic_min, config.elastic_max), (1 << 30, 4 << 30));
+        assert_eq!((config.elastic_min_bytes, config.elastic_max_bytes), (1 << 30, 4 << 30));
         assert_eq!(config.elastic_grow_bytes_per_sec, 64 << 20);
         assert_eq!(config.elastic_poll_interval_ms, 20);
         let too_slow = Cli {
@@ -950,7 +919,7 @@ mod tests {
         assert_eq!(config.memory_mode, MemoryMode::Fixed);
         config.set("memory-mode", "elastic").unwrap();
         assert_eq!(
-            (config.memory_mode, config.maxmemory),
+            (config.memory_mode, config.maxmemory_bytes),
             (MemoryMode::Elastic, 0)
         );
         config.set("elastic-reserve", "2gb").unwrap();

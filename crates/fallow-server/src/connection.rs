@@ -1,7 +1,8 @@
 //! Per-connection state of a RESP client: selected database, tenant, protocol version, authentication,
 //! MULTI queue, watched keys, subscriptions, reply mode and a pending blocking request.
 use crate::pubsub::PubSubMessage;
-use crate::server::{ClientHandle, Server};
+use crate::server::Server;
+use crate::clients::ClientHandle;
 use crate::tenants::TenantBinding;
 use fallow_proto::ReplyWriter;
 use std::collections::HashSet;
@@ -87,7 +88,7 @@ pub struct ConnState {
     /// Notified when a release grants this connection's queued lock request.
     pub lock_waker: Arc<tokio::sync::Notify>,
     /// `client-output-buffer-limit` as the connection last loaded it (see `output_limit`).
-    pub output_limits: crate::client_memory::OutputBufferLimits,
+    pub output_limits: crate::clients::memory::OutputBufferLimits,
     /// Failed AUTH/HELLO AUTH attempts so far; past `auth-failures-before-delay` each is answered late.
     pub auth_failures: u32,
     /// Set by a slowed failed authentication: the connection loop writes the reply and reads more
@@ -145,18 +146,26 @@ impl ConnState {
 
     /// Re-resolves the tenant if tenants changed since it was resolved (checked once per batch).
     pub fn refresh_tenant(&mut self, server: &Server) {
-        if self.tenant.is_stale(server) {
+        if self.tenant.is_stale(server.tenant_generation()) {
             self.rebind_tenant(server);
         }
     }
 
     /// Resolves the tenant from the current user (after AUTH, HELLO AUTH, RESET, TENANT SET).
     pub fn rebind_tenant(&mut self, server: &Server) {
-        self.tenant = TenantBinding::resolve(server, &self.user);
+        self.tenant =
+            TenantBinding::resolve(&server.store, server.tenant_generation(), &self.user);
     }
 
     pub fn in_multi(&self) -> bool {
         self.multi.is_some()
+    }
+
+    /// Forgets an open MULTI and every watched key (DISCARD, EXEC, RESET).
+    pub fn forget_multi(&mut self) {
+        self.multi = None;
+        self.multi_error = false;
+        self.watched.clear();
     }
 
     /// Marks the open MULTI (if any) as failed.
@@ -167,8 +176,8 @@ impl ConnState {
     }
 
     /// The output limits of the client's class: pubsub while it has subscriptions, else normal.
-    pub fn output_limit(&self) -> crate::client_memory::ClassLimit {
-        use crate::client_memory::ClientClass;
+    pub fn output_limit(&self) -> crate::clients::memory::ClassLimit {
+        use crate::clients::memory::ClientClass;
         let class = if self.subscription_count() > 0 {
             ClientClass::Pubsub
         } else {

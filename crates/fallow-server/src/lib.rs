@@ -1,7 +1,7 @@
 //! The fallow server: configuration, networking, connections and the command table on top of
 //! `fallow-store` (data) and `fallow-proto` (codecs).
 pub mod acl;
-pub mod client_memory;
+pub mod clients;
 pub mod command;
 pub mod config;
 pub mod connection;
@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod net;
 pub mod pubsub;
 pub mod server;
+pub mod stats;
 pub mod tenants;
-pub mod tools;
 pub mod txn;
+pub mod units;

@@ -3,8 +3,8 @@
 //! messages count as the subscriber's output, with its unwritten replies) and in messages by
 //! `pubsub-queue-messages-max`; a subscriber past either is disconnected, as Redis does, so a slow reader
 //! never grows the server's memory.
-use crate::client_memory::{self, ClientClass, ClientsMemory};
-use crate::server::ClientHandle;
+use crate::clients::memory::{self as client_memory, ClientClass, ClientsMemory};
+use crate::clients::ClientHandle;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,6 +1,8 @@
 //! The state every connection shares: the store, the live configuration, the client registry, pub/sub,
 //! users, and the server-wide counters INFO reports.
 use crate::acl::Acl;
+use crate::clients::{ClientHandle, ClientKind, ClientMap};
+use crate::stats::ServerStats;
 use crate::config::Config;
 use crate::pubsub::PubSub;
 use fallow_store::{EvictionPolicy, Store, StoreConfig};
@@ -10,70 +12,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-/// Which listener a client came through.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ClientKind {
-    Resp,
-    Memcache,
-}
-
-/// What CLIENT LIST shows of a connection; updated by the connection as it runs.
-#[derive(Clone, Debug, Default)]
-pub struct ClientSnapshot {
-    pub name: String,
-    pub db: usize,
-    pub last_command: &'static str,
-    pub user: String,
-    pub resp: u8,
-    pub subscriptions: usize,
-    pub pattern_subscriptions: usize,
-    pub in_multi: bool,
-    pub blocked: bool,
-}
-
-/// One connected client as the rest of the server sees it.
-pub struct ClientHandle {
-    pub id: u64,
-    pub kind: ClientKind,
-    pub peer_addr: String,
-    pub local_addr: String,
-    pub created: Instant,
-    pub last_active: Mutex<Instant>,
-    pub snapshot: Mutex<ClientSnapshot>,
-    killed: AtomicBool,
-    pub kill_signal: tokio::sync::Notify,
-    /// Its output, queued pub/sub and query bytes, for the output limits and maxmemory-clients.
-    pub memory: crate::client_memory::ClientMemory,
-}
-
-impl ClientHandle {
-    /// Asks the connection to close (CLIENT KILL, a slow pub/sub subscriber).
-    pub fn kill(&self) {
-        self.killed.store(true, Ordering::Relaxed);
-        self.kill_signal.notify_one();
-    }
-
-    pub fn is_killed(&self) -> bool {
-        self.killed.load(Ordering::Relaxed)
-    }
-}
-
-/// Server-wide event counters (INFO stats).
-#[derive(Default)]
-pub struct ServerStats {
-    pub connections_received: AtomicU64,
-    pub connections_rejected: AtomicU64,
-    pub commands_processed: AtomicU64,
-    pub net_input_bytes: AtomicU64,
-    pub net_output_bytes: AtomicU64,
-    pub protocol_errors: AtomicU64,
-    pub unknown_commands: AtomicU64,
-    pub error_replies: AtomicU64,
-    pub oom_rejections: AtomicU64,
-    /// TCP clients refused by protected mode (not loopback, no password set).
-    pub protected_mode_rejections: AtomicU64,
-}
-
 pub struct Server {
     pub store: Store,
     pub config: RwLock<Config>,
@@ -81,11 +19,11 @@ pub struct Server {
     pub config_generation: AtomicU64,
     /// Bumped when tenants change (TENANT SET), so connections re-resolve their tenant.
     tenant_generation: AtomicU64,
-    pub clients: Mutex<HashMap<u64, Arc<ClientHandle>>>,
+    pub clients: ClientMap,
     next_client_id: AtomicU64,
     pub pubsub: PubSub,
     /// Client output buffer limits, maxmemory-clients and what all clients' buffers hold.
-    pub clients_memory: crate::client_memory::ClientsMemory,
+    pub clients_memory: crate::clients::memory::ClientsMemory,
     pub acl: RwLock<Acl>,
     /// Mirrors `Acl::default_is_unrestricted`, read on every command without touching the ACL lock.
     pub acl_default_unrestricted: AtomicBool,
@@ -97,9 +35,9 @@ pub struct Server {
     pub acl_log: crate::acl::log::AclLog,
     pub stats: ServerStats,
     /// memcached-protocol counters (`stats`) and flush_all state.
-    pub memcache: crate::net::memcache::McStats,
+    pub memcache: crate::stats::McStats,
     /// Whether the memcached listener is open; woken when users or settings change (auth gating).
-    pub memcache_gate: crate::net::memcache::ListenerGate,
+    pub memcache_gate: crate::net::memcache::gate::ListenerGate,
     pub started: Instant,
     pub run_id: String,
     /// Per-command call counts and microseconds, indexed like the command table.
@@ -116,9 +54,10 @@ impl Server {
     pub fn new(config: Config) -> Server {
         let tenants = config.tenants.clone();
         let server = Server::without_tenants(config);
-        if let Err(error) = crate::tenants::define_configured(&server, &tenants) {
+        if let Err(error) = crate::tenants::define_configured(&server.store, &tenants) {
             tracing::error!(%error, "a configured tenant was not defined");
         }
+        server.tenants_changed();
         server
     }
 
@@ -126,13 +65,17 @@ impl Server {
         let store = Store::new(&StoreConfig {
             shards: config.shards,
             databases: config.databases,
-            segment_bytes: config.segment_size as usize,
-            maxmemory_bytes: config.maxmemory as usize,
+            segment_bytes: config.segment_size_bytes as usize,
+            maxmemory_bytes: config.maxmemory_bytes as usize,
             policy: EvictionPolicy::from_name(&config.maxmemory_policy).expect("validated policy"),
         });
         let txn_settings = config.txn_settings();
-        let clients_memory = crate::client_memory::ClientsMemory::default();
-        clients_memory.configure(&config);
+        let clients_memory = crate::clients::memory::ClientsMemory::default();
+        clients_memory.configure(
+            config.client_output_buffer_limit,
+            config.maxmemory_clients,
+            config.maxmemory_bytes,
+        );
         let run_id: String = (0..40)
             .map(|_| format!("{:x}", rand::random::<u8>() % 16))
             .collect();
@@ -151,11 +94,11 @@ impl Server {
             pubsub: PubSub::default(),
             clients_memory,
             stats: ServerStats::default(),
-            memcache: crate::net::memcache::McStats::default(),
-            memcache_gate: crate::net::memcache::ListenerGate::default(),
+            memcache: crate::stats::McStats::default(),
+            memcache_gate: crate::net::memcache::gate::ListenerGate::default(),
             started: Instant::now(),
             run_id,
-            command_stats: crate::command::table()
+            command_stats: crate::command::info::table()
                 .iter()
                 .map(|_| (AtomicU64::new(0), AtomicU64::new(0)))
                 .collect(),
@@ -183,8 +126,64 @@ impl Server {
         // Users that make authentication required close an unauthenticated memcached listener.
         let memcache_auth = self.config.read().memcache_auth;
         self.memcache_gate
-            .close_now_if_gated(self, acl, memcache_auth);
+            .close_now_if_gated(&self.clients, acl, memcache_auth);
         self.memcache_gate.wake();
+    }
+
+    /// Records a denied command, key or channel of a RESP client (counter, ACL LOG entry).
+    pub fn note_acl_denial(
+        &self,
+        handle: &ClientHandle,
+        reason: crate::acl::log::Reason,
+        context: crate::acl::log::Context,
+        object: &[u8],
+        username: &str,
+    ) {
+        let max_len = self.config.read().acllog_max_len;
+        self.acl_log.record(
+            reason,
+            context,
+            &String::from_utf8_lossy(object),
+            username,
+            crate::clients::describe_client(handle),
+            max_len,
+        );
+    }
+
+    /// Records one failed authentication of any listener (RESP AUTH/HELLO, memcached SASL): counts it
+    /// (`acl_access_denied_auth`), logs it to ACL LOG with `object` (the command, e.g. "auth") and the username
+    /// tried, adds it to the rate-limited warning, and bumps the connection's `failures`. Returns how long the
+    /// connection should wait before answering and reading more: nothing for the first
+    /// `auth-failures-before-delay` failures, then `auth-failure-delay-ms` doubling per failure up to
+    /// `auth-failure-delay-max-ms`. The caller waits without holding locks or blocking a thread (async sleep).
+    pub fn note_auth_failure(
+        &self,
+        handle: &ClientHandle,
+        object: &str,
+        username: &str,
+        context: crate::acl::log::Context,
+        failures: &mut u32,
+    ) -> Option<std::time::Duration> {
+        *failures = failures.saturating_add(1);
+        let (max_len, free, first_ms, max_ms) = {
+            let config = self.config.read();
+            (
+                config.acllog_max_len,
+                config.auth_failures_before_delay,
+                config.auth_failure_delay_ms,
+                config.auth_failure_delay_max_ms,
+            )
+        };
+        self.acl_log.record(
+            crate::acl::log::Reason::Auth,
+            context,
+            object,
+            username,
+            crate::clients::describe_client(handle),
+            max_len,
+        );
+        self.acl_log.warn_rate_limited(&handle.peer_addr);
+        crate::acl::log::auth_failure_delay(*failures, free, first_ms, max_ms)
     }
 
     /// Whether protected mode holds now: on, and a new connection would need no password.
@@ -224,22 +223,8 @@ impl Server {
                 .fetch_add(1, Ordering::Relaxed);
             return None;
         }
-        let handle = Arc::new(ClientHandle {
-            id: self.next_client_id.fetch_add(1, Ordering::Relaxed),
-            kind,
-            peer_addr,
-            local_addr,
-            created: Instant::now(),
-            last_active: Mutex::new(Instant::now()),
-            snapshot: Mutex::new(ClientSnapshot {
-                user: "default".into(),
-                resp: 2,
-                ..ClientSnapshot::default()
-            }),
-            killed: AtomicBool::new(false),
-            kill_signal: tokio::sync::Notify::new(),
-            memory: Default::default(),
-        });
+        let id = self.next_client_id.fetch_add(1, Ordering::Relaxed);
+        let handle = Arc::new(ClientHandle::new(id, kind, peer_addr, local_addr));
         clients.insert(handle.id, handle.clone());
         Some(handle)
     }
@@ -257,7 +242,7 @@ impl Server {
     /// controller, so a new bound or mode takes effect at once.
     pub fn config_changed(&self) {
         let config = self.config.read().clone();
-        self.store.set_maxmemory_bytes(config.maxmemory as usize);
+        self.store.set_maxmemory_bytes(config.maxmemory_bytes as usize);
         if config.memory_mode == crate::elastic::settings::MemoryMode::Fixed {
             // At once, not at the controller's next step: fixed mode has no pool limit.
             self.store.set_pool_limit_bytes(0);
@@ -271,14 +256,18 @@ impl Server {
             self.default_user_needs_no_password
                 .store(!acl.default_user_requires_auth(), Ordering::Relaxed);
             self.memcache_gate
-                .close_now_if_gated(self, &acl, config.memcache_auth);
+                .close_now_if_gated(&self.clients, &acl, config.memcache_auth);
         }
         self.protected_mode_on
             .store(config.protected_mode, Ordering::Relaxed);
         // requirepass and memcache-auth decide whether the memcached listener may be open.
         self.memcache_gate.wake();
         self.acl_log.trim(config.acllog_max_len);
-        self.clients_memory.configure(&config);
+        self.clients_memory.configure(
+            config.client_output_buffer_limit,
+            config.maxmemory_clients,
+            config.maxmemory_bytes,
+        );
         self.txns.configure(config.txn_settings());
         self.config_generation.fetch_add(1, Ordering::Relaxed);
         self.elastic.wake.config_changed();

@@ -6,8 +6,7 @@
 //! A RESP connection is the tenant named like its ACL user, else `default`; the memcached listener is the
 //! tenant named by the `memcache-tenant` setting, else `default`. Bindings are re-resolved when
 //! `Server::tenant_generation` moves (TENANT SET, CONFIG SET memcache-tenant) or the user changes.
-use crate::server::Server;
-use fallow_store::{keyspace, Shard, TenantId, TenantKind, TenantSnapshot, TenantSpec};
+use fallow_store::{keyspace, Shard, Store, TenantId, TenantKind, TenantSnapshot, TenantSpec};
 
 /// Most bytes in a tenant name.
 pub const NAME_BYTES_MAX: usize = 64;
@@ -94,11 +93,9 @@ impl TenantBinding {
     };
 
     /// The tenant named `name`, or the default tenant when there is none.
-    pub fn resolve(server: &Server, name: &str) -> TenantBinding {
-        let generation = server.tenant_generation();
-        let tenant = server.store.tenant_id(name).unwrap_or(0);
-        let namespace = server
-            .store
+    pub fn resolve(store: &Store, generation: u64, name: &str) -> TenantBinding {
+        let tenant = store.tenant_id(name).unwrap_or(0);
+        let namespace = store
             .tenant_spec(tenant)
             .map_or(0, |spec| spec.namespace(tenant));
         TenantBinding {
@@ -109,8 +106,8 @@ impl TenantBinding {
     }
 
     /// True when tenants changed since this binding was resolved.
-    pub fn is_stale(&self, server: &Server) -> bool {
-        self.generation != server.tenant_generation()
+    pub fn is_stale(&self, generation: u64) -> bool {
+        self.generation != generation
     }
 
     /// The keyspace address of database `db` for this tenant.
@@ -122,10 +119,10 @@ impl TenantBinding {
 /// Every tenant with its counters summed over the shards `visit_shards` walks (so callers that already
 /// hold every shard, inside EXEC, can pass their own guards instead of locking again).
 pub fn snapshots(
-    server: &Server,
+    store: &Store,
     visit_shards: impl FnOnce(&mut dyn FnMut(&mut Shard)),
 ) -> Vec<TenantSnapshot> {
-    server.store.tenant_snapshots_with(visit_shards)
+    store.tenant_snapshots_with(visit_shards)
 }
 
 /// The fields of one tenant as INFO and TENANT GET list them, in order.
@@ -134,7 +131,7 @@ pub fn fields(snapshot: &TenantSnapshot) -> [(&'static str, String); 11] {
         ("id", snapshot.id.to_string()),
         ("weight", snapshot.weight.to_string()),
         ("kind", snapshot.kind.name().to_string()),
-        ("shared", yes_no(snapshot.shared).to_string()),
+        ("shared", crate::units::yes_no(snapshot.shared).to_string()),
         ("resident_bytes", snapshot.resident_bytes.to_string()),
         ("share", format!("{:.6}", snapshot.share)),
         ("fairness", format!("{:.6}", snapshot.fairness)),
@@ -143,14 +140,6 @@ pub fn fields(snapshot: &TenantSnapshot) -> [(&'static str, String); 11] {
         ("evicted_keys", snapshot.evicted_keys.to_string()),
         ("evicted_bytes", snapshot.evicted_bytes.to_string()),
     ]
-}
-
-pub fn yes_no(value: bool) -> &'static str {
-    if value {
-        "yes"
-    } else {
-        "no"
-    }
 }
 
 /// The INFO `tenants` section: one `tenant_<name>:id=..,weight=..,...` line per tenant.
@@ -170,10 +159,10 @@ pub fn info_section(snapshots: &[TenantSnapshot], text: &mut String) {
 }
 
 /// Namespaces that may hold keys: the common one and those of non-shared tenants.
-pub fn namespaces(server: &Server) -> Vec<u16> {
+pub fn namespaces(store: &Store) -> Vec<u16> {
     let mut namespaces = vec![0];
     for id in 1..fallow_store::pool::TENANTS_MAX as TenantId {
-        let Some(spec) = server.store.tenant_spec(id) else {
+        let Some(spec) = store.tenant_spec(id) else {
             break;
         };
         if !spec.shared {
@@ -183,16 +172,15 @@ pub fn namespaces(server: &Server) -> Vec<u16> {
     namespaces
 }
 
-/// Defines the tenants of the startup configuration; Err names the first that the store refused.
-pub fn define_configured(server: &Server, declarations: &[String]) -> Result<(), String> {
+/// Defines the tenants of the startup configuration; Err names the first that the store refused. The
+/// caller bumps the tenant generation (`Server::tenants_changed`).
+pub fn define_configured(store: &Store, declarations: &[String]) -> Result<(), String> {
     for declaration in declarations {
         let spec = parse_declaration(declaration)?;
-        server
-            .store
+        store
             .define_tenant(spec)
             .map_err(|error| format!("tenant '{declaration}': {error}"))?;
     }
-    server.tenants_changed();
     Ok(())
 }
 

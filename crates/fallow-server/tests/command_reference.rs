@@ -1,29 +1,16 @@
 //! docs/commands.md is generated from the command table, so the reference can never drift from the code.
 //! Regenerate with `FALLOW_UPDATE_DOCS=1 cargo test -p fallow-server --test command_reference`.
-use fallow_server::command::{flags, table, Group, Keys};
+use fallow_server::command::info::{flags, groups, table, Keys};
 
 fn render() -> String {
-    let groups = [
-        (Group::String, "Strings and counters"),
-        (Group::Keyspace, "Keys"),
-        (Group::Hash, "Hashes"),
-        (Group::Set, "Sets"),
-        (Group::SortedSet, "Sorted sets"),
-        (Group::List, "Lists"),
-        (Group::TopN, "TopN (the k best members)"),
-        (Group::Bag, "Summary bags"),
-        (Group::PubSub, "Pub/sub"),
-        (Group::Transaction, "Transactions"),
-        (Group::Connection, "Connection"),
-        (Group::Server, "Server"),
-    ];
     let mut text = String::from(
         "# Command reference (RESP)\n\nGenerated from the command table (`crates/fallow-server/src/command/`) by \
          `FALLOW_UPDATE_DOCS=1 cargo test -p fallow-server --test command_reference`; a test fails when this file \
          is stale. Semantics and error replies follow Redis 7.0. Arity counts the command name; -N means at \
          least N. The memcached protocols are described in `docs/memcached.md`.\n",
     );
-    for (group, title) in groups {
+    for group in groups() {
+        let title = group.title;
         let mut commands: Vec<_> = table().iter().filter(|spec| spec.group == group).collect();
         if commands.is_empty() {
             continue;

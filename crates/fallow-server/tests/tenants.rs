@@ -6,7 +6,8 @@ use fallow_proto::ReplyWriter;
 use fallow_server::command;
 use fallow_server::config::Config;
 use fallow_server::connection::ConnState;
-use fallow_server::server::{ClientKind, Server};
+use fallow_server::clients::ClientKind;
+use fallow_server::server::Server;
 
 const VALUE_BYTES: usize = 16 << 10;
 const POOL_LIMIT_BYTES: usize = 24 << 20;
@@ -34,7 +35,7 @@ fn connect(server: &Server) -> ConnState {
 fn run(server: &Server, conn: &mut ConnState, args: &[&[u8]]) -> Vec<u8> {
     let mut out = ReplyWriter::new(false);
     conn.now_ms = fallow_store::now_ms();
-    command::execute(server, conn, &mut out, args);
+    command::dispatch::execute(server, conn, &mut out, args);
     out.buf
 }
 

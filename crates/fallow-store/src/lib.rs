@@ -17,7 +17,7 @@ pub use pool::{
     keyspace, Address, PathStats, ReclaimPath, ReclaimReport, ReclaimStats, TenantId, TenantKind,
     TenantSnapshot, TenantSpec,
 };
-pub use shard::{EvictionPolicy, ItemInfo, OwnedData, OwnedValue, Shard, ShardConfig};
+pub use shard::{EvictionPolicy, ItemInfo, OwnedData, OwnedValue, Shard, ShardConfig, Waiter};
 pub use types::{Collection, Kind};
 
 use memory::segment::Segment;

@@ -214,6 +214,10 @@ impl Default for Pool {
 
 impl Pool {
     pub fn counters(&self, tenant: TenantId) -> &TenantCounters {
+        debug_assert!(
+            (tenant as usize) < TENANTS_MAX,
+            "tenant {tenant} is beyond the {TENANTS_MAX} a pool counts"
+        );
         &self.counters[tenant as usize]
     }
 
@@ -245,6 +249,10 @@ impl Pool {
             return Err(format!("at most {TENANTS_MAX} tenants"));
         }
         tenants.push(Tenant { spec });
+        assert!(
+            tenants.len() <= self.counters.len(),
+            "every tenant has its counters"
+        );
         Ok((tenants.len() - 1) as TenantId)
     }
 
@@ -299,7 +307,14 @@ impl Pool {
             })
             .filter(|&(_, resident, _)| resident > 0)
             .max_by(|left, right| left.0.total_cmp(&right.0))
-            .map(|(_, _, id)| id)
+            .map(|(_, _, id)| {
+                debug_assert_eq!(
+                    tenants[id as usize].spec.kind,
+                    TenantKind::Ephemeral,
+                    "a persistent tenant is never a victim"
+                );
+                id
+            })
     }
 
     /// Every tenant with its share and fairness against a pool of `pool_bytes`.
@@ -370,8 +385,8 @@ impl Pool {
 }
 
 /// The address of a keyspace: the tenant writing, the namespace its keys live in (0 = common) and the
-/// database. Every shard method's `db` argument is such an address; the default tenant's address of
-/// database d is d itself.
+/// database. Every shard method's `keyspace` argument is such an address; the default tenant's address
+/// of database d is d itself.
 pub fn keyspace(tenant: TenantId, namespace: u16, db: usize) -> usize {
     assert!(db <= u8::MAX as usize);
     ((tenant as usize) << 32) | ((namespace as usize) << 16) | db
@@ -387,6 +402,10 @@ pub struct Address {
 
 impl Address {
     pub fn of(address: usize) -> Address {
+        debug_assert!(
+            address >> 48 == 0 && address & 0xff00 == 0,
+            "{address:#x} is not a keyspace address (tenant << 32 | namespace << 16 | database)"
+        );
         Address {
             tenant: (address >> 32) as TenantId,
             namespace: (address >> 16) as u16,

@@ -25,8 +25,35 @@ pub struct Mode {
     pub part: Option<u64>,
 }
 
+/// Whether `name` may name a mode: non-empty, printable ASCII without spaces or `:` (it names INFO fields,
+/// `conflict_<requested>_<held>:<count>`, and the phaser groups requests by it).
+const fn valid_name(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    let mut index = 0;
+    while index < bytes.len() {
+        if !bytes[index].is_ascii_graphic() || bytes[index] == b':' {
+            return false;
+        }
+        index += 1;
+    }
+    !bytes.is_empty()
+}
+
 impl Mode {
+    /// A mode whose holders all share the lock. Its name is checked when the mode is made: where the mode
+    /// is a constant, as every built-in one is, a bad name does not compile.
+    ///
+    /// ```
+    /// const ADD: fallow_txn::Mode = fallow_txn::Mode::shared("set.add");
+    /// ```
+    /// ```compile_fail
+    /// const EMPTY: fallow_txn::Mode = fallow_txn::Mode::shared("");
+    /// ```
     pub const fn shared(name: &'static str) -> Mode {
+        assert!(
+            valid_name(name),
+            "a mode's name is non-empty printable ASCII without spaces or ':'"
+        );
         Mode {
             name,
             shared: true,
@@ -35,6 +62,10 @@ impl Mode {
     }
 
     pub const fn exclusive(name: &'static str) -> Mode {
+        assert!(
+            valid_name(name),
+            "a mode's name is non-empty printable ASCII without spaces or ':'"
+        );
         Mode {
             name,
             shared: false,
@@ -44,6 +75,10 @@ impl Mode {
 
     /// An exclusive mode for one part of a record (one field of a hash, one member of a sorted set).
     pub const fn part(name: &'static str, part: u64) -> Mode {
+        assert!(
+            valid_name(name),
+            "a mode's name is non-empty printable ASCII without spaces or ':'"
+        );
         Mode {
             name,
             shared: false,
@@ -60,6 +95,17 @@ impl Mode {
 
     /// Whether an operation in `self` may hold the lock beside one in `other`.
     pub fn compatible(self, other: Mode) -> bool {
+        debug_assert!(
+            [self, other]
+                .iter()
+                .all(|mode| !mode.shared || mode.part.is_none()),
+            "a shared mode names no part: {self:?}, {other:?}"
+        );
+        debug_assert!(
+            self.name != other.name
+                || (self.shared == other.shared && self.part.is_some() == other.part.is_some()),
+            "one mode name is shared, exclusive or per-part, never two of these: {self:?}, {other:?}"
+        );
         if self.name != other.name || self.shared != other.shared {
             return false;
         }
@@ -189,4 +235,48 @@ pub fn check_spec<A: Adt>(
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_of_one_name_share_by_their_kind() {
+        assert!(Mode::shared("set.add").compatible(Mode::shared("set.add")));
+        assert!(!Mode::exclusive("write").compatible(Mode::exclusive("write")));
+        assert!(Mode::part("hash.field-write", 1).compatible(Mode::part("hash.field-write", 2)));
+        assert!(!Mode::part("hash.field-write", 1).compatible(Mode::part("hash.field-write", 1)));
+        assert!(!Mode::shared("read").compatible(Mode::exclusive("write")));
+    }
+
+    #[test]
+    #[should_panic(expected = "a mode's name is non-empty")]
+    fn an_empty_mode_name_panics() {
+        Mode::shared(std::hint::black_box(""));
+    }
+
+    #[test]
+    #[should_panic(expected = "without spaces or ':'")]
+    fn a_mode_name_that_would_break_info_panics() {
+        Mode::part(std::hint::black_box("field:write"), 7);
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "a shared mode names no part")]
+    fn a_shared_mode_with_a_part_panics() {
+        let odd = Mode {
+            part: Some(1),
+            ..Mode::shared("set.add")
+        };
+        odd.compatible(Mode::shared("set.add"));
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "one mode name is shared, exclusive or per-part, never two of these")]
+    fn one_name_shared_and_exclusive_panics() {
+        Mode::shared("x").compatible(Mode::exclusive("x"));
+    }
 }

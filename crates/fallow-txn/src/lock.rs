@@ -27,6 +27,9 @@ type FastHash = foldhash::fast::RandomState;
 /// A transaction's identity.
 pub type TxnId = u64;
 
+/// The holder `LockTable::admits` asks for: no transaction has this id, so it holds nothing.
+const NO_TXN: TxnId = TxnId::MAX;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LockConfig {
     /// Queue requests that cannot join (phasing); false = fail fast.
@@ -92,6 +95,10 @@ pub struct LockTable<K> {
 
 impl<K: Hash + Eq + Clone> LockTable<K> {
     pub fn new(config: LockConfig) -> Self {
+        assert!(
+            config.records_max > 0,
+            "a lock table admits at least one record"
+        );
         LockTable {
             config,
             records: HashMap::default(),
@@ -104,6 +111,10 @@ impl<K: Hash + Eq + Clone> LockTable<K> {
     }
 
     pub fn set_config(&mut self, config: LockConfig) {
+        assert!(
+            config.records_max > 0,
+            "a lock table admits at least one record"
+        );
         self.config = config;
     }
 
@@ -145,8 +156,15 @@ impl<K: Hash + Eq + Clone> LockTable<K> {
         now: Instant,
         may_wait: bool,
     ) -> (Acquire, bool) {
-        assert!(!modes.is_empty(), "a request names at least one mode");
-        debug_assert!(modes.iter().all(|mode| mode.name == modes[0].name));
+        check_request(modes);
+        assert!(
+            txn != NO_TXN,
+            "TxnId::MAX is no transaction's id: admits() checks as it"
+        );
+        debug_assert!(
+            !self.waits_for.contains_key(&txn),
+            "a waiting transaction issues no request until it is granted"
+        );
         let config = self.config;
         let Some(lock) = self.records.get_mut(key) else {
             if self.records.len() >= config.records_max {
@@ -186,14 +204,16 @@ impl<K: Hash + Eq + Clone> LockTable<K> {
     /// Whether a request in `modes` by a transaction that holds nothing on `key` would be granted now,
     /// without taking the lock: a plain command runs at once, under its shard's mutex, when this holds.
     pub fn admits(&self, key: &K, modes: &[Mode], now: Instant) -> bool {
+        check_request(modes);
         match self.records.get(key) {
             None => true,
-            Some(lock) => lock.admits(TxnId::MAX, modes, now, self.config.phase_max),
+            Some(lock) => lock.admits(NO_TXN, modes, now, self.config.phase_max),
         }
     }
 
     /// A mode held on `key` by another transaction that keeps `modes` out (for conflict statistics).
     pub fn blocking_mode(&self, key: &K, txn: TxnId, modes: &[Mode]) -> Option<Mode> {
+        debug_assert!(!modes.is_empty(), "a request names at least one mode");
         let lock = self.records.get(key)?;
         lock.holders
             .iter()
@@ -247,13 +267,31 @@ impl<K: Hash + Eq + Clone> LockTable<K> {
                 lock.admit_into_phase(now, self.config.phase_max)
             };
             for admitted in admitted {
-                self.waits_for.remove(&admitted);
+                let waited_for = self.waits_for.remove(&admitted);
+                debug_assert!(
+                    waited_for.as_ref() == Some(key),
+                    "a waiter is admitted to the record it waits for"
+                );
                 granted.push((key.clone(), admitted));
             }
             if lock.holders.is_empty() {
+                // else its waiters would be dropped with it, never to be granted
+                assert!(
+                    lock.waiting.is_empty(),
+                    "a record nobody holds has nobody waiting for it"
+                );
                 self.records.remove(key);
             }
         }
+        debug_assert!(
+            !self.waits_for.contains_key(&txn),
+            "a released transaction waits for nothing"
+        );
+        debug_assert!(
+            keys.iter()
+                .all(|key| self.records.get(key).is_none_or(|lock| !lock.holds(txn))),
+            "a released transaction holds no entry on the records it released"
+        );
         granted
     }
 
@@ -268,9 +306,10 @@ impl<K: Hash + Eq + Clone> LockTable<K> {
     }
 
     /// Checks the table's invariants (tests; `debug_assert` callers): the holds of different transactions
-    /// on a record are compatible, every waiter is in the waits-for graph and waits on a held record, and
-    /// the graph has no cycle.
+    /// on a record are compatible, every waiter is in the waits-for graph once and waits on a held record
+    /// for modes of one name it does not hold yet, and the graph has no cycle.
     pub fn check_invariants(&self) -> Result<(), String> {
+        let mut waiters = 0;
         for lock in self.records.values() {
             if lock.holders.is_empty() {
                 return Err("a record without holders stays in the table".into());
@@ -282,11 +321,31 @@ impl<K: Hash + Eq + Clone> LockTable<K> {
                     }
                 }
             }
-            for (waiter, _) in &lock.waiting {
+            for (waiter, modes) in &lock.waiting {
                 if !self.waits_for.contains_key(waiter) {
                     return Err(format!("waiter {waiter} missing from the waits-for graph"));
                 }
+                if modes.is_empty() || modes.iter().any(|mode| mode.name != modes[0].name) {
+                    return Err(format!(
+                        "waiter {waiter} asks for {modes:?}: not one or more modes of one name"
+                    ));
+                }
+                if modes
+                    .iter()
+                    .all(|mode| lock.holders.contains(&(*waiter, *mode)))
+                {
+                    return Err(format!(
+                        "waiter {waiter} waits for {modes:?}, which it holds already"
+                    ));
+                }
             }
+            waiters += lock.waiting.len();
+        }
+        if waiters != self.waits_for.len() {
+            return Err(format!(
+                "{waiters} queued requests but {} waiting transactions: one waits twice",
+                self.waits_for.len()
+            ));
         }
         for (&txn, record) in &self.waits_for {
             let Some(lock) = self.records.get(record) else {
@@ -317,6 +376,10 @@ impl RecordLock {
     /// Adds `txn`'s holds in `modes`, one entry per (transaction, mode): a transaction's many adds to a set
     /// hold it once.
     fn hold(&mut self, txn: TxnId, modes: &[Mode]) {
+        debug_assert!(
+            self.fits(txn, modes),
+            "a lock is never granted to two transactions in conflicting modes"
+        );
         for &mode in modes {
             if !self.holders.contains(&(txn, mode)) {
                 self.holders.push((txn, mode));
@@ -346,6 +409,10 @@ impl RecordLock {
     /// Admits, in arrival order, the waiters of the running phase's mode name that now fit beside the
     /// holders, while the phase is open to them, and holders waiting for another mode that now fits.
     fn admit_into_phase(&mut self, now: Instant, phase_max: Duration) -> Vec<TxnId> {
+        debug_assert!(
+            !self.holders.is_empty(),
+            "a running phase has at least one holder"
+        );
         let phase = self.holders[0].1.name;
         let mut admitted = Vec::new();
         let mut index = 0;
@@ -370,6 +437,10 @@ impl RecordLock {
     /// Starts the next phase with the mode name of the waiter that came first and admits, in arrival order,
     /// every waiter of that name that fits beside those admitted before it. Returns the admitted.
     fn next_phase(&mut self, now: Instant) -> Vec<TxnId> {
+        debug_assert!(
+            self.holders.is_empty(),
+            "a phase changes only when the last holder has left"
+        );
         let Some(phase) = self.waiting.front().map(|(_, modes)| modes[0].name) else {
             return Vec::new();
         };
@@ -385,6 +456,88 @@ impl RecordLock {
             }
         }
         self.waiting = still_waiting;
+        debug_assert!(
+            !admitted.is_empty(),
+            "the next phase admits at least its first waiter"
+        );
         admitted
+    }
+}
+
+/// A request's precondition: one or more modes, all of one name (the phaser groups requests by name).
+fn check_request(modes: &[Mode]) {
+    assert!(!modes.is_empty(), "a request names at least one mode");
+    debug_assert!(
+        modes.iter().all(|mode| mode.name == modes[0].name),
+        "a request's modes are all of one name"
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    //! The forbidden cases of the table's private state, provoked directly (the public API cannot reach
+    //! them); `tests/lock_table.rs` provokes those the API can.
+    use super::*;
+
+    const WRITE: Mode = Mode::exclusive("write");
+    const ADD: Mode = Mode::shared("set.add");
+
+    fn held_by(txn: TxnId, mode: Mode, now: Instant) -> RecordLock {
+        let mut lock = RecordLock {
+            holders: SmallVec::new(),
+            phase_started: now,
+            waiting: VecDeque::new(),
+        };
+        lock.hold(txn, &[mode]);
+        lock
+    }
+
+    #[test]
+    fn compatible_holds_share_a_record() {
+        let mut lock = held_by(1, ADD, Instant::now());
+        lock.hold(2, &[ADD]);
+        lock.hold(1, &[ADD]);
+        assert_eq!(lock.holders.as_slice(), &[(1, ADD), (2, ADD)]);
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "a lock is never granted to two transactions in conflicting modes")]
+    fn granting_a_conflicting_mode_panics() {
+        let mut lock = held_by(1, WRITE, Instant::now());
+        lock.hold(2, &[WRITE]);
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "a phase changes only when the last holder has left")]
+    fn a_new_phase_while_the_lock_is_held_panics() {
+        let now = Instant::now();
+        let mut lock = held_by(1, WRITE, now);
+        lock.waiting.push_back((2, vec![WRITE]));
+        lock.next_phase(now);
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "a running phase has at least one holder")]
+    fn admitting_into_a_phase_nobody_runs_panics() {
+        let now = Instant::now();
+        let mut lock = held_by(1, ADD, now);
+        lock.holders.clear();
+        lock.admit_into_phase(now, Duration::from_millis(10));
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "a waiter is admitted to the record it waits for")]
+    fn a_waiter_queued_on_another_record_than_its_graph_edge_panics() {
+        let now = Instant::now();
+        let mut table = LockTable::new(LockConfig::default());
+        assert_eq!(table.acquire(&"a", 1, WRITE, now), Acquire::Granted);
+        assert_eq!(table.acquire(&"a", 2, WRITE, now), Acquire::Waiting);
+        // corrupt the graph: 2 is queued on "a" but recorded as waiting for "b"
+        table.waits_for.insert(2, "b");
+        table.release(&["a"], 1, now);
     }
 }

@@ -328,3 +328,51 @@ proptest! {
         prop_assert!(locks.is_empty());
     }
 }
+
+// The forbidden requests: each breaks a precondition of the table and panics.
+
+#[test]
+#[should_panic(expected = "a request names at least one mode")]
+fn a_request_without_modes_panics() {
+    table().acquire_modes(&"s", 1, &[], Instant::now(), true);
+}
+
+#[test]
+#[should_panic(expected = "a request names at least one mode")]
+fn a_plain_check_without_modes_panics() {
+    table().admits(&"s", &[], Instant::now());
+}
+
+#[test]
+#[cfg(debug_assertions)]
+#[should_panic(expected = "a request's modes are all of one name")]
+fn a_request_in_modes_of_two_names_panics() {
+    table().acquire_modes(&"s", 1, &[ADD, READ], Instant::now(), true);
+}
+
+#[test]
+#[should_panic(expected = "TxnId::MAX is no transaction's id")]
+fn the_holder_less_id_cannot_take_a_lock() {
+    table().acquire(&"s", TxnId::MAX, ADD, Instant::now());
+}
+
+#[test]
+#[cfg(debug_assertions)]
+#[should_panic(expected = "a waiting transaction issues no request until it is granted")]
+fn a_waiting_transaction_asking_again_panics() {
+    let now = Instant::now();
+    let mut locks = table();
+    assert_eq!(locks.acquire(&"a", 1, WRITE, now), Acquire::Granted);
+    assert_eq!(locks.acquire(&"a", 2, WRITE, now), Acquire::Waiting);
+    // a second wait would overwrite 2's edge in the waits-for graph and strand its place in a's queue
+    locks.acquire(&"b", 2, WRITE, now);
+}
+
+#[test]
+#[should_panic(expected = "a lock table admits at least one record")]
+fn a_table_for_no_records_panics() {
+    LockTable::<&str>::new(LockConfig {
+        records_max: 0,
+        ..LockConfig::default()
+    });
+}

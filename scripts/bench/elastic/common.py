@@ -783,7 +783,7 @@ def ensure_binaries(*names: str) -> None:
     missing_bins = [n for n in names if not (BIN / n).exists()]
     if missing_bins:
         log(f"# building {', '.join(missing_bins)} (cargo build --release)")
-        subprocess.run(["cargo", "build", "--release", "-p", "fallow-server", "-p", "fallow-bench"], cwd=ROOT,
+        subprocess.run(["cargo", "build", "--release", "-p", "fallow", "-p", "fallow-bench"], cwd=ROOT,
                        check=True)
 
 

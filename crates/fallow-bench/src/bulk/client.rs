@@ -1,6 +1,10 @@
 //! A blocking RESP2 client connection for bulk load and dump: TCP or Unix socket, commands encoded into a
-//! send buffer, replies parsed from a bounded receive buffer.
-use anyhow::{bail, Context};
+//! send buffer, replies parsed from a bounded receive buffer. Whole replies go through fallow-client's
+//! parser (`fallow_client::reply`); a large array reply can instead be streamed item by item
+//! (`read_array_len`, then `read_bulk`, which lends each string from the buffer without a copy).
+use anyhow::{anyhow, bail, Context};
+use fallow_client::reply::{parse_reply, ParsedReply, ReplyLimits};
+pub use fallow_client::Reply;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
@@ -49,16 +53,6 @@ impl Write for Stream {
     }
 }
 
-/// One reply in the shapes bulk load and dump meet.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Reply {
-    Status(Vec<u8>),
-    Error(String),
-    Int(i64),
-    Bulk(Option<Vec<u8>>),
-    Array(Vec<Reply>),
-}
-
 /// A connection with its send and receive buffers.
 pub struct Conn {
     stream: Stream,
@@ -70,12 +64,12 @@ pub struct Conn {
     reply_bytes_max: usize,
 }
 
-/// Arrays a reply may nest (fallow's replies nest two at most; fallow-client allows as many).
-const REPLY_DEPTH_MAX: usize = 32;
 /// Receive buffer size to start with; it grows (up to `reply_bytes_max`) only for larger replies.
 const RECV_BUFFER_BYTES: usize = 256 << 10;
 
 impl Conn {
+    /// `reply_bytes_max` bounds what is buffered at once: a whole reply read by `read_reply`, or one bulk
+    /// string of a reply streamed with `read_array_len` and `read_bulk`.
     pub fn connect(addr: &ServerAddr, reply_bytes_max: usize) -> anyhow::Result<Conn> {
         let stream = match addr {
             ServerAddr::Tcp(address) => {
@@ -130,46 +124,35 @@ impl Conn {
         self.read_reply()
     }
 
+    /// Reads the next whole reply (of pipelined ones, the oldest) with fallow-client's parser, whose
+    /// limits keep a bad or hostile server from making it allocate without bound or recurse without end.
+    /// An error reply is `Reply::Error`, not an Err.
     pub fn read_reply(&mut self) -> anyhow::Result<Reply> {
-        self.read_reply_nested(0)
-    }
-
-    /// Reads a reply that sits `depth` arrays deep: a bound on it keeps a hostile server's deeply nested
-    /// reply from overflowing the stack.
-    fn read_reply_nested(&mut self, depth: usize) -> anyhow::Result<Reply> {
-        if depth > REPLY_DEPTH_MAX {
-            bail!("reply nested deeper than {REPLY_DEPTH_MAX} arrays");
-        }
-        let line = self.read_line()?;
-        let (kind, body) = (line[0], &line[1..]);
-        let reply = match kind {
-            b'+' => Reply::Status(body.to_vec()),
-            b'-' => Reply::Error(String::from_utf8_lossy(body).into_owned()),
-            b':' => Reply::Int(parse_number(body)?),
-            b'$' => {
-                let len = parse_number(body)?;
-                self.consume_line();
-                return Ok(Reply::Bulk(self.read_bulk_body(len)?.map(<[u8]>::to_vec)));
-            }
-            b'*' => {
-                let len = parse_number(body)?;
-                self.consume_line();
-                let items = (0..len.max(0))
-                    .map(|_| self.read_reply_nested(depth + 1))
-                    .collect::<anyhow::Result<_>>()?;
-                return Ok(Reply::Array(items));
-            }
-            other => bail!("unexpected reply type byte {:?}", other as char),
+        let limits = ReplyLimits {
+            bulk_bytes_max: self.reply_bytes_max,
+            ..ReplyLimits::default()
         };
-        self.consume_line();
-        Ok(reply)
+        loop {
+            match parse_reply(&self.buf[self.start..self.end], &limits) {
+                ParsedReply::Complete(reply, used) => {
+                    self.start += used;
+                    return Ok(reply);
+                }
+                ParsedReply::Incomplete => {
+                    let buffered = self.end - self.start;
+                    self.ensure(buffered + 1)?;
+                }
+                ParsedReply::Invalid(message) => bail!("protocol error: {message}"),
+            }
+        }
     }
 
-    /// Reads a `$len` bulk and lends its bytes; None for a null bulk.
+    /// Reads a `$len` bulk and lends its bytes; None for a null bulk. For the items of a large array read
+    /// one at a time (SHARDSCAN's records), which `read_reply` would copy whole.
     pub fn read_bulk(&mut self) -> anyhow::Result<Option<&[u8]>> {
-        // The common case, a complete non-null bulk in the buffer, skips the general line reader.
+        // The common case, a complete non-null bulk in the buffer, skips the general header reader.
         if let Some((header, len)) = bulk_header(&self.buf[self.start..self.end]) {
-            if self.end - self.start >= header + len + 2 {
+            if len + 2 <= self.reply_bytes_max && self.end - self.start >= header + len + 2 {
                 let body = self.start + header..self.start + header + len;
                 if self.buf[body.end..body.end + 2] == *b"\r\n" {
                     self.start = body.end + 2;
@@ -177,72 +160,85 @@ impl Conn {
                 }
             }
         }
-        let line = self.read_line()?;
-        if line[0] != b'$' {
-            bail!(
-                "expected a bulk string, got {:?}",
-                String::from_utf8_lossy(line)
-            );
+        match self.read_header(b'$')? {
+            Some(len) if len < 0 => Ok(None),
+            Some(len) => self.read_bulk_body(len as usize).map(Some),
+            None => Err(self.unexpected("a bulk string")),
         }
-        let len = parse_number(&line[1..])?;
-        self.consume_line();
-        self.read_bulk_body(len)
     }
 
-    /// Reads the header of an array reply (`*len`); an error reply becomes an Err.
+    /// Reads the header of an array reply (`*len`), leaving its items to be read one by one; an error
+    /// reply becomes an Err.
     pub fn read_array_len(&mut self) -> anyhow::Result<i64> {
-        let line = self.read_line()?;
-        let len = match line[0] {
-            b'*' => parse_number(&line[1..])?,
-            b'-' => bail!("server error: {}", String::from_utf8_lossy(&line[1..])),
-            _ => bail!("expected an array, got {:?}", String::from_utf8_lossy(line)),
-        };
-        self.consume_line();
-        Ok(len)
+        match self.read_header(b'*')? {
+            Some(len) => Ok(len),
+            None => Err(self.unexpected("an array")),
+        }
     }
 
-    fn read_bulk_body(&mut self, len: i64) -> anyhow::Result<Option<&[u8]>> {
-        if len < 0 {
+    /// The error for a reply that is not of the type wanted: the server's error, or what came instead.
+    fn unexpected(&mut self, wanted: &str) -> anyhow::Error {
+        match self.read_reply() {
+            Ok(Reply::Error(message)) => anyhow!("server error: {message}"),
+            Ok(other) => anyhow!("expected {wanted}, got {other:?}"),
+            Err(error) => error,
+        }
+    }
+
+    /// The length in a header line of type `kind` (`$len`, `*len`) at the read position, consumed; None,
+    /// with nothing consumed, when the next reply is of another type.
+    fn read_header(&mut self, kind: u8) -> anyhow::Result<Option<i64>> {
+        let line_end = self.read_line()?;
+        if self.buf[self.start] != kind {
             return Ok(None);
         }
-        let len = len as usize;
-        self.ensure(len + 2)?;
-        let body = self.start..self.start + len;
-        self.start += len + 2;
-        Ok(Some(&self.buf[body]))
+        let digits = &self.buf[self.start + 1..line_end];
+        let len = fallow_proto::resp::parse_i64(digits).with_context(|| {
+            format!(
+                "protocol error: bad length {:?}",
+                String::from_utf8_lossy(digits)
+            )
+        })?;
+        self.start = line_end + 2;
+        Ok(Some(len))
     }
 
-    /// The next reply line (without CRLF), left in the buffer until `consume_line`.
-    fn read_line(&mut self) -> anyhow::Result<&[u8]> {
+    fn read_bulk_body(&mut self, len: usize) -> anyhow::Result<&[u8]> {
+        self.ensure(len.saturating_add(2))?;
+        let body = self.start..self.start + len;
+        if self.buf[body.end..body.end + 2] != *b"\r\n" {
+            bail!("protocol error: bulk string not followed by CRLF");
+        }
+        self.start = body.end + 2;
+        Ok(&self.buf[body])
+    }
+
+    /// Reads until the line at the read position is whole and returns where it ends (its CR); a line
+    /// that is empty or not ended by CRLF is an error.
+    fn read_line(&mut self) -> anyhow::Result<usize> {
         let mut searched = 0;
         loop {
             let window = &self.buf[self.start + searched..self.end];
             if let Some(found) = memchr::memchr(b'\n', window) {
-                let end = self.start + searched + found;
-                if end == self.start || self.buf[end - 1] != b'\r' {
+                let newline = self.start + searched + found;
+                if newline == self.start || self.buf[newline - 1] != b'\r' {
                     bail!("protocol error: reply line without CRLF");
                 }
-                if end - 1 == self.start {
+                if newline - 1 == self.start {
                     bail!("protocol error: empty reply line");
                 }
-                return Ok(&self.buf[self.start..end - 1]);
+                return Ok(newline - 1);
             }
             searched = self.end - self.start;
-            let want = searched + 1;
-            self.ensure(want)?;
+            self.ensure(searched + 1)?;
         }
-    }
-
-    fn consume_line(&mut self) {
-        let found = memchr::memchr(b'\n', &self.buf[self.start..self.end]).expect("line read");
-        self.start += found + 1;
     }
 
     /// Makes at least `bytes` unconsumed bytes available, reading (and growing the buffer) as needed.
     fn ensure(&mut self, bytes: usize) -> anyhow::Result<()> {
         if bytes > self.reply_bytes_max {
             bail!(
-                "reply element of {bytes} bytes is over the limit of {} bytes",
+                "reply of {bytes} bytes or more is over the limit of {} bytes",
                 self.reply_bytes_max
             );
         }
@@ -281,13 +277,6 @@ fn bulk_header(window: &[u8]) -> Option<(usize, usize)> {
         }
     }
     None
-}
-
-fn parse_number(text: &[u8]) -> anyhow::Result<i64> {
-    std::str::from_utf8(text)
-        .ok()
-        .and_then(|text| text.parse().ok())
-        .with_context(|| format!("bad number in reply: {:?}", String::from_utf8_lossy(text)))
 }
 
 #[cfg(test)]
@@ -337,21 +326,52 @@ mod tests {
             b"+OK\r\n-ERR bad thing\r\n:42\r\n$-1\r\n*3\r\n$5\r\nhello\r\n$0\r\n\r\n:7\r\n",
             1 << 20,
         );
-        assert_eq!(conn.read_reply().unwrap(), Reply::Status(b"OK".to_vec()));
+        assert_eq!(conn.read_reply().unwrap(), Reply::Simple("OK".into()));
         assert_eq!(
             conn.read_reply().unwrap(),
             Reply::Error("ERR bad thing".into())
         );
         assert_eq!(conn.read_reply().unwrap(), Reply::Int(42));
-        assert_eq!(conn.read_reply().unwrap(), Reply::Bulk(None));
+        assert_eq!(conn.read_reply().unwrap(), Reply::Nil);
         assert_eq!(
             conn.read_reply().unwrap(),
             Reply::Array(vec![
-                Reply::Bulk(Some(b"hello".to_vec())),
-                Reply::Bulk(Some(Vec::new())),
+                Reply::Bulk(b"hello".to_vec()),
+                Reply::Bulk(Vec::new()),
                 Reply::Int(7)
             ])
         );
+    }
+
+    #[test]
+    fn pipelined_replies_and_a_streamed_scan_reply() {
+        // A pipelined SET's replies, then SHARDSCAN's [cursor, [key, value, ...], skipped] read item by item.
+        let (mut conn, _server) = paired(
+            b"+OK\r\n-OOM full\r\n*3\r\n$2\r\n17\r\n*4\r\n$1\r\na\r\n$3\r\none\r\n$1\r\nb\r\n$0\r\n\r\n:2\r\n",
+            1 << 20,
+        );
+        assert_eq!(conn.read_reply().unwrap(), Reply::Simple("OK".into()));
+        assert_eq!(conn.read_reply().unwrap(), Reply::Error("OOM full".into()));
+        assert_eq!(conn.read_array_len().unwrap(), 3);
+        assert_eq!(conn.read_bulk().unwrap(), Some(&b"17"[..]));
+        assert_eq!(conn.read_array_len().unwrap(), 4);
+        for expected in [&b"a"[..], b"one", b"b", b""] {
+            assert_eq!(conn.read_bulk().unwrap(), Some(expected));
+        }
+        assert_eq!(conn.read_reply().unwrap(), Reply::Int(2));
+    }
+
+    #[test]
+    fn streamed_readers_report_what_came_instead() {
+        let (mut conn, _server) = paired(b"-ERR unknown command\r\n:5\r\n$-1\r\n$3\r\nabcXY", 64);
+        let error = conn.read_array_len().unwrap_err().to_string();
+        assert_eq!(error, "server error: ERR unknown command");
+        let error = conn.read_bulk().unwrap_err().to_string();
+        assert_eq!(error, "expected a bulk string, got Int(5)");
+        assert_eq!(conn.read_bulk().unwrap(), None, "null bulk");
+        assert!(conn.read_bulk().is_err(), "no CRLF after the bulk");
+        let (mut conn, _server) = paired(b"$100\r\n", 64);
+        assert!(conn.read_bulk().is_err(), "over the reply limit");
     }
 
     #[test]

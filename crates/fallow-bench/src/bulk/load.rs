@@ -231,7 +231,7 @@ fn encode_chunk(chunk: &Batch, batch: usize, out: &mut Vec<u8>) -> usize {
 
 fn read_set_reply(conn: &mut Conn, shared: &Shared, records: u64) -> anyhow::Result<()> {
     match conn.read_reply().context("reading a reply")? {
-        super::client::Reply::Status(_) => {}
+        super::client::Reply::Simple(_) => {}
         super::client::Reply::Error(message) => {
             shared.error_replies.fetch_add(1, Ordering::Relaxed);
             shared.failed_records.fetch_add(records, Ordering::Relaxed);

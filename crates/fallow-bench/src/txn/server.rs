@@ -159,7 +159,7 @@ impl Target {
     /// The `field:value` lines of one INFO section.
     pub fn info(&self, section: &str) -> anyhow::Result<BTreeMap<String, String>> {
         let reply = self.admin()?.call(&[b"INFO", section.as_bytes()])?;
-        let Reply::Bulk(Some(text)) = reply else {
+        let Reply::Bulk(text) = reply else {
             bail!("INFO {section}: {reply:?}");
         };
         Ok(String::from_utf8_lossy(&text)

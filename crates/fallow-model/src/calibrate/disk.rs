@@ -39,6 +39,7 @@ impl Drop for TempFile {
 /// Writes `file_bytes` to a fresh file in `dir` in `block_bytes` blocks (timed up to the end of fsync),
 /// drops its pages, reads it back (timed), and deletes it.
 pub fn measure(dir: &Path, file_bytes: u64, block_bytes: usize) -> Result<DiskResult> {
+    assert!(file_bytes > 0, "the disk test writes at least one byte");
     let path = dir.join(format!(".fallow-calibrate-{}.tmp", std::process::id()));
     let guard = TempFile(path.clone());
     let block = pattern_block(block_bytes);
@@ -70,6 +71,10 @@ fn pattern_block(block_bytes: usize) -> Vec<u8> {
 }
 
 fn write_file(path: &Path, file_bytes: u64, block: &[u8]) -> Result<f64> {
+    assert!(
+        !block.is_empty(),
+        "a block holds at least one byte, or the write loop never ends"
+    );
     let start = Instant::now();
     let mut file = OpenOptions::new()
         .write(true)
@@ -156,7 +161,12 @@ fn resident_fraction(file: &File) -> Option<f64> {
         }
     }
     let resident = flags.iter().filter(|&&flag| flag & 1 == 1).count();
-    Some(resident as f64 / pages as f64)
+    let fraction = resident as f64 / pages as f64;
+    assert!(
+        (0.0..=1.0).contains(&fraction),
+        "a resident fraction is within [0, 1]: {resident} of {pages} pages"
+    );
+    Some(fraction)
 }
 
 fn describe(cache_drop: CacheDrop, resident: Option<f64>) -> String {
@@ -213,5 +223,17 @@ mod tests {
             format!("{error:#}").contains("creating the disk test file"),
             "{error:#}"
         );
+    }
+
+    #[test]
+    #[should_panic(expected = "a block holds at least one byte")]
+    fn writing_in_empty_blocks_panics() {
+        let _ = write_file(Path::new("/nonexistent/fallow"), 1, &[]);
+    }
+
+    #[test]
+    #[should_panic(expected = "the disk test writes at least one byte")]
+    fn an_empty_disk_test_panics() {
+        let _ = measure(Path::new("/nonexistent/fallow"), 0, 1 << 20);
     }
 }

@@ -68,6 +68,10 @@ fn best_of(trials: u32, mut trial: impl FnMut() -> Result<f64>) -> Result<f64> {
     for _ in 0..trials.max(1) {
         best = best.max(trial()?);
     }
+    assert!(
+        best.is_finite() && best > 0.0,
+        "a calibrated rate is positive and finite (every transfer moved data): {best} B/s"
+    );
     Ok(best)
 }
 

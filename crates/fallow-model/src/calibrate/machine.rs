@@ -86,6 +86,10 @@ pub fn format_utc(epoch_seconds: u64) -> String {
         month_index - 9
     };
     let year = year_of_era + era * 400 + i64::from(month <= 2);
+    assert!(
+        (1..=12).contains(&month) && (1..=31).contains(&day),
+        "a civil date has a month in 1..=12 and a day in 1..=31: {year}-{month}-{day}"
+    );
     format!(
         "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
         second_of_day / 3600,

@@ -60,6 +60,7 @@ pub fn array_bytes_for(llc_bytes: u64) -> u64 {
 /// Runs copy and triad `trials` times each (values grow by 3× per trial: fine for any sane trial count) over three arrays of `array_bytes`, split across `threads`
 /// threads, and keeps the best (shortest) time of each.
 pub fn measure(array_bytes: u64, threads: usize, trials: u32) -> StreamResult {
+    assert!(threads > 0, "a measurement runs on at least one thread");
     let elements = (array_bytes / 8).max(threads as u64) as usize;
     let mut a = vec![1.0f64; elements];
     let b = vec![2.0f64; elements];
@@ -71,10 +72,17 @@ pub fn measure(array_bytes: u64, threads: usize, trials: u32) -> StreamResult {
         best_triad_s = best_triad_s.min(timed(|| triad_kernel(&mut a, &b, &c, threads)));
     }
     let bytes = (elements * 8) as f64;
-    StreamResult {
+    let result = StreamResult {
         copy_bytes_per_sec: 2.0 * bytes / best_copy_s,
         triad_bytes_per_sec: 3.0 * bytes / best_triad_s,
+    };
+    for rate in [result.copy_bytes_per_sec, result.triad_bytes_per_sec] {
+        assert!(
+            rate.is_finite() && rate > 0.0,
+            "a calibrated rate is positive and finite: {rate} B/s"
+        );
     }
+    result
 }
 
 fn timed(kernel: impl FnOnce()) -> f64 {
@@ -89,6 +97,8 @@ fn chunk_len(elements: usize, threads: usize) -> usize {
 
 /// `c = a`, one contiguous chunk per thread.
 fn copy_kernel(a: &[f64], c: &mut [f64], threads: usize) {
+    // the threaded copy zips chunks, which would skip a longer array's tail and overstate the bandwidth
+    assert_eq!(a.len(), c.len(), "copy runs over two arrays of one length");
     if threads <= 1 {
         c.copy_from_slice(a);
         black_box(c);
@@ -108,6 +118,14 @@ fn copy_kernel(a: &[f64], c: &mut [f64], threads: usize) {
 /// `a = b + s·c`, one contiguous chunk per thread.
 fn triad_kernel(a: &mut [f64], b: &[f64], c: &[f64], threads: usize) {
     const SCALAR: f64 = 3.0;
+    // the loop zips the arrays, which would skip a longer array's tail and overstate the bandwidth
+    assert!(
+        a.len() == b.len() && b.len() == c.len(),
+        "triad runs over three arrays of one length: {}, {}, {}",
+        a.len(),
+        b.len(),
+        c.len()
+    );
     let triad = |a: &mut [f64], b: &[f64], c: &[f64]| {
         for ((x, y), z) in a.iter_mut().zip(b).zip(c) {
             *x = y + SCALAR * z;
@@ -163,5 +181,25 @@ mod tests {
                 result.triad_bytes_per_sec
             );
         }
+    }
+
+    #[test]
+    #[should_panic(expected = "triad runs over three arrays of one length")]
+    fn triad_over_arrays_of_different_lengths_panics() {
+        let mut a = vec![0.0; 8];
+        triad_kernel(&mut a, &[1.0; 8], &[1.0; 4], 2);
+    }
+
+    #[test]
+    #[should_panic(expected = "copy runs over two arrays of one length")]
+    fn copy_into_a_shorter_array_panics() {
+        let mut c = vec![0.0; 4];
+        copy_kernel(&[1.0; 8], &mut c, 2);
+    }
+
+    #[test]
+    #[should_panic(expected = "a measurement runs on at least one thread")]
+    fn measuring_on_no_threads_panics() {
+        measure(1 << 20, 0, 1);
     }
 }

@@ -2,7 +2,6 @@
 //! are counted (INFO stats `acl_access_denied_*`) and kept as entries (`ACL LOG`, at most `acllog-max-len`,
 //! similar consecutive events grouped as Redis groups them); a connection that keeps failing to
 //! authenticate is answered later and later, and the log gets at most one warning line per interval.
-use crate::server::{ClientHandle, Server};
 use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -224,7 +223,7 @@ impl AclLog {
     }
 
     /// Adds a failure to the next warning line; logs it when the interval since the last one has passed.
-    fn warn_rate_limited(&self, client_addr: &str) {
+    pub fn warn_rate_limited(&self, client_addr: &str) {
         let mut unreported = self.unreported.lock();
         unreported.failures += 1;
         if unreported.clients.len() < WARNING_CLIENTS_MAX
@@ -272,62 +271,6 @@ fn truncated(text: &str, bytes_max: usize) -> &str {
         end -= 1;
     }
     &text[..end]
-}
-
-/// Records a denied command, key or channel of a RESP client (counter, ACL LOG entry).
-pub fn note_denial(
-    server: &Server,
-    handle: &ClientHandle,
-    reason: Reason,
-    context: Context,
-    object: &[u8],
-    username: &str,
-) {
-    let max_len = server.config.read().acllog_max_len;
-    server.acl_log.record(
-        reason,
-        context,
-        &String::from_utf8_lossy(object),
-        username,
-        crate::command::connection::describe_client(handle),
-        max_len,
-    );
-}
-
-/// Records one failed authentication of any listener (RESP AUTH/HELLO, memcached SASL): counts it
-/// (`acl_access_denied_auth`), logs it to ACL LOG with `object` (the command, e.g. "auth") and the username
-/// tried, adds it to the rate-limited warning, and bumps the connection's `failures`. Returns how long the
-/// connection should wait before answering and reading more: nothing for the first
-/// `auth-failures-before-delay` failures, then `auth-failure-delay-ms` doubling per failure up to
-/// `auth-failure-delay-max-ms`. The caller waits without holding locks or blocking a thread (async sleep).
-pub fn note_auth_failure(
-    server: &Server,
-    handle: &ClientHandle,
-    object: &str,
-    username: &str,
-    context: Context,
-    failures: &mut u32,
-) -> Option<Duration> {
-    *failures = failures.saturating_add(1);
-    let (max_len, free, first_ms, max_ms) = {
-        let config = server.config.read();
-        (
-            config.acllog_max_len,
-            config.auth_failures_before_delay,
-            config.auth_failure_delay_ms,
-            config.auth_failure_delay_max_ms,
-        )
-    };
-    server.acl_log.record(
-        Reason::Auth,
-        context,
-        object,
-        username,
-        crate::command::connection::describe_client(handle),
-        max_len,
-    );
-    server.acl_log.warn_rate_limited(&handle.peer_addr);
-    auth_failure_delay(*failures, free, first_ms, max_ms)
 }
 
 /// The delay after the `failures`-th failure of one connection.

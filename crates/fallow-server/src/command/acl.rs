@@ -1,19 +1,11 @@
 //! ACL SETUSER DELUSER LIST USERS WHOAMI GETUSER CAT LOG GENPASS HELP. The users and their rules live in
 //! `crate::acl`; AUTH and HELLO are connection commands.
-use super::flags::*;
-use super::{spec, subcommand_error, table, CommandSpec, Ctx, Group, Keys};
-use crate::acl::{User, CATEGORIES};
+use super::info::categories;
+use super::{subcommand_error, table, Ctx, Handler};
+use crate::acl::User;
 use std::collections::BTreeSet;
 
-pub const COMMANDS: &[CommandSpec] = &[spec(
-    "acl",
-    -2,
-    ADMIN | NOSCRIPT | LOADING | STALE,
-    Keys::None,
-    Group::Server,
-    "Users and permissions: SETUSER DELUSER LIST USERS WHOAMI GETUSER CAT GENPASS, and LOG (denied auths, commands, keys, channels)",
-    acl,
-)];
+pub const HANDLERS: &[(&str, Handler)] = &[("acl", acl)];
 
 /// Users one server may have; each costs a little memory and is checked on AUTH.
 const USERS_MAX: usize = 10_000;
@@ -207,10 +199,10 @@ fn cat(ctx: &mut Ctx, category: Option<&[u8]>) {
     let Some(category) = category else {
         return ctx
             .out
-            .bulks(CATEGORIES.iter().map(|category| category.as_bytes()));
+            .bulks(categories().iter().map(|category| category.as_bytes()));
     };
     let category = String::from_utf8_lossy(category).to_ascii_lowercase();
-    if !CATEGORIES.contains(&category.as_str()) {
+    if !categories().contains(&category.as_str()) {
         return ctx.out.error(&format!("ERR Unknown category '{category}'"));
     }
     let names: Vec<&str> = table()
@@ -272,7 +264,7 @@ fn genpass(ctx: &mut Ctx, bits: Option<&[u8]>) {
 }
 
 fn help(ctx: &mut Ctx) {
-    super::server::help_reply(
+    super::reply::help_reply(
         ctx,
         "ACL",
         &[

@@ -1,69 +1,19 @@
 //! Summary bag commands (`fallow_txn::types::summary_bag`): integers go in, only their count, min, max
 //! and mean come out. An empty summary (a missing key) has count 0 and nil for the rest.
-use super::flags::*;
 use super::{
-    parse_ints, spec, update_collection, with_collection, CommandSpec, Ctx, Group, NOT_INTEGER,
-    ONE_KEY, WRONGTYPE,
+    parse_ints, update_collection, with_collection, Handler, Ctx, NOT_INTEGER, WRONGTYPE,
 };
 use fallow_proto::ReplyWriter;
 use fallow_store::types::BagValue;
 use fallow_store::WrongType;
 
-pub const COMMANDS: &[CommandSpec] = &[
-    spec(
-        "bag.add",
-        -3,
-        WRITE | DENYOOM | FAST,
-        ONE_KEY,
-        Group::Bag,
-        "Add integers to a summary bag",
-        bag_add,
-    ),
-    spec(
-        "bag.count",
-        2,
-        READONLY | FAST,
-        ONE_KEY,
-        Group::Bag,
-        "Number of items added",
-        bag_count,
-    ),
-    spec(
-        "bag.min",
-        2,
-        READONLY | FAST,
-        ONE_KEY,
-        Group::Bag,
-        "Smallest item",
-        bag_min,
-    ),
-    spec(
-        "bag.max",
-        2,
-        READONLY | FAST,
-        ONE_KEY,
-        Group::Bag,
-        "Largest item",
-        bag_max,
-    ),
-    spec(
-        "bag.mean",
-        2,
-        READONLY | FAST,
-        ONE_KEY,
-        Group::Bag,
-        "Mean of the items",
-        bag_mean,
-    ),
-    spec(
-        "bag.summary",
-        2,
-        READONLY | FAST,
-        ONE_KEY,
-        Group::Bag,
-        "Count, min, max and mean at once",
-        bag_summary,
-    ),
+pub const HANDLERS: &[(&str, Handler)] = &[
+    ("bag.add", bag_add),
+    ("bag.count", bag_count),
+    ("bag.min", bag_min),
+    ("bag.max", bag_max),
+    ("bag.mean", bag_mean),
+    ("bag.summary", bag_summary),
 ];
 
 fn bag_add(ctx: &mut Ctx, args: &[&[u8]]) {

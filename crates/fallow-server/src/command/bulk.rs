@@ -2,33 +2,12 @@
 //! one shard per connection in parallel. SHARDSCAN locks only the shard it reads (SCAN would lock them
 //! all), so parallel dumps of different shards do not wait on each other and other clients see at most
 //! one shard held, for one bounded step.
-use super::flags::*;
-use super::{is, parse_int, spec, CommandSpec, Ctx, Group, Keys, NOT_INTEGER, SYNTAX};
+use super::{is, parse_int, Ctx, Handler, NOT_INTEGER, SYNTAX};
 use fallow_store::{Kind, Shard};
 use std::hash::BuildHasher;
 use std::sync::LazyLock;
 
-pub const COMMANDS: &[CommandSpec] = &[
-    spec(
-        "shards",
-        1,
-        READONLY | FAST,
-        Keys::None,
-        Group::Keyspace,
-        "Number of shards (for SHARDSCAN)",
-        shards,
-    ),
-    // ADMIN: it returns the values of every key, whatever key patterns a user's ACL allows.
-    spec(
-        "shardscan",
-        -3,
-        READONLY | ADMIN,
-        Keys::None,
-        Group::Keyspace,
-        "Iterate one shard's string keys with their values: [cursor, [key, value, ...], skipped]",
-        shardscan,
-    ),
-];
+pub const HANDLERS: &[(&str, Handler)] = &[("shards", shards), ("shardscan", shardscan)];
 
 /// Keys one SHARDSCAN step may visit at most, whatever COUNT asks (bounds the time the shard stays locked).
 const SHARDSCAN_COUNT_MAX: usize = 1 << 16;

@@ -1,90 +1,21 @@
 //! Connection commands: PING ECHO SELECT QUIT RESET HELLO AUTH CLIENT. They change only the calling
 //! connection (or, for CLIENT KILL, ask another connection to close).
-use super::flags::*;
-use super::{
-    is, parse_int, spec, subcommand_error, CommandSpec, Ctx, Group, Keys, NOT_INTEGER, SYNTAX,
-};
+use super::reply::REDIS_COMPATIBLE_VERSION;
+use super::{is, parse_int, subcommand_error, Ctx, Handler, NOT_INTEGER, SYNTAX};
+use crate::clients::{describe_client, ClientHandle};
 use crate::connection::ReplyMode;
-use crate::server::{ClientHandle, ClientKind};
 use std::sync::Arc;
 
-pub const COMMANDS: &[CommandSpec] = &[
-    spec(
-        "ping",
-        -1,
-        FAST | STALE | SUBSCRIBE_CONTEXT,
-        Keys::None,
-        Group::Connection,
-        "Ping the server",
-        ping,
-    ),
-    spec(
-        "echo",
-        2,
-        FAST,
-        Keys::None,
-        Group::Connection,
-        "Echo the argument",
-        echo,
-    ),
-    spec(
-        "select",
-        2,
-        FAST | LOADING | STALE,
-        Keys::None,
-        Group::Connection,
-        "Select the logical database",
-        select,
-    ),
-    spec(
-        "quit",
-        -1,
-        NO_AUTH | FAST | LOADING | STALE | NO_MULTI | SUBSCRIBE_CONTEXT,
-        Keys::None,
-        Group::Connection,
-        "Close the connection",
-        quit,
-    ),
-    spec(
-        "reset",
-        1,
-        NO_AUTH | FAST | LOADING | STALE | NO_MULTI | SUBSCRIBE_CONTEXT,
-        Keys::None,
-        Group::Connection,
-        "Reset the connection",
-        reset,
-    ),
-    spec(
-        "auth",
-        -2,
-        NO_AUTH | FAST | LOADING | STALE | NOSCRIPT,
-        Keys::None,
-        Group::Connection,
-        "Authenticate",
-        auth,
-    ),
-    spec(
-        "hello",
-        -1,
-        NO_AUTH | FAST | LOADING | STALE | NOSCRIPT,
-        Keys::None,
-        Group::Connection,
-        "Handshake: protocol version, authentication, name",
-        hello,
-    ),
-    spec(
-        "client",
-        -2,
-        ADMIN | LOADING | STALE | NOSCRIPT,
-        Keys::None,
-        Group::Connection,
-        "Inspect and control client connections",
-        client,
-    ),
+pub const HANDLERS: &[(&str, Handler)] = &[
+    ("ping", ping),
+    ("echo", echo),
+    ("select", select),
+    ("quit", quit),
+    ("reset", reset),
+    ("auth", auth),
+    ("hello", hello),
+    ("client", client),
 ];
-
-/// The Redis version fallow reports to clients (its command set and replies follow Redis 7.0).
-pub const REDIS_COMPATIBLE_VERSION: &str = "7.0.15";
 
 fn ping(ctx: &mut Ctx, args: &[&[u8]]) {
     if args.len() > 2 {
@@ -122,9 +53,9 @@ fn quit(ctx: &mut Ctx, _args: &[&[u8]]) {
 }
 
 fn reset(ctx: &mut Ctx, _args: &[&[u8]]) {
-    super::transaction::reset(ctx.conn);
-    crate::txn::session::disconnect(ctx.server, ctx.conn);
-    super::pubsub::unsubscribe_all_quietly(ctx);
+    ctx.conn.forget_multi();
+    crate::command::dispatch::txn::disconnect(ctx.server, ctx.conn);
+    super::session::unsubscribe_all_quietly(ctx);
     let conn = &mut *ctx.conn;
     conn.db = 0;
     conn.resp3 = false;
@@ -144,8 +75,7 @@ fn authenticate(ctx: &mut Ctx, command: &str, user: &[u8], password: &[u8]) -> R
     let user = String::from_utf8_lossy(user).into_owned();
     let checked = ctx.server.acl.read().authenticate(&user, password);
     if let Err(reply) = checked {
-        let delay = crate::acl::log::note_auth_failure(
-            ctx.server,
+        let delay = ctx.server.note_auth_failure(
             &ctx.conn.handle,
             command,
             &user,
@@ -314,54 +244,6 @@ fn client_reply(ctx: &mut Ctx, mode: &[u8]) {
     } else {
         ctx.out.error(SYNTAX);
     }
-}
-
-/// One CLIENT LIST line in Redis's format.
-pub fn describe_client(handle: &ClientHandle) -> String {
-    let snapshot = handle.snapshot.lock().clone();
-    let idle_s = handle.last_active.lock().elapsed().as_secs();
-    let mut flags = String::new();
-    if snapshot.subscriptions + snapshot.pattern_subscriptions > 0 {
-        flags.push('P');
-    }
-    if snapshot.in_multi {
-        flags.push('x');
-    }
-    if snapshot.blocked {
-        flags.push('b');
-    }
-    if flags.is_empty() {
-        flags.push('N');
-    }
-    let command = if snapshot.last_command.is_empty() {
-        "NULL".to_string()
-    } else {
-        snapshot.last_command.to_string()
-    };
-    format!(
-        "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db={} sub={} psub={} ssub=0 multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={} lib={}",
-        handle.id,
-        handle.peer_addr,
-        handle.local_addr,
-        snapshot.name,
-        handle.created.elapsed().as_secs(),
-        idle_s,
-        flags,
-        snapshot.db,
-        snapshot.subscriptions,
-        snapshot.pattern_subscriptions,
-        if snapshot.in_multi { 0 } else { -1 },
-        handle.memory.query_bytes.load(std::sync::atomic::Ordering::Relaxed),
-        handle.memory.output_total(),
-        handle.memory.total(),
-        command,
-        snapshot.user,
-        snapshot.resp,
-        match handle.kind {
-            ClientKind::Resp => "resp",
-            ClientKind::Memcache => "memcache",
-        }
-    )
 }
 
 fn all_clients(ctx: &Ctx) -> Vec<Arc<ClientHandle>> {

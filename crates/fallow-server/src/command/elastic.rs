@@ -1,24 +1,12 @@
 //! ELASTIC: the elastic pool's admin command. `ELASTIC STATUS` (the INFO elastic fields as a flat array of
 //! name/value pairs), `ELASTIC RECLAIM <bytes> [CAREFUL|FAST|AUTO]` (a synchronous one-shot release that
 //! leaves the target alone; replies [released_bytes, objects, duration_us, path]) and `ELASTIC HELP`.
-use super::flags::*;
-use super::server::help_reply;
-use super::{arity_error, is, spec, subcommand_error, CommandSpec, Ctx, Group, Keys, SYNTAX};
+use super::reply::help_reply;
+use super::{arity_error, is, subcommand_error, Ctx, Handler, SYNTAX};
 use crate::elastic::controller::{fast_path, PoolControl, Reclaimed};
 use crate::elastic::report;
 
-pub const COMMANDS: &[CommandSpec] = &[
-    // NO_MULTI: a reclaim takes shard locks itself, so it must never run under EXEC's locks.
-    spec(
-        "elastic",
-        -2,
-        ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI,
-        Keys::None,
-        Group::Server,
-        "Elastic memory pool: STATUS, RECLAIM <bytes> [CAREFUL|FAST|AUTO], HELP",
-        elastic,
-    ),
-];
+pub const HANDLERS: &[(&str, Handler)] = &[("elastic", elastic)];
 
 fn elastic(ctx: &mut Ctx, args: &[&[u8]]) {
     let sub = args[1].to_ascii_lowercase();
@@ -55,12 +43,12 @@ fn status(ctx: &mut Ctx) {
 }
 
 fn reclaim(ctx: &mut Ctx, args: &[&[u8]]) {
-    let Ok(bytes) = crate::config::parse_bytes(&String::from_utf8_lossy(args[0])) else {
+    let Ok(bytes) = crate::units::parse_bytes(&String::from_utf8_lossy(args[0])) else {
         return ctx
             .out
             .error("ERR invalid byte count (use a number or a size like 512mb)");
     };
-    let threshold = ctx.server.config.read().reclaim_fast_threshold;
+    let threshold = ctx.server.config.read().reclaim_fast_threshold_bytes;
     let fast = match args.get(1) {
         None => fast_path(bytes, threshold),
         Some(path) if is(path, "auto") => fast_path(bytes, threshold),

@@ -2,268 +2,40 @@
 //! TTL families, PERSIST, RENAME(NX), COPY, MOVE, SWAPDB, KEYS, SCAN, RANDOMKEY, DBSIZE, FLUSHDB,
 //! FLUSHALL, TOUCH and OBJECT. Multi-key commands declare every key so they run atomically; whole-keyspace
 //! commands lock every shard.
-use super::flags::*;
+use super::scan::{write_scan_reply, NegativeCursor, ScanOptions, ScanRules};
 use super::{
-    arity_error, is, parse_int, spec, subcommand_error, CommandSpec, Ctx, Group, Keys, NOT_INTEGER,
-    NO_SUCH_KEY, ONE_KEY, SYNTAX,
+    arity_error, is, parse_int, subcommand_error, Ctx, Handler, NOT_INTEGER, NO_SUCH_KEY, SYNTAX,
 };
-use fallow_store::{glob, EvictionPolicy, Kind, OwnedData, Shard};
+use fallow_store::{glob, EvictionPolicy, OwnedData, Shard};
 use rand::Rng;
 
-const ALL_KEYS: Keys = Keys::Range {
-    first: 1,
-    last: -1,
-    step: 1,
-};
-/// Source and destination (RENAME, RENAMENX, COPY).
-const TWO_KEYS: Keys = Keys::Range {
-    first: 1,
-    last: 2,
-    step: 1,
-};
-/// OBJECT <subcommand> <key>.
-const OBJECT_KEY: Keys = Keys::Range {
-    first: 2,
-    last: 2,
-    step: 1,
-};
-
-pub const COMMANDS: &[CommandSpec] = &[
-    spec(
-        "del",
-        -2,
-        WRITE,
-        ALL_KEYS,
-        Group::Keyspace,
-        "Delete keys",
-        del,
-    ),
-    spec(
-        "unlink",
-        -2,
-        WRITE | FAST,
-        ALL_KEYS,
-        Group::Keyspace,
-        "Delete keys (in the background in Redis)",
-        del,
-    ),
-    spec(
-        "exists",
-        -2,
-        READONLY | FAST,
-        ALL_KEYS,
-        Group::Keyspace,
-        "Count the given keys that exist",
-        exists,
-    ),
-    spec(
-        "type",
-        2,
-        READONLY | FAST,
-        ONE_KEY,
-        Group::Keyspace,
-        "Type of the value at a key",
-        type_of,
-    ),
-    spec(
-        "expire",
-        -3,
-        WRITE | FAST,
-        ONE_KEY,
-        Group::Keyspace,
-        "Set a key's time to live in seconds",
-        expire,
-    ),
-    spec(
-        "pexpire",
-        -3,
-        WRITE | FAST,
-        ONE_KEY,
-        Group::Keyspace,
-        "Set a key's time to live in milliseconds",
-        pexpire,
-    ),
-    spec(
-        "expireat",
-        -3,
-        WRITE | FAST,
-        ONE_KEY,
-        Group::Keyspace,
-        "Set a key's expiry as a Unix time in seconds",
-        expireat,
-    ),
-    spec(
-        "pexpireat",
-        -3,
-        WRITE | FAST,
-        ONE_KEY,
-        Group::Keyspace,
-        "Set a key's expiry as a Unix time in milliseconds",
-        pexpireat,
-    ),
-    spec(
-        "ttl",
-        2,
-        READONLY | FAST,
-        ONE_KEY,
-        Group::Keyspace,
-        "Time to live of a key in seconds",
-        ttl,
-    ),
-    spec(
-        "pttl",
-        2,
-        READONLY | FAST,
-        ONE_KEY,
-        Group::Keyspace,
-        "Time to live of a key in milliseconds",
-        pttl,
-    ),
-    spec(
-        "expiretime",
-        2,
-        READONLY | FAST,
-        ONE_KEY,
-        Group::Keyspace,
-        "Expiry of a key as a Unix time in seconds",
-        expiretime,
-    ),
-    spec(
-        "pexpiretime",
-        2,
-        READONLY | FAST,
-        ONE_KEY,
-        Group::Keyspace,
-        "Expiry of a key as a Unix time in milliseconds",
-        pexpiretime,
-    ),
-    spec(
-        "persist",
-        2,
-        WRITE | FAST,
-        ONE_KEY,
-        Group::Keyspace,
-        "Remove a key's expiry",
-        persist,
-    ),
-    spec(
-        "rename",
-        3,
-        WRITE,
-        TWO_KEYS,
-        Group::Keyspace,
-        "Rename a key",
-        rename,
-    ),
-    spec(
-        "renamenx",
-        3,
-        WRITE | FAST,
-        TWO_KEYS,
-        Group::Keyspace,
-        "Rename a key only if the new name does not exist",
-        renamenx,
-    ),
-    spec(
-        "copy",
-        -3,
-        WRITE | DENYOOM,
-        TWO_KEYS,
-        Group::Keyspace,
-        "Copy a key",
-        copy,
-    ),
-    // A key's shard does not depend on its database, so one lock covers both databases.
-    spec(
-        "move",
-        3,
-        WRITE | FAST,
-        ONE_KEY,
-        Group::Keyspace,
-        "Move a key to another database",
-        move_key,
-    ),
-    spec(
-        "swapdb",
-        3,
-        WRITE | FAST,
-        Keys::All,
-        Group::Keyspace,
-        "Swap two databases",
-        swapdb,
-    ),
-    spec(
-        "keys",
-        2,
-        READONLY,
-        Keys::All,
-        Group::Keyspace,
-        "Keys matching a pattern",
-        keys,
-    ),
-    spec(
-        "scan",
-        -2,
-        READONLY,
-        Keys::All,
-        Group::Keyspace,
-        "Iterate the keyspace",
-        scan,
-    ),
-    spec(
-        "randomkey",
-        1,
-        READONLY,
-        Keys::All,
-        Group::Keyspace,
-        "A random key",
-        randomkey,
-    ),
-    spec(
-        "dbsize",
-        1,
-        READONLY | FAST,
-        Keys::All,
-        Group::Keyspace,
-        "Number of keys in the selected database",
-        dbsize,
-    ),
-    spec(
-        "flushdb",
-        -1,
-        WRITE,
-        Keys::All,
-        Group::Keyspace,
-        "Delete every key of the selected database",
-        flushdb,
-    ),
-    spec(
-        "flushall",
-        -1,
-        WRITE,
-        Keys::All,
-        Group::Keyspace,
-        "Delete every key of every database",
-        flushall,
-    ),
-    spec(
-        "touch",
-        -2,
-        READONLY | FAST,
-        ALL_KEYS,
-        Group::Keyspace,
-        "Record an access to keys",
-        touch,
-    ),
-    spec(
-        "object",
-        -2,
-        READONLY,
-        OBJECT_KEY,
-        Group::Keyspace,
-        "Inspect the internals of a value",
-        object,
-    ),
+pub const HANDLERS: &[(&str, Handler)] = &[
+    ("del", del),
+    ("unlink", del),
+    ("exists", exists),
+    ("type", type_of),
+    ("expire", expire),
+    ("pexpire", pexpire),
+    ("expireat", expireat),
+    ("pexpireat", pexpireat),
+    ("ttl", ttl),
+    ("pttl", pttl),
+    ("expiretime", expiretime),
+    ("pexpiretime", pexpiretime),
+    ("persist", persist),
+    ("rename", rename),
+    ("renamenx", renamenx),
+    ("copy", copy),
+    ("move", move_key),
+    ("swapdb", swapdb),
+    ("keys", keys),
+    ("scan", scan),
+    ("randomkey", randomkey),
+    ("dbsize", dbsize),
+    ("flushdb", flushdb),
+    ("flushall", flushall),
+    ("touch", touch),
+    ("object", object),
 ];
 
 // ----- existence and deletion ---------------------------------------------------------------------
@@ -679,72 +451,21 @@ fn decode_cursor(cursor: u64) -> (usize, u64) {
     )
 }
 
-/// Parses a cursor as Redis's strtoul does: an unsigned 64-bit number, negatives wrapping.
-fn parse_cursor(arg: &[u8]) -> Option<u64> {
-    let text = std::str::from_utf8(arg).ok()?;
-    text.parse::<u64>()
-        .ok()
-        .or_else(|| text.parse::<i64>().ok().map(|value| value as u64))
-}
-
-/// The options of SCAN.
-#[derive(Debug, PartialEq, Eq)]
-struct ScanOptions<'a> {
-    count: usize,
-    /// None = every key (no MATCH, or MATCH *).
-    pattern: Option<&'a [u8]>,
-    /// Some(None): a TYPE no value has, which matches nothing.
-    kind: Option<Option<Kind>>,
-}
-
-/// Keys a single SCAN call may visit at most, whatever COUNT asks (bounds the time shards stay locked).
-const SCAN_COUNT_MAX: usize = 1 << 20;
-
-impl<'a> ScanOptions<'a> {
-    fn parse(options: &[&'a [u8]]) -> Result<ScanOptions<'a>, &'static str> {
-        let mut parsed = ScanOptions {
-            count: 10,
-            pattern: None,
-            kind: None,
-        };
-        let mut index = 0;
-        while index < options.len() {
-            let (option, value) = match options.get(index + 1) {
-                Some(value) => (options[index], *value),
-                None => return Err(SYNTAX),
-            };
-            if is(option, "count") {
-                let count = parse_int(value).ok_or(NOT_INTEGER)?;
-                if count < 1 {
-                    return Err(SYNTAX);
-                }
-                parsed.count = (count as u64).min(SCAN_COUNT_MAX as u64) as usize;
-            } else if is(option, "match") {
-                parsed.pattern = (value != b"*").then_some(value);
-            } else if is(option, "type") {
-                parsed.kind = Some(Kind::from_name(value));
-            } else {
-                return Err(SYNTAX);
-            }
-            index += 2;
-        }
-        Ok(parsed)
-    }
-
-    fn wants(&self, key: &[u8], kind: Kind) -> bool {
-        self.kind.is_none_or(|wanted| wanted == Some(kind))
-            && self
-                .pattern
-                .is_none_or(|pattern| glob::matches(pattern, key))
-    }
-}
+/// SCAN: MATCH, COUNT (at most 1M: it bounds the time shards stay locked) and TYPE; a negative cursor
+/// wraps within the i64 range.
+const SCAN: ScanRules = ScanRules {
+    type_option: true,
+    count_max: 1 << 20,
+    negative_cursor: NegativeCursor::WrapI64,
+};
 
 /// SCAN walks the shards in order; the cursor carries the shard index above the shard's own cursor.
 fn scan(ctx: &mut Ctx, args: &[&[u8]]) {
-    let Some(cursor) = parse_cursor(args[1]) else {
-        return ctx.out.error("ERR invalid cursor");
+    let cursor = match SCAN.parse_cursor(args[1]) {
+        Ok(cursor) => cursor,
+        Err(reply) => return ctx.out.error(reply),
     };
-    let options = match ScanOptions::parse(&args[2..]) {
+    let options = match SCAN.parse_options(&args[2..]) {
         Ok(options) => options,
         Err(reply) => return ctx.out.error(reply),
     };
@@ -759,9 +480,7 @@ fn scan(ctx: &mut Ctx, args: &[&[u8]]) {
         &options,
         now,
     );
-    ctx.out.array_len(2);
-    ctx.out.bulk(itoa::Buffer::new().format(next).as_bytes());
-    ctx.out.bulks(found.iter().map(Vec::as_slice));
+    write_scan_reply(ctx.out, next, found.iter().map(Vec::as_slice));
 }
 
 /// One SCAN step over `shards` (all of them, in index order): visits up to `options.count` keys from
@@ -973,6 +692,7 @@ fn object(ctx: &mut Ctx, args: &[&[u8]]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fallow_store::Kind;
 
     fn condition(options: &[&str]) -> Result<ExpireCondition, String> {
         let options: Vec<&[u8]> = options.iter().map(|option| option.as_bytes()).collect();
@@ -1031,6 +751,7 @@ mod tests {
             assert_eq!(decode_cursor(cursor), (shard_index, shard_cursor));
         }
         assert_eq!(encode_cursor(0, 0), 0, "the first cursor is 0");
+        let parse_cursor = |arg: &[u8]| SCAN.parse_cursor(arg).ok();
         assert_eq!(parse_cursor(b"18446744073709551615"), Some(u64::MAX));
         assert_eq!(parse_cursor(b"-1"), Some(u64::MAX));
         assert_eq!(parse_cursor(b"18446744073709551616"), None);
@@ -1041,7 +762,7 @@ mod tests {
     fn scan_options_parse() {
         let parse = |options: &[&'static str]| {
             let options: Vec<&[u8]> = options.iter().map(|option| option.as_bytes()).collect();
-            ScanOptions::parse(&options)
+            SCAN.parse_options(&options)
         };
         let parsed = parse(&["MATCH", "k*", "COUNT", "100", "TYPE", "set"]).unwrap();
         assert_eq!(parsed.count, 100);
@@ -1058,8 +779,9 @@ mod tests {
         assert_eq!(parse(&["bogus", "x"]), Err(SYNTAX));
         assert_eq!(
             parse(&["count", "99999999999"]).unwrap().count,
-            SCAN_COUNT_MAX
+            SCAN.count_max
         );
+        assert_eq!(SCAN.count_max, 1 << 20);
     }
 
     #[test]
@@ -1079,7 +801,7 @@ mod tests {
         guards
             .shard(b"other-db")
             .set_string(1, b"other-db", b"x", 0, 0, 0);
-        let options = ScanOptions::parse(&[b"COUNT", b"7"]).unwrap();
+        let options = SCAN.parse_options(&[b"COUNT", b"7"]).unwrap();
         let (mut cursor, mut seen, mut calls) = (0, Vec::new(), 0);
         loop {
             let (next, found) = scan_shards(guards.iter_mut(), 4, 0, cursor, &options, 0);

@@ -1,294 +1,43 @@
-//! List commands (Redis t_list), including the blocking pops. A list is a ring buffer, O(1) at both
-//! ends. A blocking command that finds nothing sets `ctx.conn.block` and writes no reply; the connection
-//! loop re-runs it when a push wakes its keys, or writes the timeout reply. Every command that pushes
-//! calls `wake_waiters` for the key it pushed to.
-use super::flags::*;
-use super::string::clamp_range;
-use super::{
-    is, parse_float, parse_int, spec, CommandSpec, Ctx, Group, Keys, NOT_INTEGER, NO_SUCH_KEY,
-    ONE_KEY, SYNTAX, WRONGTYPE,
-};
-use crate::connection::{BlockRequest, TimeoutReply};
-use fallow_proto::ReplyWriter;
+//! List commands (Redis t_list), including the blocking pops: argument parsing, locking and replies. A
+//! list is a ring buffer, O(1) at both ends; the list semantics (ends, indexes and ranges from both
+//! ends, LINSERT, LPOS, LREM, LTRIM) are the store's (`fallow_store::types::list`). A blocking command
+//! that finds nothing asks to block (`blocking::block_on`) and writes no reply. Every command that
+//! pushes calls `wake_waiters` for the key it pushed to.
+use super::blocking::{block_on, parse_mpop_with, parse_timeout, pop_first_of};
+use super::{is, parse_int, Ctx, Handler, NOT_INTEGER, NO_SUCH_KEY, SYNTAX, WRONGTYPE};
+use crate::connection::TimeoutReply;
+use fallow_store::types::list::{End, PosQuery};
 use fallow_store::types::ListValue;
 use fallow_store::{Kind, WrongType};
 
-const FIRST_TWO_KEYS: Keys = Keys::Range {
-    first: 1,
-    last: 2,
-    step: 1,
-};
-/// Every argument but the last (the timeout) is a key.
-const KEYS_BEFORE_TIMEOUT: Keys = Keys::Range {
-    first: 1,
-    last: -2,
-    step: 1,
-};
-
-pub const COMMANDS: &[CommandSpec] = &[
-    spec(
-        "lpush",
-        -3,
-        WRITE | DENYOOM | FAST,
-        ONE_KEY,
-        Group::List,
-        "Prepend elements to a list",
-        lpush,
-    ),
-    spec(
-        "rpush",
-        -3,
-        WRITE | DENYOOM | FAST,
-        ONE_KEY,
-        Group::List,
-        "Append elements to a list",
-        rpush,
-    ),
-    spec(
-        "lpushx",
-        -3,
-        WRITE | DENYOOM | FAST,
-        ONE_KEY,
-        Group::List,
-        "Prepend elements to an existing list",
-        lpushx,
-    ),
-    spec(
-        "rpushx",
-        -3,
-        WRITE | DENYOOM | FAST,
-        ONE_KEY,
-        Group::List,
-        "Append elements to an existing list",
-        rpushx,
-    ),
-    spec(
-        "lpop",
-        -2,
-        WRITE | FAST,
-        ONE_KEY,
-        Group::List,
-        "Remove and return the first elements",
-        lpop,
-    ),
-    spec(
-        "rpop",
-        -2,
-        WRITE | FAST,
-        ONE_KEY,
-        Group::List,
-        "Remove and return the last elements",
-        rpop,
-    ),
-    spec(
-        "llen",
-        2,
-        READONLY | FAST,
-        ONE_KEY,
-        Group::List,
-        "Length of a list",
-        llen,
-    ),
-    spec(
-        "lrange",
-        4,
-        READONLY,
-        ONE_KEY,
-        Group::List,
-        "A range of elements",
-        lrange,
-    ),
-    spec(
-        "lindex",
-        3,
-        READONLY,
-        ONE_KEY,
-        Group::List,
-        "The element at an index",
-        lindex,
-    ),
-    spec(
-        "lset",
-        4,
-        WRITE | DENYOOM,
-        ONE_KEY,
-        Group::List,
-        "Set the element at an index",
-        lset,
-    ),
-    spec(
-        "linsert",
-        5,
-        WRITE | DENYOOM,
-        ONE_KEY,
-        Group::List,
-        "Insert an element before or after another",
-        linsert,
-    ),
-    spec(
-        "lrem",
-        4,
-        WRITE,
-        ONE_KEY,
-        Group::List,
-        "Remove elements equal to a value",
-        lrem,
-    ),
-    spec(
-        "ltrim",
-        4,
-        WRITE,
-        ONE_KEY,
-        Group::List,
-        "Keep only a range of elements",
-        ltrim,
-    ),
-    spec(
-        "lpos",
-        -3,
-        READONLY,
-        ONE_KEY,
-        Group::List,
-        "Positions of elements equal to a value",
-        lpos,
-    ),
-    spec(
-        "lmove",
-        5,
-        WRITE | DENYOOM,
-        FIRST_TWO_KEYS,
-        Group::List,
-        "Pop an element from one list and push it to another",
-        lmove,
-    ),
-    spec(
-        "rpoplpush",
-        3,
-        WRITE | DENYOOM,
-        FIRST_TWO_KEYS,
-        Group::List,
-        "Pop the last element and push it to the head of another list",
-        rpoplpush,
-    ),
-    spec(
-        "lmpop",
-        -4,
-        WRITE,
-        Keys::Custom(lmpop_keys),
-        Group::List,
-        "Pop elements from the first non-empty list",
-        lmpop,
-    ),
-    spec(
-        "blpop",
-        -3,
-        WRITE | BLOCKING,
-        KEYS_BEFORE_TIMEOUT,
-        Group::List,
-        "Pop the first element, blocking until there is one",
-        blpop,
-    ),
-    spec(
-        "brpop",
-        -3,
-        WRITE | BLOCKING,
-        KEYS_BEFORE_TIMEOUT,
-        Group::List,
-        "Pop the last element, blocking until there is one",
-        brpop,
-    ),
-    spec(
-        "blmove",
-        6,
-        WRITE | DENYOOM | BLOCKING,
-        FIRST_TWO_KEYS,
-        Group::List,
-        "LMOVE, blocking until the source has an element",
-        blmove,
-    ),
-    spec(
-        "brpoplpush",
-        4,
-        WRITE | DENYOOM | BLOCKING,
-        FIRST_TWO_KEYS,
-        Group::List,
-        "RPOPLPUSH, blocking until the source has an element",
-        brpoplpush,
-    ),
-    spec(
-        "blmpop",
-        -5,
-        WRITE | BLOCKING,
-        Keys::Custom(blmpop_keys),
-        Group::List,
-        "LMPOP, blocking until a list has elements",
-        blmpop,
-    ),
+pub const HANDLERS: &[(&str, Handler)] = &[
+    ("lpush", lpush),
+    ("rpush", rpush),
+    ("lpushx", lpushx),
+    ("rpushx", rpushx),
+    ("lpop", lpop),
+    ("rpop", rpop),
+    ("llen", llen),
+    ("lrange", lrange),
+    ("lindex", lindex),
+    ("lset", lset),
+    ("linsert", linsert),
+    ("lrem", lrem),
+    ("ltrim", ltrim),
+    ("lpos", lpos),
+    ("lmove", lmove),
+    ("rpoplpush", rpoplpush),
+    ("lmpop", lmpop),
+    ("blpop", blpop),
+    ("brpop", brpop),
+    ("blmove", blmove),
+    ("brpoplpush", brpoplpush),
+    ("blmpop", blmpop),
 ];
 
 const NOT_POSITIVE: &str = "ERR value is out of range, must be positive";
 
-/// `numkeys` keys following the argument at `at`, bounded by the argument count.
-fn keys_after_numkeys(args: &[&[u8]], at: usize) -> Vec<usize> {
-    let count = args
-        .get(at)
-        .and_then(|arg| parse_int(arg))
-        .filter(|&count| count > 0)
-        .map_or(0, |count| (count as usize).min(args.len()));
-    (at + 1..at + 1 + count).collect()
-}
-
-fn lmpop_keys(args: &[&[u8]]) -> Vec<usize> {
-    keys_after_numkeys(args, 1)
-}
-
-fn blmpop_keys(args: &[&[u8]]) -> Vec<usize> {
-    keys_after_numkeys(args, 2)
-}
-
-// ----- blocking timeouts -----------------------------------------------------------------------------
-
-/// A blocking command's timeout; 0 = wait forever.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Timeout {
-    pub ms: u64,
-}
-
-/// Parses a timeout in (fractional) seconds as Redis's getTimeoutFromObjectOrReply does: rounded up
-/// to whole milliseconds; a value past the i64 range wraps negative in Redis, so it is "negative" here.
-pub fn parse_timeout(arg: &[u8]) -> Result<Timeout, &'static str> {
-    let seconds = parse_float(arg).ok_or("ERR timeout is not a float or out of range")?;
-    let ms = (seconds * 1000.0).ceil();
-    if !(0.0..i64::MAX as f64).contains(&ms) {
-        return Err("ERR timeout is negative");
-    }
-    Ok(Timeout { ms: ms as u64 })
-}
-
-/// Asks the connection loop to wait for `keys`; inside EXEC, replies `exec_reply` at once. (Redis 7.0
-/// answers a timed-out BLMOVE with a null array but a BLMOVE inside EXEC with a null bulk.)
-/// Asks the connection to wait for `keys` (or, inside EXEC, replies what a timeout would).
-pub(super) fn block_on(ctx: &mut Ctx, keys: &[&[u8]], timeout: Timeout, exec_reply: TimeoutReply) {
-    if ctx.in_exec {
-        return match exec_reply {
-            TimeoutReply::NullArray => ctx.out.nil_array(),
-            TimeoutReply::NullBulk => ctx.out.nil(),
-        };
-    }
-    ctx.conn.block = Some(BlockRequest {
-        keys: keys.iter().map(|key| key.to_vec()).collect(),
-        timeout_ms: timeout.ms,
-        timeout_reply: TimeoutReply::NullArray,
-    });
-}
-
 // ----- helpers ---------------------------------------------------------------------------------------
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum End {
-    Left,
-    Right,
-}
 
 fn parse_end(arg: &[u8]) -> Option<End> {
     if is(arg, "left") {
@@ -332,13 +81,7 @@ fn push(
     only_existing: bool,
 ) -> Result<Option<usize>, WrongType> {
     let pushed = update(ctx, key, !only_existing, |list| {
-        for item in items {
-            match end {
-                End::Left => list.push_front(item),
-                End::Right => list.push_back(item),
-            }
-        }
-        list.len()
+        list.push(end, items.iter().copied())
     })?;
     if pushed.is_some() {
         wake(ctx, key);
@@ -353,20 +96,7 @@ fn pop(
     end: End,
     count: usize,
 ) -> Result<Option<Vec<Box<[u8]>>>, WrongType> {
-    update(ctx, key, false, |list| {
-        let mut popped = Vec::with_capacity(count.min(list.len()));
-        while popped.len() < count {
-            let item = match end {
-                End::Left => list.pop_front(),
-                End::Right => list.pop_back(),
-            };
-            match item {
-                Some(item) => popped.push(item),
-                None => break,
-            }
-        }
-        popped
-    })
+    update(ctx, key, false, |list| list.pop(end, count))
 }
 
 // ----- pushes and pops -------------------------------------------------------------------------------
@@ -441,27 +171,16 @@ fn lrange(ctx: &mut Ctx, args: &[&[u8]]) {
     };
     let budget = ctx.reply_budget();
     let mut refused = Ok(());
-    with_list(ctx, args[1], |out, list| {
-        match list.and_then(|list| Some((list, clamp_range(start, end, list.len())?))) {
-            Some((list, (from, to))) => {
-                let count = to - from + 1;
-                refused =
-                    super::bulks_within(out, budget, count, || list.iter().skip(from).take(count));
-            }
-            None => out.array_len(0),
+    with_list(ctx, args[1], |out, list| match list {
+        Some(list) => {
+            let count = list.range(start, end).len();
+            refused = super::bulks_within(out, budget, count, || list.range(start, end));
         }
+        None => out.array_len(0),
     });
     if let Err(bytes) = refused {
         ctx.refuse_reply(bytes);
     }
-}
-
-/// Resolves a possibly negative index; None when out of range.
-fn resolve_index(index: i64, len: usize) -> Option<usize> {
-    let resolved = if index < 0 { len as i64 + index } else { index };
-    (0..len as i64)
-        .contains(&resolved)
-        .then_some(resolved as usize)
 }
 
 fn lindex(ctx: &mut Ctx, args: &[&[u8]]) {
@@ -469,7 +188,7 @@ fn lindex(ctx: &mut Ctx, args: &[&[u8]]) {
         return ctx.out.error(NOT_INTEGER);
     };
     with_list(ctx, args[1], |out, list| {
-        let item = list.and_then(|list| list.get(resolve_index(index, list.len())?));
+        let item = list.and_then(|list| list.get_at(index));
         match item {
             Some(item) => out.bulk(item),
             None => out.nil(),
@@ -483,7 +202,7 @@ fn lpos(ctx: &mut Ctx, args: &[&[u8]]) {
         Err(error) => return ctx.out.error(error),
     };
     with_list(ctx, args[1], |out, list| {
-        let found = list.map_or_else(Vec::new, |list| positions(list, args[2], &query));
+        let found = list.map_or_else(Vec::new, |list| list.positions(args[2], &query));
         match query.count {
             Some(_) => {
                 out.array_len(found.len());
@@ -499,21 +218,9 @@ fn lpos(ctx: &mut Ctx, args: &[&[u8]]) {
     });
 }
 
-/// LPOS options: RANK (which match to start from, negative = from the tail), COUNT (0 = all),
-/// MAXLEN (elements to compare at most, 0 = all).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct LposQuery {
-    rank: i64,
-    count: Option<usize>,
-    maxlen: usize,
-}
-
-fn parse_lpos_options(options: &[&[u8]]) -> Result<LposQuery, &'static str> {
-    let mut query = LposQuery {
-        rank: 1,
-        count: None,
-        maxlen: 0,
-    };
+/// Parses LPOS's RANK, COUNT and MAXLEN (see `PosQuery`).
+fn parse_lpos_options(options: &[&[u8]]) -> Result<PosQuery, &'static str> {
+    let mut query = PosQuery::default();
     for pair in options.chunks(2) {
         let [name, value] = pair else {
             return Err(SYNTAX);
@@ -548,50 +255,13 @@ fn parse_lpos_options(options: &[&[u8]]) -> Result<LposQuery, &'static str> {
     Ok(query)
 }
 
-/// Positions of `item` in `list` under the LPOS options.
-fn positions(list: &ListValue, item: &[u8], query: &LposQuery) -> Vec<usize> {
-    let wanted = match query.count {
-        Some(0) => usize::MAX,
-        Some(count) => count,
-        None => 1,
-    };
-    let scanned = if query.maxlen == 0 {
-        list.len()
-    } else {
-        query.maxlen.min(list.len())
-    };
-    let skip = (query.rank.unsigned_abs() - 1) as usize;
-    let indexed = list.iter().enumerate();
-    let matching = |(_, candidate): &(usize, &[u8])| *candidate == item;
-    if query.rank > 0 {
-        indexed
-            .take(scanned)
-            .filter(matching)
-            .skip(skip)
-            .take(wanted)
-            .map(|(index, _)| index)
-            .collect()
-    } else {
-        indexed
-            .rev()
-            .take(scanned)
-            .filter(matching)
-            .skip(skip)
-            .take(wanted)
-            .map(|(index, _)| index)
-            .collect()
-    }
-}
-
 // ----- in-place updates ------------------------------------------------------------------------------
 
 fn lset(ctx: &mut Ctx, args: &[&[u8]]) {
     let Some(index) = parse_int(args[2]) else {
         return ctx.out.error(NOT_INTEGER);
     };
-    let set = update(ctx, args[1], false, |list| {
-        resolve_index(index, list.len()).is_some_and(|index| list.set(index, args[3]))
-    });
+    let set = update(ctx, args[1], false, |list| list.set_at(index, args[3]));
     match set {
         Ok(Some(true)) => ctx.out.ok(),
         Ok(Some(false)) => ctx.out.error("ERR index out of range"),
@@ -610,9 +280,7 @@ fn linsert(ctx: &mut Ctx, args: &[&[u8]]) {
     };
     let (pivot, item) = (args[3], args[4]);
     let inserted = update(ctx, args[1], false, |list| {
-        let found = list.iter().position(|candidate| candidate == pivot)?;
-        list.insert(found + after as usize, item);
-        Some(list.len())
+        list.insert_at_pivot(pivot, item, after)
     });
     match inserted {
         Ok(Some(Some(len))) => ctx.out.int(len as i64),
@@ -638,12 +306,7 @@ fn ltrim(ctx: &mut Ctx, args: &[&[u8]]) {
     let (Some(start), Some(end)) = (parse_int(args[2]), parse_int(args[3])) else {
         return ctx.out.error(NOT_INTEGER);
     };
-    let trimmed = update(ctx, args[1], false, |list| {
-        match clamp_range(start, end, list.len()) {
-            Some((from, to)) => list.retain_range(from, to + 1),
-            None => list.retain_range(0, 0),
-        }
-    });
+    let trimmed = update(ctx, args[1], false, |list| list.trim(start, end));
     match trimmed {
         Ok(_) => ctx.out.ok(),
         Err(WrongType) => ctx.out.error(WRONGTYPE),
@@ -768,34 +431,6 @@ fn parse_mpop<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [&'a [u8]], End, usize), 
     parse_mpop_with(args, parse_end)
 }
 
-/// *MPOP arguments from `numkeys` on: the keys, the end (`parse_end` reads LEFT/RIGHT or MIN/MAX) and the
-/// count. Shared by LMPOP/BLMPOP and ZMPOP/BZMPOP.
-pub(super) fn parse_mpop_with<'a, E>(
-    args: &'a [&'a [u8]],
-    parse_end: impl Fn(&[u8]) -> Option<E>,
-) -> Result<(&'a [&'a [u8]], E, usize), &'static str> {
-    let numkeys = parse_int(args[0]).ok_or(NOT_INTEGER)?;
-    if numkeys <= 0 {
-        return Err("ERR numkeys should be greater than 0");
-    }
-    let numkeys = numkeys as usize;
-    if numkeys >= args.len() {
-        return Err(SYNTAX);
-    }
-    let keys = &args[1..1 + numkeys];
-    let rest = &args[1 + numkeys..];
-    let end = parse_end(rest[0]).ok_or(SYNTAX)?;
-    let count = match rest {
-        [_] => 1,
-        [_, option, count] if is(option, "count") => match parse_int(count) {
-            Some(count) if count > 0 => count as usize,
-            _ => return Err("ERR count should be greater than 0"),
-        },
-        _ => return Err(SYNTAX),
-    };
-    Ok((keys, end, count))
-}
-
 /// Pops from the first non-empty key; true when it replied.
 fn mpop_first(ctx: &mut Ctx, keys: &[&[u8]], end: End, count: usize) -> bool {
     pop_first_of(
@@ -804,32 +439,6 @@ fn mpop_first(ctx: &mut Ctx, keys: &[&[u8]], end: End, count: usize) -> bool {
         |ctx, key| pop(ctx, key, end, count),
         |out, popped| out.bulks(popped.iter().map(|item| &**item)),
     )
-}
-
-/// *MPOP's core, shared by lists and sorted sets: pops from the first key that yields something and
-/// replies `[key, popped]` (or WRONGTYPE). True when it replied.
-pub(super) fn pop_first_of<T>(
-    ctx: &mut Ctx,
-    keys: &[&[u8]],
-    mut pop: impl FnMut(&mut Ctx, &[u8]) -> Result<Option<Vec<T>>, WrongType>,
-    reply: impl Fn(&mut ReplyWriter, &[T]),
-) -> bool {
-    for key in keys {
-        match pop(ctx, key) {
-            Ok(Some(popped)) if !popped.is_empty() => {
-                ctx.out.array_len(2);
-                ctx.out.bulk(key);
-                reply(ctx.out, &popped);
-                return true;
-            }
-            Ok(_) => {}
-            Err(WrongType) => {
-                ctx.out.error(WRONGTYPE);
-                return true;
-            }
-        }
-    }
-    false
 }
 
 fn lmpop(ctx: &mut Ctx, args: &[&[u8]]) {
@@ -868,25 +477,8 @@ mod tests {
         list
     }
 
-    #[test]
-    fn timeouts_parse_like_redis() {
-        assert_eq!(parse_timeout(b"0"), Ok(Timeout { ms: 0 }));
-        assert_eq!(parse_timeout(b"0.3"), Ok(Timeout { ms: 300 }));
-        assert_eq!(parse_timeout(b"0.0001"), Ok(Timeout { ms: 1 }));
-        assert_eq!(parse_timeout(b"-1"), Err("ERR timeout is negative"));
-        assert_eq!(parse_timeout(b"1e16"), Err("ERR timeout is negative"));
-        assert_eq!(
-            parse_timeout(b"abc"),
-            Err("ERR timeout is not a float or out of range")
-        );
-    }
-
-    #[test]
-    fn indexes_resolve_from_both_ends() {
-        assert_eq!(resolve_index(0, 3), Some(0));
-        assert_eq!(resolve_index(-1, 3), Some(2));
-        assert_eq!(resolve_index(-4, 3), None);
-        assert_eq!(resolve_index(3, 3), None);
+    fn positions(list: &ListValue, item: &[u8], query: &PosQuery) -> Vec<usize> {
+        list.positions(item, query)
     }
 
     #[test]

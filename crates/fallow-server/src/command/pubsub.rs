@@ -1,65 +1,15 @@
 //! Pub/sub commands: SUBSCRIBE PSUBSCRIBE UNSUBSCRIBE PUNSUBSCRIBE PUBLISH PUBSUB. Confirmations are
 //! pushes (arrays in RESP2), one per channel, each carrying the connection's running subscription count.
-use super::flags::*;
-use super::{spec, subcommand_error, CommandSpec, Ctx, Group, Keys};
+use super::reply::help_reply;
+use super::{subcommand_error, Ctx, Handler};
 
-const SUBSCRIBING: u32 = PUBSUB | NOSCRIPT | LOADING | STALE | SUBSCRIBE_CONTEXT;
-
-pub const COMMANDS: &[CommandSpec] = &[
-    spec(
-        "subscribe",
-        -2,
-        SUBSCRIBING,
-        Keys::None,
-        Group::PubSub,
-        "Listen for messages published to channels",
-        subscribe,
-    ),
-    spec(
-        "psubscribe",
-        -2,
-        SUBSCRIBING,
-        Keys::None,
-        Group::PubSub,
-        "Listen for messages published to channels matching patterns",
-        psubscribe,
-    ),
-    spec(
-        "unsubscribe",
-        -1,
-        SUBSCRIBING,
-        Keys::None,
-        Group::PubSub,
-        "Stop listening for messages posted to channels",
-        unsubscribe,
-    ),
-    spec(
-        "punsubscribe",
-        -1,
-        SUBSCRIBING,
-        Keys::None,
-        Group::PubSub,
-        "Stop listening for messages posted to channels matching patterns",
-        punsubscribe,
-    ),
-    spec(
-        "publish",
-        3,
-        PUBSUB | LOADING | STALE | FAST,
-        Keys::None,
-        Group::PubSub,
-        "Post a message to a channel",
-        publish,
-    ),
-    spec(
-        "pubsub",
-        -2,
-        PUBSUB | LOADING | STALE,
-        Keys::None,
-        Group::PubSub,
-        "Inspect the state of the pub/sub subsystem",
-        pubsub,
-    ),
+pub const HANDLERS: &[(&str, Handler)] = &[
+    ("subscribe", subscribe),
+    ("psubscribe", psubscribe),
+    ("unsubscribe", unsubscribe),
+    ("punsubscribe", punsubscribe),
+    ("publish", publish),
+    ("pubsub", pubsub),
 ];
 
 const NOPERM_CHANNEL: &str =
@@ -73,8 +23,7 @@ const SUBSCRIPTIONS_MAX: usize = 100_000;
 fn channels_allowed(ctx: &Ctx, names: &[&[u8]], patterns: bool) -> bool {
     let denied = first_denied_channel(ctx, names, patterns);
     if let Some(channel) = denied {
-        crate::acl::log::note_denial(
-            ctx.server,
+        ctx.server.note_acl_denial(
             &ctx.conn.handle,
             crate::acl::log::Reason::Channel,
             crate::acl::log::Context::of_multi(ctx.in_exec),
@@ -189,13 +138,6 @@ fn unsubscribe_from(ctx: &mut Ctx, names: &[&[u8]], pattern: bool) {
     }
 }
 
-/// Leaves every channel and pattern without replying (RESET).
-pub fn unsubscribe_all_quietly(ctx: &mut Ctx) {
-    ctx.server.pubsub.unsubscribe_all(ctx.conn.id());
-    ctx.conn.subscriptions.clear();
-    ctx.conn.patterns.clear();
-}
-
 fn publish(ctx: &mut Ctx, args: &[&[u8]]) {
     if !channels_allowed(ctx, &args[1..2], false) {
         return ctx.out.error(NOPERM_CHANNEL);
@@ -206,7 +148,7 @@ fn publish(ctx: &mut Ctx, args: &[&[u8]]) {
             .pubsub
             .publish(args[1], args[2], &server.clients_memory);
     if over_clients_limit {
-        crate::client_memory::enforce_maxmemory_clients(server);
+        crate::clients::memory::enforce_maxmemory_clients(&server.clients, &server.clients_memory);
     }
     ctx.out.int(receivers as i64);
 }
@@ -237,7 +179,7 @@ fn pubsub(ctx: &mut Ctx, args: &[&[u8]]) {
                 ctx.out.int(0);
             }
         }
-        (b"help", 2) => super::server::help_reply(
+        (b"help", 2) => help_reply(
             ctx,
             "PUBSUB",
             &[

@@ -1,182 +1,42 @@
-//! Set commands (Redis t_set). A set is an index set, so SPOP/SRANDMEMBER pick members by position and
-//! an SSCAN cursor is a position. Set algebra copies the sources it needs, because a command can borrow
+//! Set commands (Redis t_set): argument parsing, locking and replies. A set is an index set, so
+//! SPOP/SRANDMEMBER pick members by position and an SSCAN cursor is a position. The set semantics
+//! (random pops and picks, intersection, union, difference) are the store's (`fallow_store::types::set`);
+//! set algebra reads its sources here one shard at a time (`ShardSource`), because a command can borrow
 //! only one shard at a time.
-use super::flags::*;
-use super::hash::{
-    parse_cursor, parse_random_count, parse_scan_options, pick_count, pick_indexes, scan_window,
-    write_scan_reply,
-};
-use super::{is, parse_int, spec, CommandSpec, Ctx, Group, Keys, ONE_KEY, SYNTAX, WRONGTYPE};
+use super::random::parse_random_count;
+use super::scan::{scan_window, write_scan_reply, NegativeCursor, ScanRules};
+use super::{is, parse_int, Ctx, Handler, SYNTAX, WRONGTYPE};
+use fallow_store::types::set::SetSource;
 use fallow_store::types::SetValue;
 use fallow_store::{Collection, WrongType};
-use rand::Rng;
 
-const ALL_KEYS: Keys = Keys::Range {
-    first: 1,
-    last: -1,
-    step: 1,
-};
-const TWO_KEYS: Keys = Keys::Range {
-    first: 1,
-    last: 2,
-    step: 1,
-};
-
-pub const COMMANDS: &[CommandSpec] = &[
-    spec(
-        "sadd",
-        -3,
-        WRITE | DENYOOM | FAST,
-        ONE_KEY,
-        Group::Set,
-        "Add members to a set",
-        sadd,
-    ),
-    spec(
-        "srem",
-        -3,
-        WRITE | FAST,
-        ONE_KEY,
-        Group::Set,
-        "Remove members from a set",
-        srem,
-    ),
-    spec(
-        "scard",
-        2,
-        READONLY | FAST,
-        ONE_KEY,
-        Group::Set,
-        "Number of members",
-        scard,
-    ),
-    spec(
-        "sismember",
-        3,
-        READONLY | FAST,
-        ONE_KEY,
-        Group::Set,
-        "Whether a value is a member",
-        sismember,
-    ),
-    spec(
-        "smismember",
-        -3,
-        READONLY | FAST,
-        ONE_KEY,
-        Group::Set,
-        "Whether each value is a member",
-        smismember,
-    ),
-    spec(
-        "smembers",
-        2,
-        READONLY,
-        ONE_KEY,
-        Group::Set,
-        "All members",
-        smembers,
-    ),
-    spec(
-        "spop",
-        -2,
-        WRITE | FAST,
-        ONE_KEY,
-        Group::Set,
-        "Remove and return random members",
-        spop,
-    ),
-    spec(
-        "srandmember",
-        -2,
-        READONLY,
-        ONE_KEY,
-        Group::Set,
-        "Random members",
-        srandmember,
-    ),
-    spec(
-        "smove",
-        4,
-        WRITE | FAST,
-        TWO_KEYS,
-        Group::Set,
-        "Move a member to another set",
-        smove,
-    ),
-    spec(
-        "sinter",
-        -2,
-        READONLY,
-        ALL_KEYS,
-        Group::Set,
-        "Intersection of sets",
-        sinter,
-    ),
-    spec(
-        "sunion",
-        -2,
-        READONLY,
-        ALL_KEYS,
-        Group::Set,
-        "Union of sets",
-        sunion,
-    ),
-    spec(
-        "sdiff",
-        -2,
-        READONLY,
-        ALL_KEYS,
-        Group::Set,
-        "Difference of sets",
-        sdiff,
-    ),
-    spec(
-        "sinterstore",
-        -3,
-        WRITE | DENYOOM,
-        ALL_KEYS,
-        Group::Set,
-        "Store the intersection of sets",
-        sinterstore,
-    ),
-    spec(
-        "sunionstore",
-        -3,
-        WRITE | DENYOOM,
-        ALL_KEYS,
-        Group::Set,
-        "Store the union of sets",
-        sunionstore,
-    ),
-    spec(
-        "sdiffstore",
-        -3,
-        WRITE | DENYOOM,
-        ALL_KEYS,
-        Group::Set,
-        "Store the difference of sets",
-        sdiffstore,
-    ),
-    spec(
-        "sintercard",
-        -3,
-        READONLY,
-        Keys::Custom(sintercard_keys),
-        Group::Set,
-        "Cardinality of the intersection of sets",
-        sintercard,
-    ),
-    spec(
-        "sscan",
-        -3,
-        READONLY,
-        ONE_KEY,
-        Group::Set,
-        "Iterate members",
-        sscan,
-    ),
+pub const HANDLERS: &[(&str, Handler)] = &[
+    ("sadd", sadd),
+    ("srem", srem),
+    ("scard", scard),
+    ("sismember", sismember),
+    ("smismember", smismember),
+    ("smembers", smembers),
+    ("spop", spop),
+    ("srandmember", srandmember),
+    ("smove", smove),
+    ("sinter", sinter),
+    ("sunion", sunion),
+    ("sdiff", sdiff),
+    ("sinterstore", sinterstore),
+    ("sunionstore", sunionstore),
+    ("sdiffstore", sdiffstore),
+    ("sintercard", sintercard),
+    ("sscan", sscan),
 ];
+
+/// SSCAN: MATCH and COUNT (any size: a step visits positions, not the whole set); a negative cursor
+/// wraps as in strtoul.
+const SSCAN: ScanRules = ScanRules {
+    type_option: false,
+    count_max: usize::MAX,
+    negative_cursor: NegativeCursor::Wrap,
+};
 
 fn sadd(ctx: &mut Ctx, args: &[&[u8]]) {
     let (key, members) = (args[1], &args[2..]);
@@ -192,7 +52,7 @@ fn sadd(ctx: &mut Ctx, args: &[&[u8]]) {
         Ok(_) => {}
     }
     let added = shard.update::<SetValue, _>(db, key, now, true, |set| {
-        members.iter().filter(|member| set.insert(member)).count()
+        set.insert_all(members.iter().copied())
     });
     ctx.out.int(added.ok().flatten().unwrap_or(0) as i64);
 }
@@ -208,7 +68,7 @@ fn srem(ctx: &mut Ctx, args: &[&[u8]]) {
         Ok(_) => return ctx.out.int(0),
     }
     let removed = shard.update::<SetValue, _>(db, key, now, false, |set| {
-        members.iter().filter(|member| set.remove(member)).count()
+        set.remove_all(members.iter().copied())
     });
     ctx.out.int(removed.ok().flatten().unwrap_or(0) as i64);
 }
@@ -288,25 +148,13 @@ fn spop_one(ctx: &mut Ctx, key: &[u8]) {
         .guards
         .shard(key)
         .update::<SetValue, _>(db, key, now, false, |set| {
-            let index = rand::thread_rng().gen_range(0..set.len().max(1));
-            set.remove_index(index)
+            set.pop_random(&mut rand::thread_rng())
         });
     match popped {
         Ok(Some(Some(member))) => ctx.out.bulk(&member),
         Ok(_) => ctx.out.nil(),
         Err(WrongType) => ctx.out.error(WRONGTYPE),
     }
-}
-
-/// Removes `count` random members (all of them when count covers the set).
-fn pop_members(set: &mut SetValue, count: usize, rng: &mut impl Rng) -> Vec<Box<[u8]>> {
-    let count = count.min(set.len());
-    let mut popped = Vec::with_capacity(count);
-    while popped.len() < count {
-        let index = rng.gen_range(0..set.len());
-        popped.extend(set.remove_index(index));
-    }
-    popped
 }
 
 fn spop_count(ctx: &mut Ctx, args: &[&[u8]]) {
@@ -324,7 +172,7 @@ fn spop_count(ctx: &mut Ctx, args: &[&[u8]]) {
     }
     let count = usize::try_from(count).unwrap_or(usize::MAX);
     let popped = shard.update::<SetValue, _>(db, args[1], now, false, |set| {
-        pop_members(set, count, &mut rand::thread_rng())
+        set.pop_randoms(count, &mut rand::thread_rng())
     });
     match popped {
         Ok(popped) => {
@@ -355,23 +203,17 @@ fn srandmember(ctx: &mut Ctx, args: &[&[u8]]) {
     };
     let mut rng = rand::thread_rng();
     let Some(count) = count else {
-        return match set {
-            Some(set) if !set.is_empty() => {
-                let index = rng.gen_range(0..set.len());
-                ctx.out
-                    .bulk(set.get_index(index).expect("index is in range"));
-            }
-            _ => ctx.out.nil(),
+        return match set.and_then(|set| set.random_member(&mut rng)) {
+            Some(member) => ctx.out.bulk(member),
+            None => ctx.out.nil(),
         };
     };
     let Some(set) = set else {
         return ctx.out.array_len(0);
     };
-    ctx.out.array_len(pick_count(set.len(), count));
+    ctx.out.array_len(set.random_count(count));
     let out = &mut *ctx.out;
-    pick_indexes(set.len(), count, &mut rng, |index| {
-        out.bulk(set.get_index(index).expect("picks are in range"));
-    });
+    set.random_members(count, &mut rng, |member| out.bulk(member));
 }
 
 fn smove(ctx: &mut Ctx, args: &[&[u8]]) {
@@ -418,12 +260,6 @@ enum Algebra {
     Diff,
 }
 
-/// Where set algebra reads its sources: the locked shards, or a plain map in tests.
-trait SetSource {
-    /// Runs `visit` on the set at `key` (None when absent), borrowing it only for the call.
-    fn with_set<R>(&mut self, key: &[u8], visit: impl FnOnce(Option<&SetValue>) -> R) -> R;
-}
-
 /// The locked shards of a command, read without counting hits (the keys were already looked up once).
 struct ShardSource<'c, 'a, 's> {
     ctx: &'c mut Ctx<'a, 's>,
@@ -454,74 +290,12 @@ fn compute(ctx: &mut Ctx, algebra: Algebra, keys: &[&[u8]]) -> Result<SetValue, 
     }
     let mut source = ShardSource { ctx, db, now_ms };
     let mut result = match algebra {
-        Algebra::Inter => intersect(&mut source, keys, &lens),
-        Algebra::Union => unite(&mut source, keys),
-        Algebra::Diff => differ(&mut source, keys),
+        Algebra::Inter => SetValue::intersection(&mut source, keys, &lens),
+        Algebra::Union => SetValue::union(&mut source, keys),
+        Algebra::Diff => SetValue::difference(&mut source, keys),
     };
     result.shrink_to_fit();
     Ok(result)
-}
-
-/// Intersects the sets at `keys` (whose sizes are `lens`), starting from a copy of the smallest and
-/// filtering it by the others.
-fn intersect(source: &mut impl SetSource, keys: &[&[u8]], lens: &[Option<usize>]) -> SetValue {
-    if lens.iter().any(Option::is_none) {
-        return SetValue::default();
-    }
-    let mut order: Vec<usize> = (0..keys.len()).collect();
-    order.sort_by_key(|&position| lens[position]);
-    let mut result = source.with_set(keys[order[0]], |set| set.cloned().unwrap_or_default());
-    for &position in &order[1..] {
-        if result.is_empty() {
-            break;
-        }
-        source.with_set(keys[position], |other| {
-            subtract(&mut result, |member| {
-                !other.is_some_and(|other| other.contains(member))
-            })
-        });
-    }
-    result
-}
-
-fn unite(source: &mut impl SetSource, keys: &[&[u8]]) -> SetValue {
-    let mut union = SetValue::default();
-    for key in keys {
-        source.with_set(key, |set| {
-            for member in set.into_iter().flat_map(SetValue::iter) {
-                union.insert(member);
-            }
-        });
-    }
-    union
-}
-
-/// The first set less the others.
-fn differ(source: &mut impl SetSource, keys: &[&[u8]]) -> SetValue {
-    let mut result = source.with_set(keys[0], |set| set.cloned().unwrap_or_default());
-    for key in &keys[1..] {
-        if result.is_empty() {
-            break;
-        }
-        source.with_set(key, |other| {
-            if let Some(other) = other {
-                subtract(&mut result, |member| other.contains(member));
-            }
-        });
-    }
-    result
-}
-
-/// Removes the members for which `doomed` holds.
-fn subtract(set: &mut SetValue, doomed: impl Fn(&[u8]) -> bool) {
-    let members: Vec<Box<[u8]>> = set
-        .iter()
-        .filter(|member| doomed(member))
-        .map(Box::from)
-        .collect();
-    for member in members {
-        set.remove(&member);
-    }
 }
 
 fn reply_algebra(ctx: &mut Ctx, algebra: Algebra, keys: &[&[u8]]) {
@@ -579,18 +353,6 @@ fn sdiffstore(ctx: &mut Ctx, args: &[&[u8]]) {
     store_algebra(ctx, Algebra::Diff, args);
 }
 
-/// Key positions of `SINTERCARD numkeys key... [LIMIT n]`; none when numkeys is not valid (the handler
-/// then replies the error without touching a key).
-fn sintercard_keys(args: &[&[u8]]) -> Vec<usize> {
-    let Some(numkeys) = args.get(1).and_then(|arg| parse_int(arg)) else {
-        return Vec::new();
-    };
-    match usize::try_from(numkeys) {
-        Ok(numkeys) if numkeys >= 1 && numkeys <= args.len() - 2 => (2..2 + numkeys).collect(),
-        _ => Vec::new(),
-    }
-}
-
 /// Parses `numkeys key... [LIMIT n]`: the keys and the limit (0 = none), or an error reply.
 fn parse_sintercard<'a>(args: &[&'a [u8]]) -> Result<(Vec<&'a [u8]>, usize), &'static str> {
     let numkeys = parse_int(args[1])
@@ -631,8 +393,9 @@ fn sintercard(ctx: &mut Ctx, args: &[&[u8]]) {
 }
 
 fn sscan(ctx: &mut Ctx, args: &[&[u8]]) {
-    let Some(cursor) = parse_cursor(args[2]) else {
-        return ctx.out.error("ERR invalid cursor");
+    let cursor = match SSCAN.parse_cursor(args[2]) {
+        Ok(cursor) => cursor,
+        Err(reply) => return ctx.out.error(reply),
     };
     let db = ctx.db();
     let now = ctx.now_ms;
@@ -642,7 +405,7 @@ fn sscan(ctx: &mut Ctx, args: &[&[u8]]) {
         Err(WrongType) => return ctx.out.error(WRONGTYPE),
     };
     // Options are parsed after the key lookup, so an absent key never reports an option error (Redis).
-    let options = match parse_scan_options(&args[3..]) {
+    let options = match SSCAN.parse_options(&args[3..]) {
         Ok(options) => options,
         Err(reply) => return ctx.out.error(reply),
     };
@@ -657,108 +420,10 @@ fn sscan(ctx: &mut Ctx, args: &[&[u8]]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rand::rngs::SmallRng;
-    use rand::SeedableRng;
-
-    fn set_of(members: &[&str]) -> SetValue {
-        let mut set = SetValue::default();
-        for member in members {
-            set.insert(member.as_bytes());
-        }
-        set
-    }
-
-    fn sorted(set: &SetValue) -> Vec<String> {
-        let mut members: Vec<String> = set
-            .iter()
-            .map(|member| String::from_utf8_lossy(member).into_owned())
-            .collect();
-        members.sort();
-        members
-    }
-
-    #[test]
-    fn pops_are_distinct_and_bounded() {
-        let mut rng = SmallRng::seed_from_u64(3);
-        let mut set = set_of(&["a", "b", "c", "d", "e"]);
-        let bytes_full = set.memory_bytes();
-        let mut popped = pop_members(&mut set, 3, &mut rng);
-        assert_eq!(set.len(), 2);
-        popped.sort();
-        popped.dedup();
-        assert_eq!(popped.len(), 3);
-        assert!(popped.iter().all(|member| !set.contains(member)));
-        assert!(set.memory_bytes() < bytes_full);
-        assert_eq!(pop_members(&mut set, 10, &mut rng).len(), 2);
-        assert!(set.is_empty());
-    }
-
-    /// Sets by key, recording which keys were read.
-    struct MapSource {
-        sets: Vec<(&'static [u8], SetValue)>,
-        reads: Vec<&'static [u8]>,
-    }
-
-    impl SetSource for MapSource {
-        fn with_set<R>(&mut self, key: &[u8], visit: impl FnOnce(Option<&SetValue>) -> R) -> R {
-            let found = self.sets.iter().find(|(name, _)| *name == key);
-            if let Some((name, _)) = found {
-                self.reads.push(name);
-            }
-            visit(found.map(|(_, set)| set))
-        }
-    }
-
-    fn source() -> MapSource {
-        MapSource {
-            sets: vec![
-                (b"a", set_of(&["1", "2", "3", "4"])),
-                (b"b", set_of(&["3", "4", "5"])),
-                (b"c", set_of(&["4", "6"])),
-            ],
-            reads: Vec::new(),
-        }
-    }
-
-    #[test]
-    fn intersection_starts_from_the_smallest() {
-        let mut sets = source();
-        let keys: [&[u8]; 3] = [b"a", b"b", b"c"];
-        let lens = [Some(4), Some(3), Some(2)];
-        assert_eq!(sorted(&intersect(&mut sets, &keys, &lens)), ["4"]);
-        assert_eq!(sets.reads[0], b"c");
-        let mut sets = source();
-        let with_absent = [Some(4), None, Some(2)];
-        assert!(intersect(&mut sets, &keys, &with_absent).is_empty());
-        assert!(sets.reads.is_empty(), "nothing copied when a set is absent");
-    }
-
-    #[test]
-    fn union_and_difference() {
-        let mut sets = source();
-        let keys: [&[u8]; 4] = [b"a", b"b", b"c", b"missing"];
-        assert_eq!(
-            sorted(&unite(&mut sets, &keys)),
-            ["1", "2", "3", "4", "5", "6"]
-        );
-        assert_eq!(sorted(&differ(&mut sets, &keys)), ["1", "2"]);
-        assert!(differ(&mut sets, &[b"missing", b"a"]).is_empty());
-        assert!(differ(&mut sets, &[b"a", b"a"]).is_empty());
-    }
-
-    #[test]
-    fn subtract_removes_only_doomed_members() {
-        let mut set = set_of(&["1", "2", "3"]);
-        subtract(&mut set, |member| member == b"2");
-        assert_eq!(sorted(&set), ["1", "3"]);
-        let empty_bytes = SetValue::default().memory_bytes();
-        subtract(&mut set, |_| true);
-        set.shrink_to_fit();
-        assert_eq!(set.memory_bytes(), empty_bytes);
-    }
 
     #[test]
     fn sintercard_arguments_parse_like_redis() {
+        use crate::command::info::set::sintercard_keys;
         let args: [&[u8]; 6] = [b"sintercard", b"2", b"a", b"b", b"LIMIT", b"3"];
         let (keys, limit) = parse_sintercard(&args).unwrap();
         assert_eq!(keys, [b"a", b"b"]);

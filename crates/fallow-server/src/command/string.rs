@@ -1,213 +1,31 @@
 //! String and counter commands (Redis t_string). Values are stored inline in segment items; an update
 //! writes a new item, so a counter or an APPEND never leaves the old bytes resident.
-use super::flags::*;
-use super::{
-    is, parse_float, parse_int, spec, CommandSpec, Ctx, Group, Keys, NOT_INTEGER, ONE_KEY, SYNTAX,
-    WRONGTYPE,
-};
+use super::{is, parse_float, parse_int, Ctx, Handler, NOT_INTEGER, SYNTAX, WRONGTYPE};
+use fallow_store::types::clamp_range;
 use fallow_store::{Kind, OwnedData, OwnedValue, WrongType};
 
-const ALL_KEYS: Keys = Keys::Range {
-    first: 1,
-    last: -1,
-    step: 1,
-};
-const PAIRS: Keys = Keys::Range {
-    first: 1,
-    last: -1,
-    step: 2,
-};
-
-pub const COMMANDS: &[CommandSpec] = &[
-    spec(
-        "get",
-        2,
-        READONLY | FAST,
-        ONE_KEY,
-        Group::String,
-        "Get the value of a key",
-        get,
-    ),
-    spec(
-        "set",
-        -3,
-        WRITE | DENYOOM,
-        ONE_KEY,
-        Group::String,
-        "Set the string value of a key",
-        set,
-    ),
-    spec(
-        "setnx",
-        3,
-        WRITE | DENYOOM | FAST,
-        ONE_KEY,
-        Group::String,
-        "Set a key only if it does not exist",
-        setnx,
-    ),
-    spec(
-        "setex",
-        4,
-        WRITE | DENYOOM,
-        ONE_KEY,
-        Group::String,
-        "Set a key with an expiry in seconds",
-        setex,
-    ),
-    spec(
-        "psetex",
-        4,
-        WRITE | DENYOOM,
-        ONE_KEY,
-        Group::String,
-        "Set a key with an expiry in milliseconds",
-        psetex,
-    ),
-    spec(
-        "getset",
-        3,
-        WRITE | DENYOOM | FAST,
-        ONE_KEY,
-        Group::String,
-        "Set a key and return its old value",
-        getset,
-    ),
-    spec(
-        "getdel",
-        2,
-        WRITE | FAST,
-        ONE_KEY,
-        Group::String,
-        "Get a key and delete it",
-        getdel,
-    ),
-    spec(
-        "getex",
-        -2,
-        WRITE | FAST,
-        ONE_KEY,
-        Group::String,
-        "Get a key and set or clear its expiry",
-        getex,
-    ),
-    spec(
-        "mget",
-        -2,
-        READONLY | FAST,
-        ALL_KEYS,
-        Group::String,
-        "Get the values of several keys",
-        mget,
-    ),
-    spec(
-        "mset",
-        -3,
-        WRITE | DENYOOM,
-        PAIRS,
-        Group::String,
-        "Set several keys atomically",
-        mset,
-    ),
-    spec(
-        "msetnx",
-        -3,
-        WRITE | DENYOOM,
-        PAIRS,
-        Group::String,
-        "Set several keys only if none exists",
-        msetnx,
-    ),
-    spec(
-        "append",
-        3,
-        WRITE | DENYOOM | FAST,
-        ONE_KEY,
-        Group::String,
-        "Append to a string",
-        append,
-    ),
-    spec(
-        "strlen",
-        2,
-        READONLY | FAST,
-        ONE_KEY,
-        Group::String,
-        "Length of a string",
-        strlen,
-    ),
-    spec(
-        "getrange",
-        4,
-        READONLY,
-        ONE_KEY,
-        Group::String,
-        "Substring of a string",
-        getrange,
-    ),
-    spec(
-        "substr",
-        4,
-        READONLY,
-        ONE_KEY,
-        Group::String,
-        "Substring of a string (old name)",
-        getrange,
-    ),
-    spec(
-        "setrange",
-        4,
-        WRITE | DENYOOM,
-        ONE_KEY,
-        Group::String,
-        "Overwrite part of a string",
-        setrange,
-    ),
-    spec(
-        "incr",
-        2,
-        WRITE | DENYOOM | FAST,
-        ONE_KEY,
-        Group::String,
-        "Increment by one",
-        incr,
-    ),
-    spec(
-        "decr",
-        2,
-        WRITE | DENYOOM | FAST,
-        ONE_KEY,
-        Group::String,
-        "Decrement by one",
-        decr,
-    ),
-    spec(
-        "incrby",
-        3,
-        WRITE | DENYOOM | FAST,
-        ONE_KEY,
-        Group::String,
-        "Increment by an integer",
-        incrby,
-    ),
-    spec(
-        "decrby",
-        3,
-        WRITE | DENYOOM | FAST,
-        ONE_KEY,
-        Group::String,
-        "Decrement by an integer",
-        decrby,
-    ),
-    spec(
-        "incrbyfloat",
-        3,
-        WRITE | DENYOOM | FAST,
-        ONE_KEY,
-        Group::String,
-        "Increment by a float",
-        incrbyfloat,
-    ),
+pub const HANDLERS: &[(&str, Handler)] = &[
+    ("get", get),
+    ("set", set),
+    ("setnx", setnx),
+    ("setex", setex),
+    ("psetex", psetex),
+    ("getset", getset),
+    ("getdel", getdel),
+    ("getex", getex),
+    ("mget", mget),
+    ("mset", mset),
+    ("msetnx", msetnx),
+    ("append", append),
+    ("strlen", strlen),
+    ("getrange", getrange),
+    ("substr", getrange),
+    ("setrange", setrange),
+    ("incr", incr),
+    ("decr", decr),
+    ("incrby", incrby),
+    ("decrby", decrby),
+    ("incrbyfloat", incrbyfloat),
 ];
 
 /// Largest string SETRANGE/APPEND may build (Redis's proto-max-bulk-len default).
@@ -601,18 +419,6 @@ fn strlen(ctx: &mut Ctx, args: &[&[u8]]) {
     }
 }
 
-/// Resolves Redis's inclusive, possibly negative [start, end] over `len`; None = empty.
-pub fn clamp_range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
-    let len = len as i64;
-    let start = if start < 0 {
-        (len + start).max(0)
-    } else {
-        start
-    };
-    let end = if end < 0 { len + end } else { end.min(len - 1) };
-    (start <= end && start < len && end >= 0).then_some((start as usize, end as usize))
-}
-
 fn getrange(ctx: &mut Ctx, args: &[&[u8]]) {
     let (Some(start), Some(end)) = (parse_int(args[2]), parse_int(args[3])) else {
         return ctx.out.error(NOT_INTEGER);
@@ -739,19 +545,4 @@ fn incrbyfloat(ctx: &mut Ctx, args: &[&[u8]]) {
         .shard(args[1])
         .set_string(db, args[1], text.as_bytes(), expire_at, 0, now);
     ctx.out.bulk(text.as_bytes());
-}
-
-#[cfg(test)]
-mod tests {
-    use super::clamp_range;
-
-    #[test]
-    fn ranges_clamp_like_redis() {
-        assert_eq!(clamp_range(0, -1, 5), Some((0, 4)));
-        assert_eq!(clamp_range(-3, -2, 5), Some((2, 3)));
-        assert_eq!(clamp_range(2, 100, 5), Some((2, 4)));
-        assert_eq!(clamp_range(4, 2, 5), None);
-        assert_eq!(clamp_range(0, -1, 0), None);
-        assert_eq!(clamp_range(-100, -50, 5), None);
-    }
 }

@@ -1,20 +1,13 @@
-//! TENANT: defining and inspecting tenants (weight, kind, keyspace) at run time, and the INFO `tenants`
-//! section. What a tenant is and how connections map to tenants lives in `crate::tenants`.
-use super::flags::*;
-use super::server::{for_each_shard, help_reply};
-use super::{is, spec, subcommand_error, CommandSpec, Ctx, Group, Keys, SYNTAX};
+//! TENANT: defining and inspecting tenants (weight, kind, keyspace) at run time. What a tenant is and how
+//! connections map to tenants lives in `crate::tenants`; INFO's `tenants` section is `crate::tenants::
+//! info_section` over `shards::tenant_snapshots`.
+use super::reply::help_reply;
+use super::shards::tenant_snapshots;
+use super::{is, subcommand_error, Ctx, Handler, SYNTAX};
 use crate::tenants::{self, parse_kind, parse_shared, parse_weight, WEIGHT_DEFAULT};
-use fallow_store::{TenantKind, TenantSnapshot, TenantSpec};
+use fallow_store::{TenantKind, TenantSpec};
 
-pub const COMMANDS: &[CommandSpec] = &[spec(
-    "tenant",
-    -2,
-    ADMIN | NOSCRIPT | LOADING | STALE,
-    Keys::None,
-    Group::Server,
-    "Define and inspect tenants (SET, GET, LIST): weight, kind, keyspace, usage and fairness",
-    tenant,
-)];
+pub const HANDLERS: &[(&str, Handler)] = &[("tenant", tenant)];
 
 const HELP: &[&str] = &[
     "SET <name> [WEIGHT <weight>] [KIND ephemeral|persistent] [SHARED yes|no]",
@@ -45,7 +38,7 @@ fn tenant(ctx: &mut Ctx, args: &[&[u8]]) {
 }
 
 fn list(ctx: &mut Ctx) {
-    let names: Vec<String> = tenants::snapshots(ctx.server, |_| {})
+    let names: Vec<String> = tenants::snapshots(&ctx.server.store, |_| {})
         .into_iter()
         .map(|snapshot| snapshot.name)
         .collect();
@@ -54,7 +47,7 @@ fn list(ctx: &mut Ctx) {
 
 fn get(ctx: &mut Ctx, name: &[u8]) {
     let name = String::from_utf8_lossy(name);
-    let Some(snapshot) = snapshots(ctx)
+    let Some(snapshot) = tenant_snapshots(ctx)
         .into_iter()
         .find(|snapshot| snapshot.name == name)
     else {
@@ -122,17 +115,6 @@ fn apply_options(mut spec: TenantSpec, options: &[&[u8]]) -> Result<TenantSpec, 
         result.map_err(|error| format!("ERR {error}"))?;
     }
     Ok(spec)
-}
-
-/// Every tenant with counters summed over the shards, through the command's locks inside EXEC.
-fn snapshots(ctx: &mut Ctx) -> Vec<TenantSnapshot> {
-    let server = ctx.server;
-    tenants::snapshots(server, |visit| for_each_shard(ctx, visit))
-}
-
-/// INFO `tenants`: one line per tenant.
-pub fn info_section(ctx: &mut Ctx, text: &mut String) {
-    tenants::info_section(&snapshots(ctx), text);
 }
 
 #[cfg(test)]

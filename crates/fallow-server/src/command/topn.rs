@@ -1,71 +1,22 @@
 //! TopN commands: a scored set that keeps, for each member, its highest score and only its k best
 //! members (`fallow_txn::types::topk`). Named TOPN, not TOPK: RedisBloom's TOPK.* is a heavy-hitters
 //! sketch with other semantics. Scores are integers and come back as integers.
-use super::flags::*;
 use super::{
-    is, parse_int, parse_ints, spec, update_collection, with_collection, CommandSpec, Ctx, Group,
-    NOT_INTEGER, ONE_KEY, SYNTAX, WRONGTYPE,
+    is, parse_int, parse_ints, update_collection, with_collection, Handler, Ctx,
+    NOT_INTEGER, SYNTAX, WRONGTYPE,
 };
 use fallow_proto::ReplyWriter;
 use fallow_store::types::topk::MAX_CAPACITY;
 use fallow_store::types::TopKValue;
 use fallow_store::{Collection, WrongType};
 
-pub const COMMANDS: &[CommandSpec] = &[
-    spec(
-        "topn.reserve",
-        3,
-        WRITE | DENYOOM | FAST,
-        ONE_KEY,
-        Group::TopN,
-        "Create an empty TopN that keeps the k best members",
-        topn_reserve,
-    ),
-    spec(
-        "topn.add",
-        -4,
-        WRITE | DENYOOM | FAST,
-        ONE_KEY,
-        Group::TopN,
-        "Give members scores; each keeps its highest, only the k best stay",
-        topn_add,
-    ),
-    spec(
-        "topn.list",
-        -2,
-        READONLY,
-        ONE_KEY,
-        Group::TopN,
-        "Kept members, best first",
-        topn_list,
-    ),
-    spec(
-        "topn.max",
-        2,
-        READONLY | FAST,
-        ONE_KEY,
-        Group::TopN,
-        "The best member and its score",
-        topn_max,
-    ),
-    spec(
-        "topn.count",
-        2,
-        READONLY | FAST,
-        ONE_KEY,
-        Group::TopN,
-        "Number of members kept",
-        topn_count,
-    ),
-    spec(
-        "topn.k",
-        2,
-        READONLY | FAST,
-        ONE_KEY,
-        Group::TopN,
-        "How many members it keeps at most",
-        topn_k,
-    ),
+pub const HANDLERS: &[(&str, Handler)] = &[
+    ("topn.reserve", topn_reserve),
+    ("topn.add", topn_add),
+    ("topn.list", topn_list),
+    ("topn.max", topn_max),
+    ("topn.count", topn_count),
+    ("topn.k", topn_k),
 ];
 
 const KEY_EXISTS: &str = "ERR key already exists";

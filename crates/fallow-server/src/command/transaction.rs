@@ -1,85 +1,21 @@
 //! Transactions: MULTI EXEC DISCARD WATCH UNWATCH. Dispatch queues every command that is not NO_MULTI
 //! while a MULTI is open; EXEC locks every shard once, checks the watched keys' CAS values, and runs the
 //! queue on those locks, so no other client sees a state between two queued commands.
-use super::flags::*;
-use super::{lookup, run_with_guards, spec, CommandSpec, Ctx, Group, Keys};
-use crate::connection::{ConnState, Watch};
+use super::dispatch::{permitted_now, run_with_guards};
+use super::{lookup, Handler, Ctx};
+use crate::connection::Watch;
 use std::sync::atomic::Ordering;
 
-pub const COMMANDS: &[CommandSpec] = &[
-    spec(
-        "multi",
-        1,
-        NO_MULTI | NOSCRIPT | LOADING | STALE | FAST,
-        Keys::None,
-        Group::Transaction,
-        "Start a transaction",
-        multi,
-    ),
-    spec(
-        "exec",
-        1,
-        NO_MULTI | NOSCRIPT | LOADING | STALE,
-        Keys::None,
-        Group::Transaction,
-        "Execute all commands issued after MULTI",
-        exec,
-    ),
-    spec(
-        "discard",
-        1,
-        NO_MULTI | NOSCRIPT | LOADING | STALE | FAST,
-        Keys::None,
-        Group::Transaction,
-        "Discard all commands issued after MULTI",
-        discard,
-    ),
-    spec(
-        "watch",
-        -2,
-        NO_MULTI | NOSCRIPT | LOADING | STALE | FAST,
-        Keys::Range {
-            first: 1,
-            last: -1,
-            step: 1,
-        },
-        Group::Transaction,
-        "Watch keys to determine execution of a transaction",
-        watch,
-    ),
-    spec(
-        "unwatch",
-        1,
-        NO_MULTI | NOSCRIPT | LOADING | STALE | FAST,
-        Keys::None,
-        Group::Transaction,
-        "Forget about all watched keys",
-        unwatch,
-    ),
+pub const HANDLERS: &[(&str, Handler)] = &[
+    ("multi", multi),
+    ("exec", exec),
+    ("discard", discard),
+    ("watch", watch),
+    ("unwatch", unwatch),
 ];
 
 /// Keys one connection may watch at once (each costs a copy of the key).
 const WATCHED_KEYS_MAX: usize = 100_000;
-
-/// Queues a command inside MULTI.
-pub fn queue(
-    conn: &mut crate::connection::ConnState,
-    out: &mut fallow_proto::ReplyWriter,
-    _spec: &CommandSpec,
-    args: &[&[u8]],
-) {
-    if let Some(queued) = conn.multi.as_mut() {
-        queued.push(args.iter().map(|arg| arg.to_vec()).collect());
-    }
-    out.simple("QUEUED");
-}
-
-/// Forgets an open MULTI and every watched key (DISCARD, EXEC, RESET).
-pub fn reset(conn: &mut ConnState) {
-    conn.multi = None;
-    conn.multi_error = false;
-    conn.watched.clear();
-}
 
 fn multi(ctx: &mut Ctx, _args: &[&[u8]]) {
     if ctx.conn.in_multi() {
@@ -94,7 +30,7 @@ fn discard(ctx: &mut Ctx, _args: &[&[u8]]) {
     if !ctx.conn.in_multi() {
         return ctx.out.error("ERR DISCARD without MULTI");
     }
-    reset(ctx.conn);
+    ctx.conn.forget_multi();
     ctx.out.ok();
 }
 
@@ -148,7 +84,7 @@ fn exec(ctx: &mut Ctx, _args: &[&[u8]]) {
     let queued = ctx.conn.multi.take().expect("checked above");
     let aborted = ctx.conn.multi_error;
     let watched = std::mem::take(&mut ctx.conn.watched);
-    reset(ctx.conn);
+    ctx.conn.forget_multi();
     if aborted {
         return ctx
             .out
@@ -171,10 +107,12 @@ fn exec(ctx: &mut Ctx, _args: &[&[u8]]) {
         // Queueing only accepted known commands with a valid arity.
         let Some((index, spec)) = lookup(args[0]) else {
             ctx.out.error("ERR unknown command");
+            server.stats.count_error(b"ERR unknown command");
             continue;
         };
-        if let Err(denied) = super::permitted_now(server, ctx.conn, spec, &args) {
+        if let Err(denied) = permitted_now(server, ctx.conn, spec, &args) {
             ctx.out.error(&denied);
+            server.stats.count_error(denied.as_bytes());
             continue;
         }
         let started = std::time::Instant::now();
@@ -205,7 +143,7 @@ fn txn_locks_admit(ctx: &mut Ctx) -> bool {
         }
     }
     matches!(
-        crate::txn::session::plain_access(server, ctx.conn, ctx.out, requests),
+        super::dispatch::txn::plain_access(server, ctx.conn, ctx.out, requests),
         crate::txn::session::Claim::Run
     )
 }

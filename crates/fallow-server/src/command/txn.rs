@@ -1,62 +1,17 @@
 //! Interactive transactions over abstract data types: TXN.BEGIN, TXN.NOWAIT, TXN.LOCK, TXN.COMMIT,
 //! TXN.ABORT (docs/transactions.md).
 //! What happens to the commands in between lives in `crate::txn::session`.
-use super::flags::*;
-use super::{spec, CommandSpec, Ctx, Group, Keys};
-use crate::txn::session::{self, Session};
+use super::{Handler, Ctx};
+use super::dispatch;
 use crate::txn::WaitPolicy;
 use std::sync::atomic::Ordering;
 
-pub const COMMANDS: &[CommandSpec] = &[
-    spec(
-        "txn.begin",
-        -1,
-        NO_MULTI | NOSCRIPT | FAST,
-        Keys::None,
-        Group::Transaction,
-        "Begin an interactive transaction: reads see the state before it, writes apply at TXN.COMMIT; NOWAIT: a lock request that cannot be granted at once aborts it; BUSY: a lock request refused for a conflict fails only its command (-TXNBUSY), to be retried",
-        begin,
-    ),
-    spec(
-        "txn.nowait",
-        1,
-        NO_MULTI | NOSCRIPT | FAST,
-        Keys::None,
-        Group::Transaction,
-        "From now on, a lock request of the open transaction that cannot be granted at once aborts it (as TXN.BEGIN NOWAIT)",
-        nowait,
-    ),
-    spec(
-        "txn.lock",
-        -2,
-        NO_MULTI | NOSCRIPT | FAST,
-        Keys::Range {
-            first: 1,
-            last: -1,
-            step: 1,
-        },
-        Group::Transaction,
-        "Lock the keys exclusively now, for a transaction that will both read and write them (as SELECT ... FOR UPDATE): two such transactions then queue instead of deadlocking when each upgrades its read",
-        lock,
-    ),
-    spec(
-        "txn.commit",
-        1,
-        NO_MULTI | NOSCRIPT,
-        Keys::None,
-        Group::Transaction,
-        "Apply the transaction's queued writes at once and release its locks",
-        commit,
-    ),
-    spec(
-        "txn.abort",
-        1,
-        NO_MULTI | NOSCRIPT | FAST,
-        Keys::None,
-        Group::Transaction,
-        "Drop the transaction's queued writes and release its locks",
-        abort,
-    ),
+pub const HANDLERS: &[(&str, Handler)] = &[
+    ("txn.begin", begin),
+    ("txn.nowait", nowait),
+    ("txn.lock", lock),
+    ("txn.commit", commit),
+    ("txn.abort", abort),
 ];
 
 fn begin(ctx: &mut Ctx, args: &[&[u8]]) {
@@ -76,9 +31,7 @@ fn begin(ctx: &mut Ctx, args: &[&[u8]]) {
     if ctx.conn.in_multi() {
         return ctx.out.error("ERR TXN.BEGIN inside MULTI is not allowed");
     }
-    let spare = std::mem::take(&mut ctx.conn.txn_spare);
-    ctx.conn.txn = Some(Session::new(ctx.server, wait, busy, spare));
-    ctx.server.txns.stats.begun.fetch_add(1, Ordering::Relaxed);
+    dispatch::txn::begin(ctx.server, ctx.conn, wait, busy);
     ctx.out.ok();
 }
 
@@ -96,7 +49,7 @@ fn lock(ctx: &mut Ctx, args: &[&[u8]]) {
     if ctx.conn.txn.is_none() {
         return ctx.out.error("ERR TXN.LOCK without TXN.BEGIN");
     }
-    session::lock(ctx.server, ctx.conn, ctx.out, &args[1..]);
+    dispatch::txn::lock(ctx.server, ctx.conn, ctx.out, &args[1..]);
 }
 
 fn commit(ctx: &mut Ctx, _args: &[&[u8]]) {
@@ -106,7 +59,7 @@ fn commit(ctx: &mut Ctx, _args: &[&[u8]]) {
     if let Some(cause) = txn.aborted {
         return ctx.out.error(&cause.error());
     }
-    session::commit(ctx.server, ctx.conn, ctx.out, txn);
+    dispatch::txn::commit(ctx.server, ctx.conn, ctx.out, txn);
 }
 
 fn abort(ctx: &mut Ctx, _args: &[&[u8]]) {
@@ -120,6 +73,6 @@ fn abort(ctx: &mut Ctx, _args: &[&[u8]]) {
             .aborts_client
             .fetch_add(1, Ordering::Relaxed);
     }
-    session::end(ctx.server, ctx.conn);
+    dispatch::txn::end(ctx.server, ctx.conn);
     ctx.out.ok();
 }

@@ -2,18 +2,11 @@
 //! generator is a plain string counter, so GET shows the last id handed out and SET can seed it. The
 //! transaction layer promises only uniqueness (ids need not be sequential), which is what lets two
 //! UID.NEXTs share the key's lock.
-use super::flags::*;
-use super::{spec, CommandSpec, Ctx, Group, ONE_KEY};
+use super::{Handler, Ctx};
 
-pub const COMMANDS: &[CommandSpec] = &[spec(
-    "uid.next",
-    2,
-    WRITE | DENYOOM | FAST,
-    ONE_KEY,
-    Group::String,
-    "A unique id (a counter incremented by one)",
-    uid_next,
-)];
+pub const HANDLERS: &[(&str, Handler)] = &[
+    ("uid.next", uid_next),
+];
 
 /// The counter after adding one, with INCR's errors (not an integer, overflow).
 fn uid_next(ctx: &mut Ctx, args: &[&[u8]]) {

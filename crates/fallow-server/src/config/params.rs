@@ -2,7 +2,7 @@
 //! parses and checks a value with Redis 7's error texts, and an `apply` that stores it. A new runtime
 //! setting is one more row here; the table test tries bad values of every row.
 use super::Config;
-use crate::client_memory::{ClientsMemoryLimit, OutputBufferLimits};
+use crate::clients::memory::{ClientsMemoryLimit, OutputBufferLimits};
 use crate::elastic::settings::{MemoryMode, Reserve, POLL_INTERVAL_MS_MAX};
 
 /// What values a setting takes.
@@ -92,8 +92,8 @@ pub static PARAMS: &[Param] = &[
             max: BYTES_MAX,
         },
         |config, value| {
-            config.maxmemory = value.number();
-            if config.maxmemory > 0 {
+            config.maxmemory_bytes = value.number();
+            if config.maxmemory_bytes > 0 {
                 config.memory_mode = MemoryMode::Fixed;
             }
         },
@@ -104,7 +104,7 @@ pub static PARAMS: &[Param] = &[
         |config, value| {
             config.memory_mode = MemoryMode::from_name(&value.text()).expect("checked");
             if config.memory_mode == MemoryMode::Elastic {
-                config.maxmemory = 0;
+                config.maxmemory_bytes = 0;
             }
         },
     ),
@@ -119,7 +119,7 @@ pub static PARAMS: &[Param] = &[
             min: 0,
             max: BYTES_MAX,
         },
-        |config, value| config.elastic_min = value.number(),
+        |config, value| config.elastic_min_bytes = value.number(),
     ),
     param(
         "elastic-max",
@@ -127,7 +127,7 @@ pub static PARAMS: &[Param] = &[
             min: 0,
             max: BYTES_MAX,
         },
-        |config, value| config.elastic_max = value.number(),
+        |config, value| config.elastic_max_bytes = value.number(),
     ),
     param(
         "elastic-grow-bytes-per-sec",
@@ -151,7 +151,7 @@ pub static PARAMS: &[Param] = &[
             min: 0,
             max: BYTES_MAX,
         },
-        |config, value| config.reclaim_fast_threshold = value.number(),
+        |config, value| config.reclaim_fast_threshold_bytes = value.number(),
     ),
     param(
         "maxmemory-policy",
@@ -176,7 +176,7 @@ pub static PARAMS: &[Param] = &[
             min: 0,
             max: i32::MAX as i64,
         },
-        |config, value| config.timeout = value.number(),
+        |config, value| config.timeout_s = value.number(),
     ),
     // Redis refuses less than 1mb for both: smaller limits break ordinary commands.
     param(
@@ -185,7 +185,7 @@ pub static PARAMS: &[Param] = &[
             min: MB,
             max: BYTES_MAX,
         },
-        |config, value| config.proto_max_bulk_len = value.number(),
+        |config, value| config.proto_max_bulk_len_bytes = value.number(),
     ),
     param(
         "client-query-buffer-limit",
@@ -193,7 +193,7 @@ pub static PARAMS: &[Param] = &[
             min: MB,
             max: BYTES_MAX,
         },
-        |config, value| config.client_query_buffer_limit = value.number(),
+        |config, value| config.client_query_buffer_limit_bytes = value.number(),
     ),
     // memcached -I takes 1k..1g.
     param(
@@ -202,7 +202,7 @@ pub static PARAMS: &[Param] = &[
             min: 1024,
             max: 1 << 30,
         },
-        |config, value| config.memcache_item_size_max = value.number(),
+        |config, value| config.memcache_item_size_max_bytes = value.number(),
     ),
     param("hz", Kind::Int { min: 1, max: 500 }, |config, value| {
         config.hz = value.number()
@@ -359,7 +359,7 @@ pub fn parse_memory_value(text: &str) -> Option<u64> {
     if !text.starts_with(|c: char| c.is_ascii_digit()) || text.contains(char::is_whitespace) {
         return None;
     }
-    super::parse_bytes(text).ok()
+    crate::units::parse_bytes(text).ok()
 }
 
 fn check_reserve(text: &str) -> Result<(), String> {
@@ -571,7 +571,7 @@ mod tests {
         );
         assert!(refuse(&mut config, "nosuch", "1").starts_with("Unknown option"));
         config.set("MAXMEMORY", "10K").unwrap();
-        assert_eq!(config.maxmemory, 10_000);
+        assert_eq!(config.maxmemory_bytes, 10_000);
         config.set("maxmemory-policy", "ALLKEYS-LRU").unwrap();
         assert_eq!(config.maxmemory_policy, "allkeys-lru");
     }

@@ -25,7 +25,7 @@ pub fn figures(server: &Server) -> Figures {
     let store = &server.store;
     let (mode, maxmemory) = {
         let config = server.config.read();
-        (config.memory_mode, config.maxmemory)
+        (config.memory_mode, config.maxmemory_bytes)
     };
     let target_bytes = match mode {
         MemoryMode::Fixed => maxmemory,

@@ -1,7 +1,7 @@
 //! The elastic settings as the controller reads them: memory mode, reserve (bytes or a percent of host RAM),
 //! pool bounds, grow rate, poll interval and the reclaim-path threshold. `Config` stores the typed values;
-//! `ElasticSettings::from_config` takes the snapshot the controller works with on one step.
-use crate::config::{parse_bytes, Config};
+//! `Config::elastic_settings` takes the snapshot the controller works with on one step.
+use crate::units::parse_bytes;
 use serde::Deserialize;
 
 /// Whether the pool follows the host (elastic) or is capped by `maxmemory` (fixed, Redis-style).
@@ -80,7 +80,7 @@ impl std::fmt::Display for Reserve {
 
 impl<'de> Deserialize<'de> for Reserve {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        crate::config::deserialize_number_or_text(
+        crate::units::deserialize_number_or_text(
             deserializer,
             |bytes| Ok(Reserve::Bytes(bytes)),
             Reserve::parse,
@@ -102,20 +102,6 @@ pub struct ElasticSettings {
     pub grow_bytes_per_sec: u64,
     pub poll_interval_ms: u64,
     pub reclaim_fast_threshold_bytes: u64,
-}
-
-impl ElasticSettings {
-    pub fn from_config(config: &Config) -> ElasticSettings {
-        ElasticSettings {
-            mode: config.memory_mode,
-            reserve: config.elastic_reserve,
-            min_bytes: config.elastic_min,
-            max_bytes: config.elastic_max,
-            grow_bytes_per_sec: config.elastic_grow_bytes_per_sec,
-            poll_interval_ms: config.elastic_poll_interval_ms,
-            reclaim_fast_threshold_bytes: config.reclaim_fast_threshold,
-        }
-    }
 }
 
 #[cfg(test)]

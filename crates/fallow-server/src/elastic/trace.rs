@@ -78,7 +78,7 @@ fn parse_size(text: &str) -> Result<u64, String> {
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(lower.len());
     let (number, unit) = lower.split_at(split);
-    let unit_bytes = crate::config::parse_bytes(&format!("1{unit}"))?;
+    let unit_bytes = crate::units::parse_bytes(&format!("1{unit}"))?;
     let value: f64 = number
         .parse()
         .map_err(|_| format!("invalid size '{text}'"))?;

@@ -6,7 +6,8 @@ pub mod protected;
 pub mod resp;
 mod unix_socket;
 
-use crate::server::{ClientKind, Server};
+use crate::server::Server;
+use crate::clients::ClientKind;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -21,6 +22,10 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()>,
 ) -> std::io::Result<()> {
     let config = server.config.read().clone();
+    // Pairs every command's metadata with its handler now: a missing one stops the server before it
+    // listens, not at the first client's command.
+    let commands = crate::command::table().len();
+    tracing::debug!(commands, "command table ready");
     accept::reserve_spare();
     let mut tasks = Vec::new();
     if config.port != 0 {
@@ -53,7 +58,7 @@ pub async fn serve(
     }
     warn_if_exposed(&server, &config.bind).await;
     tasks.push(tokio::spawn(housekeeping(server.clone())));
-    crate::elastic::start(&server).map_err(std::io::Error::other)?;
+    crate::elastic::start::start(&server).map_err(std::io::Error::other)?;
     shutdown.await;
     server.elastic.stop();
     tracing::info!("shutting down");
@@ -188,7 +193,7 @@ pub(crate) async fn sleep_or_forever(duration: Option<Duration>) {
 /// reading more, wait until `not_before`; the task sleeps, no thread or lock is held. False when the client
 /// was killed meanwhile.
 pub(crate) async fn wait_reply_delay(
-    handle: &crate::server::ClientHandle,
+    handle: &crate::clients::ClientHandle,
     not_before: &mut Option<tokio::time::Instant>,
 ) -> bool {
     let Some(deadline) = not_before.take() else {
@@ -251,8 +256,8 @@ async fn housekeeping(server: Arc<Server>) {
         }
         store.memory.sample_peak();
         // Pub/sub queues grow without their connections running: catch a total PUBLISH pushed over.
-        crate::client_memory::enforce_maxmemory_clients(&server);
-        crate::client_memory::trim_if_wanted(&server);
+        crate::clients::memory::enforce_maxmemory_clients(&server.clients, &server.clients_memory);
+        crate::clients::memory::trim_if_wanted(&server.clients_memory);
         server.acl_log.report_auth_failures();
     }
 }

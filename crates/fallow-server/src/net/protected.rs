@@ -1,7 +1,7 @@
 //! Protected mode, as Redis's: while it is on and the default user needs no password, only loopback and
 //! Unix-socket clients are answered; any other TCP client gets an explanation and is closed. It is decided
 //! per connection at accept, from two atomics the server keeps current on CONFIG SET and ACL changes.
-use crate::server::ClientKind;
+use crate::clients::ClientKind;
 use std::net::IpAddr;
 
 /// Redis 7.0's text with fallow's names (and fallow's way to make a change permanent: it has no

@@ -1,12 +1,13 @@
 //! The RESP connection loop: read, parse every complete request in the buffer, execute, write the batch of
 //! replies. Pipelined requests are answered with one write. Pub/sub messages, CLIENT KILL and blocking
 //! commands (BLPOP...) are handled here, between batches.
-use crate::client_memory::{self, ClassLimit};
+use crate::clients::memory::{self as client_memory, ClassLimit};
 use crate::command;
 use crate::connection::{BlockRequest, ConnState, TimeoutReply};
 use crate::net::{sleep_or_forever, wait_reply_delay};
 use crate::pubsub::PubSubMessage;
-use crate::server::{ClientHandle, Server};
+use crate::server::Server;
+use crate::clients::ClientHandle;
 use fallow_proto::resp::{parse_request, Parsed, RespLimits};
 use fallow_proto::ReplyWriter;
 use std::sync::atomic::Ordering;
@@ -53,11 +54,11 @@ impl Limits {
         Limits {
             generation,
             resp: RespLimits {
-                bulk_len_max: config.proto_max_bulk_len as usize,
+                bulk_len_max: config.proto_max_bulk_len_bytes as usize,
                 ..RespLimits::default()
             },
-            query_buffer_bytes_max: config.client_query_buffer_limit as usize,
-            idle_timeout: (config.timeout > 0).then(|| Duration::from_secs(config.timeout)),
+            query_buffer_bytes_max: config.client_query_buffer_limit_bytes as usize,
+            idle_timeout: (config.timeout_s > 0).then(|| Duration::from_secs(config.timeout_s)),
             output: config.client_output_buffer_limit,
         }
     }
@@ -97,7 +98,7 @@ where
     if let Err(error) = result {
         tracing::debug!(client = handle.id, %error, "connection ended with an error");
     }
-    crate::txn::session::disconnect(&server, &mut conn);
+    crate::command::dispatch::txn::disconnect(&server, &mut conn);
     let _ = stream.shutdown().await;
 }
 
@@ -325,7 +326,7 @@ fn finish_write(
     if out.buf.capacity() > 4 * OUTPUT_FLUSH_BYTES {
         out.buf.shrink_to(OUTPUT_FLUSH_BYTES);
     }
-    client_memory::report_buffers(server, &conn.handle, 0, input_bytes as u64);
+    client_memory::report_buffers(&server.clients, &server.clients_memory, &conn.handle, 0, input_bytes as u64);
     let memory = &conn.handle.memory;
     if memory.soft_since_ms.load(Ordering::Relaxed) != 0 {
         // Written out: the soft-limit clock restarts, unless the queued messages alone keep it running.
@@ -374,7 +375,7 @@ impl PendingOutput {
         soft_timer: &mut std::pin::Pin<&mut tokio::time::Sleep>,
     ) -> bool {
         let handle = &conn.handle;
-        client_memory::report_buffers(server, handle, unwritten as u64, input_bytes as u64);
+        client_memory::report_buffers(&server.clients, &server.clients_memory, handle, unwritten as u64, input_bytes as u64);
         if handle.is_killed() {
             return true;
         }
@@ -506,14 +507,16 @@ fn process_input(
             Parsed::Empty { consumed } => start += consumed,
             Parsed::Error(message) => {
                 server.stats.protocol_errors.fetch_add(1, Ordering::Relaxed);
-                out.error(&format!("ERR {message}"));
+                let reply = format!("ERR {message}");
+                server.stats.count_error(reply.as_bytes());
+                out.error(&reply);
                 flow = Flow::Close;
                 break;
             }
             Parsed::Multibulk { consumed } => {
                 args.clear();
                 args.extend(ranges.iter().map(|range| &pending[range.clone()]));
-                command::execute(server, conn, out, &args);
+                command::dispatch::execute(server, conn, out, &args);
                 if conn.block.is_some() || conn.lock_wait.is_some() {
                     remember_blocked_command(conn, &args);
                 }
@@ -524,7 +527,7 @@ fn process_input(
                 args: owned,
             } => {
                 let inline: Vec<&[u8]> = owned.iter().map(|arg| arg.as_slice()).collect();
-                command::execute(server, conn, out, &inline);
+                command::dispatch::execute(server, conn, out, &inline);
                 if conn.block.is_some() || conn.lock_wait.is_some() {
                     remember_blocked_command(conn, &inline);
                 }
@@ -562,6 +565,18 @@ fn remember_blocked_command(conn: &mut ConnState, args: &[&[u8]]) {
     conn.blocked_args = args.iter().map(|arg| arg.to_vec()).collect();
 }
 
+/// A client blocked on keys, as the store's shards wake it: a `Notify` permit, so a push between the
+/// command's retry and the wait is not lost. (A newtype: the orphan rule keeps fallow-server from
+/// implementing fallow-store's trait for tokio's `Notify`.)
+#[derive(Default)]
+struct BlockedClient(tokio::sync::Notify);
+
+impl fallow_store::Waiter for BlockedClient {
+    fn wake(&self) {
+        self.0.notify_one();
+    }
+}
+
 /// Waits until a blocked command can be served, times out, or the client goes away.
 async fn wait_blocked<S>(
     server: &Server,
@@ -577,13 +592,14 @@ where
     let request: BlockRequest = conn.block.take().expect("blocked");
     let args_owned = std::mem::take(&mut conn.blocked_args);
     let args: Vec<&[u8]> = args_owned.iter().map(|arg| arg.as_slice()).collect();
-    let notify = Arc::new(tokio::sync::Notify::new());
+    let client = Arc::new(BlockedClient::default());
+    let waiter: Arc<dyn fallow_store::Waiter> = client.clone();
     let db = conn.address();
     for key in &request.keys {
         server
             .store
             .lock(server.store.shard_index(key))
-            .add_waiter(db, key, notify.clone());
+            .add_waiter(db, key, waiter.clone());
     }
     conn.handle.snapshot.lock().blocked = true;
     let deadline = (request.timeout_ms > 0)
@@ -592,13 +608,13 @@ where
     let flow = loop {
         // Registered before retrying, so a push between the retry and the wait is not missed.
         conn.now_ms = fallow_store::now_ms();
-        command::execute(server, conn, out, &args);
+        command::dispatch::execute(server, conn, out, &args);
         conn.flush_command_stats(server);
         if conn.block.take().is_none() {
             break Flow::More;
         }
         tokio::select! {
-            _ = notify.notified() => continue,
+            _ = client.0.notified() => continue,
             _ = sleep_until_or_forever(deadline) => {
                 match request.timeout_reply {
                     TimeoutReply::NullArray => out.nil_array(),
@@ -618,7 +634,7 @@ where
         server
             .store
             .lock(server.store.shard_index(key))
-            .remove_waiter(db, key, &notify);
+            .remove_waiter(db, key, &waiter);
     }
     conn.handle.snapshot.lock().blocked = false;
     Ok(flow)
@@ -648,9 +664,9 @@ where
             break Flow::More;
         };
         let started = wait.started;
-        if crate::txn::session::end_granted_wait(server, &mut conn.lock_wait) {
+        if crate::txn::session::end_granted_wait(&server.txns, &mut conn.lock_wait) {
             conn.now_ms = fallow_store::now_ms();
-            command::execute(server, conn, out, &args);
+            command::dispatch::execute(server, conn, out, &args);
             conn.flush_command_stats(server);
             continue;
         }
@@ -658,7 +674,7 @@ where
         tokio::select! {
             _ = waker.notified() => continue,
             _ = tokio::time::sleep_until(deadline) => {
-                crate::txn::session::wait_timed_out(server, conn, out);
+                crate::command::dispatch::txn::wait_timed_out(server, conn, out);
                 break Flow::More;
             }
             _ = handle.kill_signal.notified() => break Flow::Close,

@@ -238,7 +238,12 @@ impl Txns {
     }
 
     pub fn new_id(&self) -> TxnId {
-        self.next_id.fetch_add(1, Ordering::Relaxed)
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        assert!(
+            id < TxnId::MAX,
+            "transaction ids never reach TxnId::MAX (the lock table's holder-less check)"
+        );
+        id
     }
 
     /// Called by a keyspace-wide write with every shard it changes locked, so a commit, which checks
@@ -306,6 +311,17 @@ impl Txns {
                     .or_default() += 1;
             }
         }
+        debug_assert!(
+            match answer {
+                Acquire::Granted => locks
+                    .table
+                    .holders(&request.key)
+                    .is_some_and(|holders| holders.iter().any(|&(holder, _)| holder == txn)),
+                Acquire::Waiting => locks.table.waiting_for(txn) == Some(&request.key),
+                Acquire::Conflict(_) => locks.table.waiting_for(txn).is_none(),
+            },
+            "a granted request holds its record, a queued one waits for it, a refused one for nothing"
+        );
         let first = !held_before;
         let result = match answer {
             Acquire::Granted => Ok(Acquired {
@@ -314,7 +330,11 @@ impl Txns {
             }),
             Acquire::Waiting => {
                 self.stats.lock_waits.fetch_add(1, Ordering::Relaxed);
-                locks.wakers.insert(txn, waker.clone());
+                let earlier = locks.wakers.insert(txn, waker.clone());
+                debug_assert!(
+                    earlier.is_none(),
+                    "a transaction waits for one record at a time, with one waker"
+                );
                 Ok(Acquired {
                     granted: false,
                     first,
@@ -333,7 +353,10 @@ impl Txns {
         locks.wakers.remove(&txn);
         let granted = locks.table.release(keys, txn, Instant::now());
         for (_, admitted) in granted {
-            if let Some(waker) = locks.wakers.remove(&admitted) {
+            let waker = locks.wakers.remove(&admitted);
+            // a granted waiter without a waker would sleep until its wait times out
+            debug_assert!(waker.is_some(), "every waiting transaction has a waker");
+            if let Some(waker) = waker {
                 waker.notify_one();
             }
         }
@@ -367,17 +390,15 @@ impl Txns {
 
 /// INFO `txn`: counters, locks held now, and conflicts per pair of modes (requested, held), as Claret's
 /// Figure 9 counts conflicts per pair of operations.
-pub fn info_section(server: &crate::server::Server, text: &mut String) {
+pub fn info_section(txns: &Txns, locks: &str, phasing: bool, text: &mut String) {
     use std::fmt::Write;
-    let txns = &server.txns;
     let stats = &txns.stats;
-    let config = server.config.read();
     text.push_str("# Txn\r\n");
     let mut field = |name: &str, value: &dyn std::fmt::Display| {
         let _ = write!(text, "{name}:{value}\r\n");
     };
-    field("txn_locks", &config.txn_locks);
-    field("txn_phasing", &crate::tenants::yes_no(config.txn_phasing));
+    field("txn_locks", &locks);
+    field("txn_phasing", &crate::units::yes_no(phasing));
     field("txn_begun", &stats.begun.load(Ordering::Relaxed));
     field("txn_commits", &stats.commits.load(Ordering::Relaxed));
     for (cause, count) in stats.aborts() {

@@ -2,7 +2,7 @@
 //! declarations in `fallow_txn::types`. Reads take the shared `read` mode (reads commute with reads); a
 //! write takes its data type's mode when the table below names one (boosting) and the exclusive `write`
 //! mode otherwise, as it does under the reader/writer baseline (`txn-locks rw`).
-use crate::command::{flags, key_positions, CommandSpec};
+use crate::command::info::{flags, key_positions, CommandInfo};
 use crate::txn::{KeyLock, LockKey, Modes};
 use fallow_txn::types::{counter, dict, list, scored_set, set, summary_bag, topk, uid};
 use fallow_txn::{rw_mode, Access, Mode};
@@ -77,7 +77,7 @@ fn zadd_modes(args: &[&[u8]]) -> Modes {
 /// may round differently in another order, so it takes its member's part.
 fn zincrby_modes(args: &[&[u8]]) -> Modes {
     const EXACT_MAX: i64 = 1 << 53;
-    match crate::command::parse_int(args[2]) {
+    match fallow_proto::resp::parse_i64(args[2]) {
         Some(increment) if increment.abs() < EXACT_MAX => smallvec![scored_set::INCR],
         _ => smallvec![scored_set::member_write(&args[3])],
     }
@@ -88,7 +88,7 @@ fn exclusive() -> Mode {
 }
 
 /// Whether the command only reads.
-pub fn is_read(spec: &CommandSpec) -> bool {
+pub fn is_read(spec: &CommandInfo) -> bool {
     spec.flags & flags::WRITE == 0
 }
 
@@ -96,7 +96,7 @@ pub fn is_read(spec: &CommandSpec) -> bool {
 pub type Requests = SmallVec<[KeyLock; 1]>;
 
 /// The lock requests of one command over database address `db`, one per distinct key.
-pub fn requests(spec: &CommandSpec, args: &[&[u8]], db: usize, abstract_locks: bool) -> Requests {
+pub fn requests(spec: &CommandInfo, args: &[&[u8]], db: usize, abstract_locks: bool) -> Requests {
     let mut requests = Requests::new();
     for position in key_positions(spec, args) {
         let modes = modes_at(spec, args, position, abstract_locks);
@@ -136,7 +136,7 @@ pub fn add_requests(requests: &mut Requests, more: impl IntoIterator<Item = KeyL
     }
 }
 
-fn modes_at(spec: &CommandSpec, args: &[&[u8]], position: usize, abstract_locks: bool) -> Modes {
+fn modes_at(spec: &CommandInfo, args: &[&[u8]], position: usize, abstract_locks: bool) -> Modes {
     if is_read(spec) {
         return smallvec![rw_mode(Access::Read)];
     }
@@ -165,7 +165,7 @@ fn merge(modes: &mut Modes, more: Modes) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::command::lookup;
+    use crate::command::info::lookup;
 
     fn modes_of(args: &[&str], abstract_locks: bool) -> Requests {
         let args: Vec<&[u8]> = args.iter().map(|arg| arg.as_bytes()).collect();

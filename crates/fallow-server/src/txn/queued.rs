@@ -1,7 +1,7 @@
 //! A transaction's queued writes: each command with its arguments, the arguments back to back in one
 //! buffer. A write costs no allocation of its own, and the connection keeps the buffers for its next
 //! transaction (`Spare`).
-use crate::command::CommandSpec;
+use crate::command::info::CommandInfo;
 use crate::txn::LockKey;
 use std::ops::Range;
 
@@ -13,11 +13,11 @@ pub struct QueuedWrites {
     /// Each argument's end in `bytes`.
     arg_ends: Vec<usize>,
     /// Each write: its command (looked up once, at dispatch) and the end of its arguments in `arg_ends`.
-    writes: Vec<(&'static CommandSpec, usize)>,
+    writes: Vec<(&'static CommandInfo, usize)>,
 }
 
 impl QueuedWrites {
-    pub fn push(&mut self, spec: &'static CommandSpec, args: &[&[u8]]) {
+    pub fn push(&mut self, spec: &'static CommandInfo, args: &[&[u8]]) {
         for arg in args {
             self.bytes.extend_from_slice(arg);
             self.arg_ends.push(self.bytes.len());
@@ -48,7 +48,7 @@ impl QueuedWrites {
     }
 
     /// Each write's command and the range of its arguments in `args()`.
-    pub fn writes(&self) -> impl Iterator<Item = (&'static CommandSpec, Range<usize>)> + '_ {
+    pub fn writes(&self) -> impl Iterator<Item = (&'static CommandInfo, Range<usize>)> + '_ {
         let starts = std::iter::once(0).chain(self.writes.iter().map(|&(_, end)| end));
         starts
             .zip(&self.writes)
@@ -64,7 +64,7 @@ impl QueuedWrites {
     fn capacity_bytes(&self) -> usize {
         self.bytes.capacity()
             + self.arg_ends.capacity() * size_of::<usize>()
-            + self.writes.capacity() * size_of::<(&CommandSpec, usize)>()
+            + self.writes.capacity() * size_of::<(&CommandInfo, usize)>()
     }
 }
 
@@ -94,7 +94,7 @@ impl Spare {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::command::lookup;
+    use crate::command::info::lookup;
 
     #[test]
     fn writes_come_back_with_their_own_arguments() {

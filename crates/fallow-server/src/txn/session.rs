@@ -1,17 +1,11 @@
-//! A connection's side of transactions: the open transaction (TXN.BEGIN .. TXN.COMMIT), the locks a plain
-//! command or EXEC queued for, and the lock wait the connection loop sleeps on.
-//!
-//! Inside a transaction a command first takes the locks of its records. A read then runs at once, on the
-//! state before the transaction (the transaction's own writes are still queued); a write is queued and
-//! replied `+QUEUED`. TXN.COMMIT applies the queued writes on their shards, all locked at once, and only
-//! then releases the records' locks.
-use crate::command::{self, flags, Keys};
-use crate::connection::ConnState;
-use crate::server::Server;
-use crate::txn::modes::{self, Requests};
+//! A connection's side of transactions, as data: the open transaction (TXN.BEGIN .. TXN.COMMIT) with the
+//! records it holds and the writes it queued, the locks a plain command or EXEC took, and the lock wait
+//! the connection loop sleeps on; and taking those locks in the lock table (`Txns`). What a command does
+//! inside a transaction is decided by the dispatcher (`command::dispatch::txn`), which drives these.
+use crate::command::info::CommandInfo;
+use crate::txn::modes::Requests;
 use crate::txn::queued::{QueuedWrites, Spare};
-use crate::txn::{AbortCause, Acquired, LockKey, WaitPolicy};
-use fallow_proto::ReplyWriter;
+use crate::txn::{AbortCause, Acquired, LockKey, Txns, WaitPolicy};
 use fallow_txn::lock::TxnId;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -53,168 +47,103 @@ pub struct LockWait {
     pub started: Instant,
 }
 
+/// Why a write was not queued: the transaction reached `QUEUED_WRITES_MAX` or `QUEUED_BYTES_MAX`.
+#[derive(Debug)]
+pub struct QueueFull;
+
 impl Session {
     /// A transaction that starts with the (empty) buffers of `spare`.
-    pub fn new(server: &Server, wait: WaitPolicy, busy_on_conflict: bool, spare: Spare) -> Session {
-        debug_assert!(spare.held.is_empty() && spare.writes.is_empty());
+    pub fn new(txns: &Txns, wait: WaitPolicy, busy_on_conflict: bool, spare: Spare) -> Session {
+        assert!(
+            spare.held.is_empty() && spare.writes.is_empty(),
+            "a new transaction starts with empty buffers"
+        );
         Session {
-            id: server.txns.new_id(),
+            id: txns.new_id(),
             held: spare.held,
             queued: spare.writes,
             aborted: None,
             wait,
             busy_on_conflict,
-            keyspace_writes_at_begin: server.txns.keyspace_writes(),
+            keyspace_writes_at_begin: txns.keyspace_writes(),
         }
     }
 
     /// Whether a keyspace-wide write ran since TXN.BEGIN.
-    fn flushed(&self, server: &Server) -> bool {
-        server.txns.keyspace_writes() != self.keyspace_writes_at_begin
+    pub fn flushed(&self, txns: &Txns) -> bool {
+        txns.keyspace_writes() != self.keyspace_writes_at_begin
     }
-}
 
-/// The open transaction's abort cause, if it was aborted or is aborted now because a keyspace-wide write
-/// ran since it began (its reads so far may have seen both sides of it).
-fn aborted_or_flushed(server: &Server, conn: &mut ConnState) -> Option<AbortCause> {
-    let session = conn.txn.as_ref().expect("in a transaction");
-    if session.aborted.is_none() && session.flushed(server) {
-        abort(server, conn, AbortCause::Flush);
+    /// The writes queued so far.
+    pub fn queued(&self) -> &QueuedWrites {
+        &self.queued
     }
-    conn.txn.as_ref().and_then(|session| session.aborted)
-}
 
-/// Runs a command of an open transaction (everything but TXN.*).
-pub fn run_in_txn(
-    server: &Server,
-    conn: &mut ConnState,
-    out: &mut ReplyWriter,
-    spec: &'static command::CommandSpec,
-    args: &[&[u8]],
-) {
-    if let Some(cause) = aborted_or_flushed(server, conn) {
-        return out.error(&cause.error());
-    }
-    if let Some(refusal) = refused_in_txn(spec) {
-        return out.error(&refusal);
-    }
-    if matches!(spec.keys, Keys::None) {
-        return command::run_unlocked_by_txns(server, conn, out, spec, args, false);
-    }
-    let requests = modes::requests(spec, args, conn.address(), server.txns.abstract_locks());
-    if !acquired(server, conn, out, requests) {
-        return;
-    }
-    // ids are unique, not sequential: handing one out at once costs an aborted transaction only a gap
-    if modes::is_read(spec) || spec.name == "uid.next" {
-        return command::run_unlocked_by_txns(server, conn, out, spec, args, false);
-    }
-    let session = conn.txn.as_mut().expect("in a transaction");
-    let bytes: usize = args.iter().map(|arg| arg.len()).sum();
-    if session.queued.len() >= QUEUED_WRITES_MAX
-        || session.queued.bytes() + bytes > QUEUED_BYTES_MAX
-    {
-        abort(server, conn, AbortCause::Full);
-        return out.error(&AbortCause::Full.error());
-    }
-    session.queued.push(spec, args);
-    server
-        .txns
-        .stats
-        .queued_writes
-        .fetch_add(1, Ordering::Relaxed);
-    out.simple("QUEUED");
-}
-
-/// TXN.LOCK key [key ...] in the open transaction: takes each key's lock in the exclusive mode, so a
-/// transaction that will read and then write a record holds it in every mode it needs from the start.
-pub fn lock(server: &Server, conn: &mut ConnState, out: &mut ReplyWriter, keys: &[&[u8]]) {
-    if let Some(cause) = aborted_or_flushed(server, conn) {
-        return out.error(&cause.error());
-    }
-    let requests = modes::exclusive_requests(keys, conn.address());
-    if acquired(server, conn, out, requests) {
-        out.ok();
-    }
-}
-
-/// Takes the locks of `requests` for the open transaction. False when the command must not run now: it
-/// waits (no reply yet; it re-runs once granted), or it was refused and the reply is written (TXNBUSY,
-/// or TXNABORT with the transaction aborted).
-fn acquired(
-    server: &Server,
-    conn: &mut ConnState,
-    out: &mut ReplyWriter,
-    requests: Requests,
-) -> bool {
-    match acquire_for_session(server, conn, requests) {
-        Granted::All => true,
-        Granted::Waiting => false,
-        Granted::Refused(AbortCause::Conflict) if session_busy_on_conflict(conn) => {
-            server
-                .txns
-                .stats
-                .busy_replies
-                .fetch_add(1, Ordering::Relaxed);
-            out.error(TXNBUSY);
-            false
+    /// Queues a write to apply at commit, unless the transaction is full.
+    pub fn queue_write(
+        &mut self,
+        info: &'static CommandInfo,
+        args: &[&[u8]],
+    ) -> Result<(), QueueFull> {
+        let bytes: usize = args.iter().map(|arg| arg.len()).sum();
+        if self.queued.len() >= QUEUED_WRITES_MAX || self.queued.bytes() + bytes > QUEUED_BYTES_MAX
+        {
+            return Err(QueueFull);
         }
-        Granted::Refused(cause) => {
-            abort(server, conn, cause);
-            out.error(&cause.error());
-            false
-        }
+        self.queued.push(info, args);
+        Ok(())
     }
-}
 
-/// The reply to a command of a TXN.BEGIN BUSY transaction whose lock is held in a conflicting mode.
-pub const TXNBUSY: &str =
-    "TXNBUSY conflict: the lock is held in a mode that does not admit this command; the transaction is still open, retry the command";
-
-fn session_busy_on_conflict(conn: &ConnState) -> bool {
-    conn.txn
-        .as_ref()
-        .is_some_and(|session| session.busy_on_conflict)
-}
-
-/// Why a command cannot run inside a transaction, if it cannot.
-fn refused_in_txn(spec: &command::CommandSpec) -> Option<String> {
-    let refused = spec.flags & (flags::NO_MULTI | flags::BLOCKING | flags::PUBSUB) != 0
-        || matches!(spec.keys, Keys::All)
-        || matches!(spec.name, "select" | "swapdb" | "move" | "multi");
-    refused.then(|| {
-        format!(
-            "ERR {} is not allowed inside a transaction",
-            spec.name.to_ascii_uppercase()
+    /// Takes the locks of `requests` for this transaction (see `acquire_all`).
+    pub fn acquire(
+        &mut self,
+        txns: &Txns,
+        requests: Requests,
+        waker: &Arc<Notify>,
+        wait: &mut Option<LockWait>,
+    ) -> Granted {
+        acquire_all(
+            txns,
+            self.id,
+            &mut self.held,
+            requests,
+            self.wait,
+            waker,
+            wait,
         )
-    })
+    }
+
+    /// Releases every lock and empties the buffers (freed if big: the client may take its time to end
+    /// an aborted transaction); the session stays, marked aborted.
+    pub fn abort(&mut self, txns: &Txns, cause: AbortCause) {
+        txns.stats.count_abort(cause);
+        txns.release(self.id, &self.held);
+        let spare = Spare::recycle(
+            std::mem::take(&mut self.held),
+            std::mem::take(&mut self.queued),
+        );
+        (self.held, self.queued) = (spare.held, spare.writes);
+        self.aborted = Some(cause);
+    }
+
+    /// Releases every lock the transaction holds or waits for, and hands back its buffers, emptied.
+    pub fn finish(self, txns: &Txns) -> Spare {
+        txns.release(self.id, &self.held);
+        Spare::recycle(self.held, self.queued)
+    }
 }
 
-enum Granted {
+/// What taking a set of lock requests came to.
+pub enum Granted {
     All,
-    /// A request queued: `conn.lock_wait` is set and the command is re-run when it is granted.
+    /// A request queued: the wait is set and the command is re-run when it is granted.
     Waiting,
     Refused(AbortCause),
 }
 
-fn acquire_for_session(server: &Server, conn: &mut ConnState, requests: Requests) -> Granted {
-    let session = conn.txn.as_mut().expect("in a transaction");
-    let (id, held, wait) = (session.id, &mut session.held, session.wait);
-    let waker = conn.lock_waker.clone();
-    acquire_all(
-        server,
-        id,
-        held,
-        requests,
-        wait,
-        &waker,
-        &mut conn.lock_wait,
-    )
-}
-
 /// Takes every lock of `requests` in order, recording each granted or queued record in `held`.
 fn acquire_all(
-    server: &Server,
+    txns: &Txns,
     id: TxnId,
     held: &mut Vec<LockKey>,
     requests: Requests,
@@ -223,7 +152,7 @@ fn acquire_all(
     wait: &mut Option<LockWait>,
 ) -> Granted {
     for request in requests {
-        let answer = server.txns.acquire(id, &request, wait_policy, waker);
+        let answer = txns.acquire(id, &request, wait_policy, waker);
         // A queued request is recorded too: a release may grant it before the command re-runs, and an
         // abort, timeout or disconnect in between must release it with the rest.
         if answer.is_ok_and(|acquired| acquired.first) {
@@ -245,59 +174,6 @@ fn acquire_all(
     Granted::All
 }
 
-/// Ends the open transaction without applying anything: releases its locks and withdraws its wait. The
-/// session stays, marked aborted, so the rest of a pipelined transaction fails too.
-pub fn abort(server: &Server, conn: &mut ConnState, cause: AbortCause) {
-    server.txns.stats.count_abort(cause);
-    conn.lock_wait = None;
-    let session = conn.txn.as_mut().expect("in a transaction");
-    server.txns.release(session.id, &session.held);
-    // emptied, and freed if big: the client may take its time to end the aborted transaction
-    let spare = Spare::recycle(
-        std::mem::take(&mut session.held),
-        std::mem::take(&mut session.queued),
-    );
-    (session.held, session.queued) = (spare.held, spare.writes);
-    session.aborted = Some(cause);
-}
-
-/// TXN.COMMIT: applies the queued writes on their shards, locked together, replying with an array of their
-/// replies; then releases every lock.
-pub fn commit(server: &Server, conn: &mut ConnState, out: &mut ReplyWriter, session: Session) {
-    let args = session.queued.args();
-    let keys = session.queued.writes().flat_map(|(spec, range)| {
-        let args = &args[range];
-        command::key_positions(spec, args)
-            .into_iter()
-            .map(|position| args[position])
-    });
-    let mut guards = server.store.lock_keys(keys);
-    // Checked with the written shards locked: a keyspace-wide write (which locks them all) either ran
-    // wholly before this check or runs after these writes.
-    if session.flushed(server) {
-        drop(guards);
-        server.txns.stats.count_abort(AbortCause::Flush);
-        conn.txn = Some(session);
-        end(server, conn);
-        return out.error(&AbortCause::Flush.error());
-    }
-    out.array_len(session.queued.len());
-    for (spec, range) in session.queued.writes() {
-        let args = &args[range];
-        if let Err(denied) = command::permitted_now(server, conn, spec, args) {
-            out.error(&denied);
-            continue;
-        }
-        guards = command::run_with_guards(server, conn, out, spec, args, guards, true);
-    }
-    // released with the shards still locked: no one sees the records between the writes and the release
-    server.txns.release(session.id, &session.held);
-    drop(guards);
-    drop(args);
-    conn.txn_spare = Spare::recycle(session.held, session.queued);
-    server.txns.stats.commits.fetch_add(1, Ordering::Relaxed);
-}
-
 /// What a plain request (a RESP command or EXEC, a memcached request) may do about transactions' locks
 /// on its records.
 pub enum Claim {
@@ -312,7 +188,7 @@ pub enum Claim {
 /// Checks, and queues for if need be, the locks of a plain request (`requests`), with their shards locked.
 /// `locks` and `wait` are the connection's: a RESP `ConnState`'s or a memcached connection's.
 pub fn claim(
-    server: &Server,
+    txns: &Txns,
     locks: &mut Option<PlainLocks>,
     wait: &mut Option<LockWait>,
     waker: &Arc<Notify>,
@@ -322,396 +198,48 @@ pub fn claim(
         return Claim::Run;
     }
     if locks.is_none() {
-        if server.txns.admits_all(&requests) {
+        if txns.admits_all(&requests) {
             return Claim::Run;
         }
-        server
-            .txns
-            .stats
-            .plain_lock_waits
-            .fetch_add(1, Ordering::Relaxed);
+        txns.stats.plain_lock_waits.fetch_add(1, Ordering::Relaxed);
         *locks = Some(PlainLocks {
-            id: server.txns.new_id(),
+            id: txns.new_id(),
             held: Vec::new(),
         });
     }
     let plain = locks.as_mut().expect("set above");
     let (id, held) = (plain.id, &mut plain.held);
-    match acquire_all(server, id, held, requests, WaitPolicy::Always, waker, wait) {
+    match acquire_all(txns, id, held, requests, WaitPolicy::Always, waker, wait) {
         Granted::All => Claim::Run,
         Granted::Waiting => Claim::Wait,
         Granted::Refused(cause) => {
-            release_claim(server, locks, wait);
+            release_claim(txns, locks, wait);
             Claim::Refused(cause)
         }
     }
 }
 
 /// Releases the locks a plain request took (after it ran, or when its wait ended).
-pub fn release_claim(server: &Server, locks: &mut Option<PlainLocks>, wait: &mut Option<LockWait>) {
+pub fn release_claim(txns: &Txns, locks: &mut Option<PlainLocks>, wait: &mut Option<LockWait>) {
     if let Some(plain) = locks.take() {
-        server.txns.release(plain.id, &plain.held);
+        txns.release(plain.id, &plain.held);
     }
     *wait = None;
 }
 
 /// Ends `wait` if the lock table granted it, counting the time waited: true then, and the waiting command
 /// or request runs again (it now holds the lock).
-pub fn end_granted_wait(server: &Server, wait: &mut Option<LockWait>) -> bool {
+pub fn end_granted_wait(txns: &Txns, wait: &mut Option<LockWait>) -> bool {
     let Some(LockWait { txn, started }) = *wait else {
         return false;
     };
-    if server.txns.is_waiting(txn) {
+    if txns.is_waiting(txn) {
         return false;
     }
     let waited_us = started.elapsed().as_micros() as u64;
-    let stats = &server.txns.stats;
-    stats.lock_wait_us.fetch_add(waited_us, Ordering::Relaxed);
+    txns.stats
+        .lock_wait_us
+        .fetch_add(waited_us, Ordering::Relaxed);
     *wait = None;
     true
-}
-
-/// [`claim`] for a RESP plain command or EXEC; a refusal's error reply is written.
-pub fn plain_access(
-    server: &Server,
-    conn: &mut ConnState,
-    out: &mut ReplyWriter,
-    requests: Requests,
-) -> Claim {
-    let waker = conn.lock_waker.clone();
-    let claimed = claim(
-        server,
-        &mut conn.plain_locks,
-        &mut conn.lock_wait,
-        &waker,
-        requests,
-    );
-    if let Claim::Refused(cause) = claimed {
-        out.error(&cause.error());
-    }
-    claimed
-}
-
-/// Releases the locks a plain command or EXEC took (after it ran, or when its wait ended).
-pub fn release_plain(server: &Server, conn: &mut ConnState) {
-    release_claim(server, &mut conn.plain_locks, &mut conn.lock_wait);
-}
-
-/// A lock wait passed `txn-lock-wait-ms`: the transaction aborts, or the plain command is refused.
-pub fn wait_timed_out(server: &Server, conn: &mut ConnState, out: &mut ReplyWriter) {
-    if conn.txn.is_some() {
-        abort(server, conn, AbortCause::Timeout);
-    } else {
-        release_plain(server, conn);
-    }
-    out.error(&AbortCause::Timeout.error());
-}
-
-/// The connection is closing: its transaction aborts and its locks go.
-pub fn disconnect(server: &Server, conn: &mut ConnState) {
-    if conn.txn.as_ref().is_some_and(|txn| txn.aborted.is_none()) {
-        server
-            .txns
-            .stats
-            .aborts_disconnect
-            .fetch_add(1, Ordering::Relaxed);
-    }
-    end(server, conn);
-}
-
-/// Ends the connection's transaction, if any, and drops every lock it holds or waits for.
-pub fn end(server: &Server, conn: &mut ConnState) {
-    if let Some(session) = conn.txn.take() {
-        server.txns.release(session.id, &session.held);
-        conn.txn_spare = Spare::recycle(session.held, session.queued);
-    }
-    release_plain(server, conn);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::server::ClientKind;
-
-    fn server() -> Server {
-        Server::for_tests()
-    }
-
-    fn connection(server: &Server) -> ConnState {
-        let handle = server
-            .register_client(ClientKind::Resp, "test".into(), "test".into())
-            .expect("room for a client");
-        let (sender, _) = tokio::sync::mpsc::channel(1);
-        ConnState::new(handle, true, sender)
-    }
-
-    fn run(server: &Server, conn: &mut ConnState, args: &[&str]) -> Vec<u8> {
-        let args: Vec<&[u8]> = args.iter().map(|arg| arg.as_bytes()).collect();
-        let mut out = ReplyWriter::new(false);
-        command::execute(server, conn, &mut out, &args);
-        out.buf
-    }
-
-    /// A benchmark, not run by default: the server-side cost of a transaction against the same commands
-    /// plain, in process (no network), as a Retwis post fanning out to 16 timelines. The fastest of 15
-    /// rounds, the machine being noisy. `cargo test --release -p fallow-server --lib
-    /// txn_path_cost -- --ignored --nocapture`
-    #[test]
-    #[ignore]
-    fn txn_path_cost() {
-        const POSTS: usize = 10_000;
-        const MEMBERS: usize = 200;
-        let server = server();
-        let mut conn = connection(&server);
-        let timelines: Vec<String> = (0..16).map(|f| format!("timeline:{f:06}")).collect();
-        let mut posts = |txn: bool| {
-            let started = Instant::now();
-            for post in 0..POSTS {
-                let id = format!("{}", post % MEMBERS);
-                if txn {
-                    begin(&server, &mut conn);
-                }
-                let body = [
-                    "HSET",
-                    &format!("post:{id}"),
-                    "body",
-                    "hello world",
-                    "user",
-                    "7",
-                ];
-                run(&server, &mut conn, &body);
-                for timeline in &timelines {
-                    run(&server, &mut conn, &["ZADD", timeline, &id, &id]);
-                }
-                if txn {
-                    let replies = run(&server, &mut conn, &["TXN.COMMIT"]);
-                    assert!(replies.starts_with(b"*17\r\n"), "every write applied");
-                }
-            }
-            started.elapsed().as_nanos() as f64 / POSTS as f64
-        };
-        let (mut plain_ns, mut txn_ns) = (f64::MAX, f64::MAX);
-        for _ in 0..15 {
-            plain_ns = plain_ns.min(posts(false));
-            txn_ns = txn_ns.min(posts(true));
-        }
-        eprintln!("per post: plain {plain_ns:.0} ns, transaction {txn_ns:.0} ns");
-        for timeline in &timelines {
-            assert_eq!(run(&server, &mut conn, &["ZCARD", timeline]), b":200\r\n");
-        }
-        assert_eq!(server.txns.locked_records(), 0, "every lock released");
-    }
-
-    fn begin(server: &Server, conn: &mut ConnState) {
-        assert_eq!(run(server, conn, &["TXN.BEGIN"]), b"+OK\r\n");
-    }
-
-    #[test]
-    fn a_wait_granted_just_before_its_timeout_is_released_with_the_abort() {
-        let server = server();
-        let (mut holder, mut waiter) = (connection(&server), connection(&server));
-        begin(&server, &mut holder);
-        begin(&server, &mut waiter);
-        assert_eq!(
-            run(&server, &mut holder, &["SET", "k", "1"]),
-            b"+QUEUED\r\n"
-        );
-        assert!(
-            run(&server, &mut waiter, &["GET", "k"]).is_empty(),
-            "it waits"
-        );
-        assert!(waiter.lock_wait.is_some());
-        // the commit grants the waiter's request; its deadline fires before the command re-runs
-        run(&server, &mut holder, &["TXN.COMMIT"]);
-        let mut out = ReplyWriter::new(false);
-        wait_timed_out(&server, &mut waiter, &mut out);
-        assert!(out.buf.starts_with(b"-TXNABORT timeout"));
-        assert_eq!(
-            server.txns.locked_records(),
-            0,
-            "no lock outlives its transactions"
-        );
-        server.txns.check_invariants().unwrap();
-    }
-
-    #[test]
-    fn a_disconnect_while_waiting_or_holding_releases_everything() {
-        let server = server();
-        let (mut first, mut second, mut plain) = (
-            connection(&server),
-            connection(&server),
-            connection(&server),
-        );
-        begin(&server, &mut first);
-        begin(&server, &mut second);
-        assert_eq!(
-            run(&server, &mut first, &["SADD", "s", "x"]),
-            b"+QUEUED\r\n"
-        );
-        assert!(run(&server, &mut second, &["SCARD", "s"]).is_empty());
-        assert!(run(&server, &mut plain, &["SMEMBERS", "s"]).is_empty());
-        disconnect(&server, &mut first);
-        disconnect(&server, &mut second);
-        disconnect(&server, &mut plain);
-        assert_eq!(server.txns.locked_records(), 0);
-        assert_eq!(
-            server.txns.stats.aborts_disconnect.load(Ordering::Relaxed),
-            2
-        );
-    }
-
-    fn flush_aborts(server: &Server) -> u64 {
-        server.txns.stats.aborts_flush.load(Ordering::Relaxed)
-    }
-
-    #[test]
-    fn a_keyspace_wide_write_aborts_the_transactions_open_across_it() {
-        let server = server();
-        let (mut reader, mut writer, mut admin) = (
-            connection(&server),
-            connection(&server),
-            connection(&server),
-        );
-        run(&server, &mut admin, &["SET", "k", "1"]);
-        begin(&server, &mut reader);
-        begin(&server, &mut writer);
-        assert_eq!(run(&server, &mut reader, &["GET", "k"]), b"$1\r\n1\r\n");
-        assert_eq!(
-            run(&server, &mut writer, &["INCR", "counter"]),
-            b"+QUEUED\r\n"
-        );
-        assert_eq!(run(&server, &mut admin, &["FLUSHALL"]), b"+OK\r\n");
-        // The reader's next command fails at once: "k" read as 1 before, absent now.
-        let refused = run(&server, &mut reader, &["GET", "other"]);
-        assert!(refused.starts_with(b"-TXNABORT flush"), "{refused:?}");
-        // The writer's commit applies nothing: its INCR was queued against the state before.
-        let refused = run(&server, &mut writer, &["TXN.COMMIT"]);
-        assert!(refused.starts_with(b"-TXNABORT flush"), "{refused:?}");
-        assert!(
-            writer.txn.is_none(),
-            "TXN.COMMIT ends the transaction, aborted or not"
-        );
-        assert_eq!(run(&server, &mut admin, &["EXISTS", "counter"]), b":0\r\n");
-        assert_eq!(flush_aborts(&server), 2);
-        run(&server, &mut reader, &["TXN.ABORT"]);
-        assert_eq!(server.txns.locked_records(), 0);
-
-        // One begun after it commits; FLUSHDB and SWAPDB abort as FLUSHALL does.
-        for keyspace_write in [&["FLUSHDB"][..], &["SWAPDB", "0", "1"]] {
-            begin(&server, &mut writer);
-            assert_eq!(
-                run(&server, &mut writer, &["SET", "a", "1"]),
-                b"+QUEUED\r\n"
-            );
-            assert!(run(&server, &mut writer, &["TXN.COMMIT"]).starts_with(b"*1\r\n"));
-            begin(&server, &mut writer);
-            assert_eq!(run(&server, &mut writer, &["TXN.LOCK", "a"]), b"+OK\r\n");
-            assert_eq!(run(&server, &mut admin, keyspace_write), b"+OK\r\n");
-            let refused = run(&server, &mut writer, &["TXN.LOCK", "b"]);
-            assert!(refused.starts_with(b"-TXNABORT flush"), "{refused:?}");
-            run(&server, &mut writer, &["TXN.ABORT"]);
-        }
-        assert_eq!(flush_aborts(&server), 4);
-        assert_eq!(server.txns.locked_records(), 0);
-    }
-
-    #[test]
-    fn reads_then_writes_deadlock_on_the_upgrade_unless_locked_first() {
-        let server = server();
-        let (mut first, mut second) = (connection(&server), connection(&server));
-        // Both read the set, then both add to it: the second add closes a cycle and aborts.
-        begin(&server, &mut first);
-        begin(&server, &mut second);
-        assert_eq!(run(&server, &mut first, &["SCARD", "s"]), b":0\r\n");
-        assert_eq!(run(&server, &mut second, &["SCARD", "s"]), b":0\r\n");
-        assert!(run(&server, &mut first, &["SADD", "s", "a"]).is_empty());
-        let refused = run(&server, &mut second, &["SADD", "s", "b"]);
-        assert!(refused.starts_with(b"-TXNABORT deadlock"), "{refused:?}");
-        assert_eq!(
-            server
-                .txns
-                .stats
-                .deadlocks_on_upgrade
-                .load(Ordering::Relaxed),
-            1
-        );
-        assert!(!server.txns.is_waiting(first.txn.as_ref().unwrap().id));
-        run(&server, &mut second, &["TXN.ABORT"]);
-        assert_eq!(
-            run(&server, &mut first, &["SADD", "s", "a"]),
-            b"+QUEUED\r\n"
-        );
-        assert!(run(&server, &mut first, &["TXN.COMMIT"]).starts_with(b"*1\r\n"));
-
-        // Declared up front, the second waits for the first instead, and then sees its add.
-        begin(&server, &mut first);
-        begin(&server, &mut second);
-        assert_eq!(
-            run(&server, &mut first, &["TXN.LOCK", "s", "t"]),
-            b"+OK\r\n"
-        );
-        assert!(
-            run(&server, &mut second, &["TXN.LOCK", "s"]).is_empty(),
-            "it waits"
-        );
-        assert_eq!(run(&server, &mut first, &["SCARD", "s"]), b":1\r\n");
-        assert_eq!(
-            run(&server, &mut first, &["SADD", "s", "b"]),
-            b"+QUEUED\r\n"
-        );
-        assert!(run(&server, &mut first, &["TXN.COMMIT"]).starts_with(b"*1\r\n"));
-        assert!(
-            !server.txns.is_waiting(second.txn.as_ref().unwrap().id),
-            "granted"
-        );
-        assert_eq!(run(&server, &mut second, &["TXN.LOCK", "s"]), b"+OK\r\n");
-        assert_eq!(run(&server, &mut second, &["SCARD", "s"]), b":2\r\n");
-        assert_eq!(
-            run(&server, &mut second, &["SADD", "s", "c"]),
-            b"+QUEUED\r\n"
-        );
-        assert!(run(&server, &mut second, &["TXN.COMMIT"]).starts_with(b"*1\r\n"));
-        assert_eq!(server.txns.locked_records(), 0);
-        server.txns.check_invariants().unwrap();
-    }
-
-    #[test]
-    fn txn_lock_is_exclusive_and_needs_a_transaction() {
-        let server = server();
-        let (mut holder, mut adder, mut plain) = (
-            connection(&server),
-            connection(&server),
-            connection(&server),
-        );
-        let refused = run(&server, &mut plain, &["TXN.LOCK", "s"]);
-        assert!(refused.starts_with(b"-ERR TXN.LOCK without TXN.BEGIN"));
-        begin(&server, &mut holder);
-        begin(&server, &mut adder);
-        assert_eq!(run(&server, &mut holder, &["TXN.LOCK", "s"]), b"+OK\r\n");
-        // adds share a set's lock with adds, never with TXN.LOCK's mode; plain commands wait too
-        assert!(run(&server, &mut adder, &["SADD", "s", "x"]).is_empty());
-        assert!(run(&server, &mut plain, &["SCARD", "s"]).is_empty());
-        end(&server, &mut holder);
-        end(&server, &mut adder);
-        release_plain(&server, &mut plain);
-        assert_eq!(server.txns.locked_records(), 0);
-    }
-
-    #[test]
-    fn a_transaction_queues_a_bounded_number_of_writes() {
-        let server = server();
-        let mut conn = connection(&server);
-        begin(&server, &mut conn);
-        for _ in 0..QUEUED_WRITES_MAX {
-            assert_eq!(run(&server, &mut conn, &["INCR", "n"]), b"+QUEUED\r\n");
-        }
-        let refused = run(&server, &mut conn, &["INCR", "n"]);
-        assert!(refused.starts_with(b"-TXNABORT full"), "{refused:?}");
-        assert_eq!(
-            server.txns.locked_records(),
-            0,
-            "the abort released the lock"
-        );
-        assert!(run(&server, &mut conn, &["TXN.COMMIT"]).starts_with(b"-TXNABORT full"));
-    }
 }

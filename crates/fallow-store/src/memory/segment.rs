@@ -160,6 +160,17 @@ impl Segment {
         bytes[key_start + key.len()..key_start + key.len() + value.len()].copy_from_slice(value);
         self.used_bytes += size;
         self.live_bytes += size;
+        debug_assert!(
+            offset.is_multiple_of(ITEM_ALIGN_BYTES),
+            "items start aligned, not at {offset}"
+        );
+        debug_assert!(
+            self.live_bytes <= self.used_bytes && self.used_bytes <= self.capacity_bytes,
+            "live {} <= used {} <= capacity {} bytes",
+            self.live_bytes,
+            self.used_bytes,
+            self.capacity_bytes
+        );
         Some(offset as u32)
     }
 
@@ -167,7 +178,9 @@ impl Segment {
         let offset = offset as usize;
         assert!(
             offset.is_multiple_of(ITEM_ALIGN_BYTES)
-                && offset + ITEM_HEADER_BYTES <= self.used_bytes
+                && offset + ITEM_HEADER_BYTES <= self.used_bytes,
+            "item offset {offset} is not an aligned header within the {} used bytes",
+            self.used_bytes
         );
         offset
     }
@@ -208,6 +221,11 @@ impl Segment {
         assert_eq!(header.alive, 1, "an item dies once");
         header.alive = 0;
         let size = header.item_bytes();
+        debug_assert!(
+            self.live_bytes >= size,
+            "a dying item's {size} bytes are counted in the segment's {} live",
+            self.live_bytes
+        );
         self.live_bytes -= size;
         size
     }
@@ -215,6 +233,11 @@ impl Segment {
     /// The offset of the item after the one at `offset`, if any.
     pub fn next_offset(&self, offset: u32) -> Option<u32> {
         let next = offset as usize + self.header(offset).item_bytes();
+        debug_assert!(
+            next <= self.used_bytes,
+            "the item at {offset} ends at {next}, past the {} used bytes",
+            self.used_bytes
+        );
         (next < self.used_bytes).then_some(next as u32)
     }
 
@@ -402,6 +425,34 @@ mod tests {
         segment.kill(first);
         assert_eq!(segment.live_bytes(), item_bytes(3, 5));
         assert_eq!(segment.header(first).alive, 0);
+    }
+
+    #[test]
+    #[should_panic(expected = "an item dies once")]
+    fn an_item_dies_once() {
+        let mut segment = Segment::map(4096, 1).expect("mmap");
+        let header = ItemHeader::new(1, 0, 1, 1);
+        let offset = segment.append(&header, b"k", b"v").unwrap();
+        segment.kill(offset);
+        segment.kill(offset);
+    }
+
+    #[test]
+    #[should_panic(expected = "only an empty segment is recycled")]
+    fn a_segment_with_live_items_is_not_recycled() {
+        let mut segment = Segment::map(4096, 1).expect("mmap");
+        let header = ItemHeader::new(1, 0, 1, 1);
+        segment.append(&header, b"k", b"v").unwrap();
+        segment.recycle(2);
+    }
+
+    #[test]
+    #[should_panic(expected = "is not an aligned header within the")]
+    fn offsets_past_the_used_bytes_are_refused() {
+        let mut segment = Segment::map(4096, 1).expect("mmap");
+        let header = ItemHeader::new(1, 0, 1, 1);
+        let offset = segment.append(&header, b"k", b"v").unwrap();
+        segment.header(offset + header.item_bytes() as u32);
     }
 
     #[test]

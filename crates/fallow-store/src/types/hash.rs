@@ -1,7 +1,10 @@
 //! Hash (field → value). An insertion-ordered index map, so HRANDFIELD and HSCAN can address fields by
-//! position in O(1).
-use super::element_bytes;
+//! position in O(1). Also the hash semantics of Redis's t_hash that the commands apply (HSETNX, the
+//! HINCRBY/HINCRBYFLOAT rules, random fields): plain functions of the value, checked against
+//! `fallow_txn::types::dict` by the property test below.
+use super::{element_bytes, pick_count, pick_indexes};
 use indexmap::IndexMap;
+use rand::Rng;
 
 type Map = IndexMap<Box<[u8]>, Box<[u8]>, foldhash::fast::RandomState>;
 
@@ -65,5 +68,247 @@ impl HashValue {
         self.map
             .get_index(index)
             .map(|(field, value)| (&**field, &**value))
+    }
+
+    /// Sets the field only when it is absent (HSETNX); true when it was set.
+    pub fn insert_new(&mut self, field: &[u8], value: &[u8]) -> bool {
+        if self.map.contains_key(field) {
+            return false;
+        }
+        self.insert(field, value)
+    }
+
+    /// Sets field/value pairs in order (HSET, HMSET); returns how many fields are new.
+    pub fn insert_pairs<'a>(
+        &mut self,
+        pairs: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
+    ) -> usize {
+        pairs
+            .into_iter()
+            .filter(|(field, value)| self.insert(field, value))
+            .count()
+    }
+
+    /// Removes the fields (HDEL); returns how many were there.
+    pub fn remove_all<'a>(&mut self, fields: impl IntoIterator<Item = &'a [u8]>) -> usize {
+        fields
+            .into_iter()
+            .filter(|field| self.remove(field))
+            .count()
+    }
+
+    /// HINCRBY: adds `delta` to the field's integer value (an absent field counts as 0) and returns the
+    /// new value. A value that is not an integer, or a sum past the i64 range, changes nothing.
+    pub fn incr_by(&mut self, field: &[u8], delta: i64) -> Result<i64, IncrError> {
+        let current = match self.get(field) {
+            Some(text) => crate::parse_i64_strict(text).ok_or(IncrError::NotANumber)?,
+            None => 0,
+        };
+        let updated = current.checked_add(delta).ok_or(IncrError::Overflow)?;
+        self.insert(field, updated.to_string().as_bytes());
+        Ok(updated)
+    }
+
+    /// HINCRBYFLOAT: adds `delta` to the field's value read by `parse` (an absent field counts as 0),
+    /// stores the sum as `format` writes it and returns that text. A value `parse` refuses, or a sum that
+    /// is not finite (NaN or an infinity), changes nothing.
+    pub fn incr_by_float(
+        &mut self,
+        field: &[u8],
+        delta: f64,
+        parse: impl FnOnce(&[u8]) -> Option<f64>,
+        format: impl FnOnce(f64) -> String,
+    ) -> Result<String, IncrError> {
+        let current = match self.get(field) {
+            Some(text) => parse(text).ok_or(IncrError::NotANumber)?,
+            None => 0.0,
+        };
+        let updated = current + delta;
+        if !updated.is_finite() {
+            return Err(IncrError::Overflow);
+        }
+        let text = format(updated);
+        self.insert(field, text.as_bytes());
+        Ok(text)
+    }
+
+    /// A uniformly random field and its value (HRANDFIELD without a count).
+    pub fn random_field(&self, rng: &mut impl Rng) -> Option<(&[u8], &[u8])> {
+        if self.is_empty() {
+            return None;
+        }
+        self.get_index(rng.gen_range(0..self.len()))
+    }
+
+    /// How many fields HRANDFIELD's `count` picks (see `pick_count`).
+    pub fn random_count(&self, count: i64) -> usize {
+        pick_count(self.len(), count)
+    }
+
+    /// Calls `visit` with each of HRANDFIELD's picks for `count` (see `pick_indexes`): distinct fields for
+    /// a positive count, |count| fields with repeats for a negative one.
+    pub fn random_fields(
+        &self,
+        count: i64,
+        rng: &mut impl Rng,
+        mut visit: impl FnMut(&[u8], &[u8]),
+    ) {
+        pick_indexes(self.len(), count, rng, |index| {
+            let (field, value) = self.get_index(index).expect("picks are in range");
+            visit(field, value);
+        });
+    }
+}
+
+/// Why HINCRBY/HINCRBYFLOAT changed nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IncrError {
+    /// The field holds something that is not a number of the kind asked for.
+    NotANumber,
+    /// The result is out of range: past i64 for HINCRBY, NaN or infinite for HINCRBYFLOAT.
+    Overflow,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fallow_txn::types::dict::{Dict, DictOp, DictOutput};
+    use fallow_txn::Adt;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn increments_follow_redis() {
+        let mut hash = HashValue::default();
+        assert_eq!(hash.incr_by(b"n", 5), Ok(5));
+        assert_eq!(hash.get(b"n"), Some(&b"5"[..]));
+        assert_eq!(hash.incr_by(b"n", i64::MAX), Err(IncrError::Overflow));
+        assert_eq!(
+            hash.get(b"n"),
+            Some(&b"5"[..]),
+            "an overflow changes nothing"
+        );
+        hash.insert(b"text", b"abc");
+        assert_eq!(hash.incr_by(b"text", 1), Err(IncrError::NotANumber));
+        hash.insert(b"padded", b"01");
+        assert_eq!(hash.incr_by(b"padded", 1), Err(IncrError::NotANumber));
+        let parse = |text: &[u8]| std::str::from_utf8(text).ok()?.parse::<f64>().ok();
+        let format = |value: f64| value.to_string();
+        assert_eq!(
+            hash.incr_by_float(b"f", 1.5, parse, format),
+            Ok("1.5".into())
+        );
+        assert_eq!(
+            hash.incr_by_float(b"f", f64::MAX, parse, format),
+            Ok(f64::MAX.to_string())
+        );
+        assert_eq!(
+            hash.incr_by_float(b"f", f64::MAX, parse, format),
+            Err(IncrError::Overflow)
+        );
+        assert_eq!(
+            hash.incr_by_float(b"text", 1.0, parse, format),
+            Err(IncrError::NotANumber)
+        );
+    }
+
+    #[test]
+    fn insert_new_keeps_an_existing_value() {
+        let mut hash = HashValue::default();
+        assert!(hash.insert_new(b"f", b"1"));
+        assert!(!hash.insert_new(b"f", b"2"));
+        assert_eq!(hash.get(b"f"), Some(&b"1"[..]));
+        let pairs: [(&[u8], &[u8]); 2] = [(b"f", b"3"), (b"g", b"4")];
+        assert_eq!(hash.insert_pairs(pairs), 1);
+        assert_eq!(hash.remove_all([&b"f"[..], b"x"]), 1);
+        assert_eq!(hash.len(), 1);
+    }
+
+    #[test]
+    fn random_fields_follow_the_count() {
+        use rand::SeedableRng;
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(5);
+        let mut hash = HashValue::default();
+        assert!(hash.random_field(&mut rng).is_none());
+        for field in [b"a", b"b", b"c"] {
+            hash.insert(field, b"v");
+        }
+        let mut seen = Vec::new();
+        hash.random_fields(5, &mut rng, |field, _| seen.push(field.to_vec()));
+        assert_eq!(seen, [b"a", b"b", b"c"].map(|f| f.to_vec()));
+        assert_eq!(hash.random_count(-9), 9);
+        assert!(hash.random_field(&mut rng).is_some());
+    }
+
+    // ----- agreement with fallow_txn::types::dict ----------------------------------------------------
+
+    type Op = DictOp<Vec<u8>>;
+
+    fn field() -> impl Strategy<Value = Vec<u8>> {
+        prop::collection::vec(b'a'..=b'd', 0..3)
+    }
+
+    fn ops() -> impl Strategy<Value = Vec<Op>> {
+        let op = prop_oneof![
+            3 => (field(), -50i64..50).prop_map(|(f, v)| DictOp::Set(f, v)),
+            2 => field().prop_map(DictOp::Del),
+            3 => (field(), -50i64..50).prop_map(|(f, n)| DictOp::Incr(f, n)),
+            1 => field().prop_map(DictOp::Get),
+            1 => field().prop_map(DictOp::Exists),
+            1 => Just(DictOp::Len),
+            1 => Just(DictOp::GetAll),
+        ];
+        prop::collection::vec(op, 0..40)
+    }
+
+    fn number(text: &[u8]) -> i128 {
+        i128::from(crate::parse_i64_strict(text).expect("the dict holds integers"))
+    }
+
+    fn state(hash: &HashValue) -> BTreeMap<Vec<u8>, i128> {
+        hash.iter()
+            .map(|(field, value)| (field.to_vec(), number(value)))
+            .collect()
+    }
+
+    /// The spec's operation through the store's methods (values as their decimal text, as HSET and
+    /// HINCRBY store them), its output in the spec's terms.
+    fn apply(hash: &mut HashValue, op: &Op) -> DictOutput<Vec<u8>> {
+        match op {
+            DictOp::Set(field, value) => {
+                hash.insert(field, value.to_string().as_bytes());
+                DictOutput::Done
+            }
+            DictOp::Del(field) => {
+                hash.remove_all([&field[..]]);
+                DictOutput::Done
+            }
+            DictOp::Incr(field, delta) => {
+                hash.incr_by(field, *delta)
+                    .expect("small values never overflow");
+                DictOutput::Done
+            }
+            DictOp::Get(field) => DictOutput::Value(hash.get(field).map(number)),
+            DictOp::Exists(field) => DictOutput::Exists(hash.get(field).is_some()),
+            DictOp::Len => DictOutput::Len(hash.len()),
+            DictOp::GetAll => DictOutput::All(state(hash)),
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn agrees_with_the_specification(ops in ops()) {
+            let mut hash = HashValue::default();
+            let mut spec = BTreeMap::new();
+            for op in &ops {
+                let output = apply(&mut hash, op);
+                prop_assert_eq!(output, Dict::apply(&mut spec, op), "{:?}", op);
+            }
+            prop_assert_eq!(state(&hash), spec.clone());
+            let bytes: usize = hash.iter().map(|(field, value)| pair_bytes(field, value)).sum();
+            prop_assert_eq!(hash.bytes, bytes);
+        }
     }
 }

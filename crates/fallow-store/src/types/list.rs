@@ -1,6 +1,43 @@
-//! List of byte strings: a ring buffer, O(1) at both ends.
-use super::element_bytes;
+//! List of byte strings: a ring buffer, O(1) at both ends. Also the list semantics of Redis's t_list that
+//! the commands apply (pushes and pops at either end, indexes and ranges from both ends, LINSERT, LPOS,
+//! LREM, LTRIM): plain functions of the value, checked against `fallow_txn::types::list` by the property
+//! test below.
+use super::{clamp_range, element_bytes};
 use std::collections::VecDeque;
+
+/// An end of a list (LEFT is the head).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum End {
+    Left,
+    Right,
+}
+
+/// LPOS options: RANK (which match to start from, negative = from the tail, never 0), COUNT (None =
+/// one position, 0 = all), MAXLEN (elements to compare at most, 0 = all).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PosQuery {
+    pub rank: i64,
+    pub count: Option<usize>,
+    pub maxlen: usize,
+}
+
+impl Default for PosQuery {
+    fn default() -> Self {
+        PosQuery {
+            rank: 1,
+            count: None,
+            maxlen: 0,
+        }
+    }
+}
+
+/// Resolves a possibly negative index (from the tail) over `len`; None when out of range.
+pub fn resolve_index(index: i64, len: usize) -> Option<usize> {
+    let resolved = if index < 0 { len as i64 + index } else { index };
+    (0..len as i64)
+        .contains(&resolved)
+        .then_some(resolved as usize)
+}
 
 #[derive(Clone, Debug, Default)]
 pub struct ListValue {
@@ -119,11 +156,111 @@ impl ListValue {
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = &[u8]> + ExactSizeIterator {
         self.items.iter().map(|item| &**item)
     }
+
+    /// Pushes `items` one by one at `end` (LPUSH reverses them, as Redis does); returns the new length.
+    pub fn push<'a>(&mut self, end: End, items: impl IntoIterator<Item = &'a [u8]>) -> usize {
+        for item in items {
+            match end {
+                End::Left => self.push_front(item),
+                End::Right => self.push_back(item),
+            }
+        }
+        self.len()
+    }
+
+    /// Removes and returns up to `count` items from `end`, the outermost first.
+    pub fn pop(&mut self, end: End, count: usize) -> Vec<Box<[u8]>> {
+        let mut popped = Vec::with_capacity(count.min(self.len()));
+        while popped.len() < count {
+            let item = match end {
+                End::Left => self.pop_front(),
+                End::Right => self.pop_back(),
+            };
+            match item {
+                Some(item) => popped.push(item),
+                None => break,
+            }
+        }
+        popped
+    }
+
+    /// The item at a possibly negative index (LINDEX).
+    pub fn get_at(&self, index: i64) -> Option<&[u8]> {
+        self.get(resolve_index(index, self.len())?)
+    }
+
+    /// Replaces the item at a possibly negative index (LSET); false when out of range.
+    pub fn set_at(&mut self, index: i64, item: &[u8]) -> bool {
+        resolve_index(index, self.len()).is_some_and(|index| self.set(index, item))
+    }
+
+    /// The items in Redis's inclusive, possibly negative range [start, end] (LRANGE).
+    pub fn range(&self, start: i64, end: i64) -> impl ExactSizeIterator<Item = &[u8]> {
+        let (from, count) = match clamp_range(start, end, self.len()) {
+            Some((from, to)) => (from, to - from + 1),
+            None => (0, 0),
+        };
+        self.iter().skip(from).take(count)
+    }
+
+    /// Keeps only Redis's inclusive, possibly negative range [start, end] (LTRIM).
+    pub fn trim(&mut self, start: i64, end: i64) {
+        match clamp_range(start, end, self.len()) {
+            Some((from, to)) => self.retain_range(from, to + 1),
+            None => self.retain_range(0, 0),
+        }
+    }
+
+    /// Inserts `item` before or after the first item equal to `pivot` (LINSERT); the new length, or None
+    /// (nothing inserted) when no item equals `pivot`.
+    pub fn insert_at_pivot(&mut self, pivot: &[u8], item: &[u8], after: bool) -> Option<usize> {
+        let found = self.iter().position(|candidate| candidate == pivot)?;
+        self.insert(found + after as usize, item);
+        Some(self.len())
+    }
+
+    /// Positions of `item` under the LPOS options, in the order they are found.
+    pub fn positions(&self, item: &[u8], query: &PosQuery) -> Vec<usize> {
+        let wanted = match query.count {
+            Some(0) => usize::MAX,
+            Some(count) => count,
+            None => 1,
+        };
+        let scanned = if query.maxlen == 0 {
+            self.len()
+        } else {
+            query.maxlen.min(self.len())
+        };
+        let skip = (query.rank.unsigned_abs() - 1) as usize;
+        let indexed = self.iter().enumerate();
+        let matching = |(_, candidate): &(usize, &[u8])| *candidate == item;
+        if query.rank > 0 {
+            indexed
+                .take(scanned)
+                .filter(matching)
+                .skip(skip)
+                .take(wanted)
+                .map(|(index, _)| index)
+                .collect()
+        } else {
+            indexed
+                .rev()
+                .take(scanned)
+                .filter(matching)
+                .skip(skip)
+                .take(wanted)
+                .map(|(index, _)| index)
+                .collect()
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fallow_txn::types::list::{List, ListOp, ListOutput};
+    use fallow_txn::Adt;
+    use proptest::prelude::*;
 
     fn list(items: &[&str]) -> ListValue {
         let mut list = ListValue::default();
@@ -159,5 +296,177 @@ mod tests {
         assert_eq!(items.bytes, fresh.bytes);
         items.retain_range(0, 0);
         assert_eq!(items.bytes, 0);
+    }
+
+    #[test]
+    fn indexes_resolve_from_both_ends() {
+        assert_eq!(resolve_index(0, 3), Some(0));
+        assert_eq!(resolve_index(-1, 3), Some(2));
+        assert_eq!(resolve_index(-4, 3), None);
+        assert_eq!(resolve_index(3, 3), None);
+        let mut items = list(&["a", "b", "c"]);
+        assert_eq!(items.get_at(-1), Some(&b"c"[..]));
+        assert!(items.set_at(-3, b"z"));
+        assert!(!items.set_at(3, b"z"));
+        assert_eq!(contents(&items), vec![&b"z"[..], b"b", b"c"]);
+    }
+
+    #[test]
+    fn lpos_ranks_counts_and_maxlen() {
+        let items = list(&["a", "b", "a", "c", "a"]);
+        let query = |rank, count, maxlen| PosQuery {
+            rank,
+            count,
+            maxlen,
+        };
+        assert_eq!(items.positions(b"a", &PosQuery::default()), vec![0]);
+        assert_eq!(items.positions(b"a", &query(2, None, 0)), vec![2]);
+        assert_eq!(items.positions(b"a", &query(1, Some(0), 0)), vec![0, 2, 4]);
+        assert_eq!(items.positions(b"a", &query(-1, Some(2), 0)), vec![4, 2]);
+        assert_eq!(items.positions(b"a", &query(1, Some(0), 2)), vec![0]);
+    }
+
+    #[test]
+    fn pivots_ranges_and_trims() {
+        let mut items = list(&["a", "b", "c"]);
+        assert_eq!(items.insert_at_pivot(b"b", b"x", true), Some(4));
+        assert_eq!(items.insert_at_pivot(b"a", b"y", false), Some(5));
+        assert_eq!(items.insert_at_pivot(b"zz", b"y", false), None);
+        assert_eq!(contents(&items), vec![&b"y"[..], b"a", b"b", b"x", b"c"]);
+        assert_eq!(
+            items.range(1, -2).collect::<Vec<_>>(),
+            vec![&b"a"[..], b"b", b"x"]
+        );
+        assert_eq!(items.range(3, 1).len(), 0);
+        items.trim(-2, 100);
+        assert_eq!(contents(&items), vec![&b"x"[..], b"c"]);
+        items.trim(5, 6);
+        assert!(items.is_empty());
+        assert_eq!(items.bytes, 0);
+    }
+
+    // ----- agreement with fallow_txn::types::list ----------------------------------------------------
+
+    type Op = ListOp<Vec<u8>>;
+
+    fn item() -> impl Strategy<Value = Vec<u8>> {
+        prop::collection::vec(b'a'..=b'c', 0..3)
+    }
+
+    fn ops() -> impl Strategy<Value = Vec<Op>> {
+        let op = prop_oneof![
+            3 => item().prop_map(ListOp::PushLeft),
+            3 => item().prop_map(ListOp::PushRight),
+            2 => Just(ListOp::PopLeft),
+            2 => Just(ListOp::PopRight),
+            1 => Just(ListOp::Len),
+            2 => (0usize..10, 0usize..10).prop_map(|(start, stop)| ListOp::Range(start, stop)),
+        ];
+        prop::collection::vec(op, 0..40)
+    }
+
+    /// The spec's operation through the store's methods (LPUSH/RPUSH of one item, LPOP/RPOP, LLEN,
+    /// LRANGE), its output in the spec's terms.
+    fn apply(list: &mut ListValue, op: &Op) -> ListOutput<Vec<u8>> {
+        let popped = |mut items: Vec<Box<[u8]>>| ListOutput::Popped(items.pop().map(Vec::from));
+        match op {
+            ListOp::PushLeft(item) => {
+                list.push(End::Left, [&item[..]]);
+                ListOutput::Done
+            }
+            ListOp::PushRight(item) => {
+                list.push(End::Right, [&item[..]]);
+                ListOutput::Done
+            }
+            ListOp::PopLeft => popped(list.pop(End::Left, 1)),
+            ListOp::PopRight => popped(list.pop(End::Right, 1)),
+            ListOp::Len => ListOutput::Len(list.len()),
+            ListOp::Range(start, stop) => ListOutput::Range(
+                list.range(*start as i64, *stop as i64)
+                    .map(<[u8]>::to_vec)
+                    .collect(),
+            ),
+        }
+    }
+
+    fn state(list: &ListValue) -> VecDeque<Vec<u8>> {
+        list.iter().map(<[u8]>::to_vec).collect()
+    }
+
+    fn bytes_of(items: &VecDeque<Vec<u8>>) -> usize {
+        items.iter().map(|item| element_bytes(item.len())).sum()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn agrees_with_the_specification(ops in ops()) {
+            let mut list = ListValue::default();
+            let mut spec = VecDeque::new();
+            for op in &ops {
+                let output = apply(&mut list, op);
+                prop_assert_eq!(output, List::apply(&mut spec, op), "{:?}", op);
+            }
+            prop_assert_eq!(state(&list), spec.clone());
+            prop_assert_eq!(list.bytes, bytes_of(&spec));
+        }
+
+        /// LINSERT, LREM and LTRIM on a list built by the spec's ops, against the spec state edited the
+        /// plain way.
+        #[test]
+        fn edits_agree_with_the_specification_state(
+            ops in ops(),
+            (pivot, item, after) in (item(), item(), any::<bool>()),
+            count in -3i64..4,
+            (start, end) in (-6i64..6, -6i64..6),
+        ) {
+            let mut list = ListValue::default();
+            let mut spec = VecDeque::new();
+            for op in &ops {
+                apply(&mut list, op);
+                List::apply(&mut spec, op);
+            }
+            let inserted = list.insert_at_pivot(&pivot, &item, after);
+            match spec.iter().position(|candidate| *candidate == pivot) {
+                Some(found) => {
+                    spec.insert(found + after as usize, item.clone());
+                    prop_assert_eq!(inserted, Some(spec.len()));
+                }
+                None => prop_assert_eq!(inserted, None),
+            }
+            prop_assert_eq!(state(&list), spec.clone());
+
+            let removed = list.remove_matching(&item, count);
+            let limit = if count == 0 { usize::MAX } else { count.unsigned_abs() as usize };
+            let mut doomed: Vec<usize> = spec
+                .iter()
+                .enumerate()
+                .filter(|(_, candidate)| **candidate == item)
+                .map(|(index, _)| index)
+                .collect();
+            if count < 0 {
+                doomed.reverse();
+            }
+            doomed.truncate(limit);
+            doomed.sort_unstable();
+            for index in doomed.iter().rev() {
+                spec.remove(*index);
+            }
+            prop_assert_eq!(removed, doomed.len());
+            prop_assert_eq!(state(&list), spec.clone());
+
+            list.trim(start, end);
+            let len = spec.len() as i64;
+            let from = if start < 0 { (len + start).max(0) } else { start };
+            let to = if end < 0 { len + end } else { end.min(len - 1) };
+            let kept: VecDeque<Vec<u8>> = if from <= to && from < len && to >= 0 {
+                spec.range(from as usize..=to as usize).cloned().collect()
+            } else {
+                VecDeque::new()
+            };
+            prop_assert_eq!(state(&list), kept.clone());
+            prop_assert_eq!(list.bytes, bytes_of(&kept));
+        }
     }
 }

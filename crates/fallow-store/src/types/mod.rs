@@ -21,6 +21,57 @@ pub fn element_bytes(len: usize) -> usize {
     len.max(8).next_multiple_of(16) + 16
 }
 
+/// Resolves Redis's inclusive, possibly negative index range [start, end] over `len` elements (GETRANGE,
+/// LRANGE, LTRIM, ZRANGE by rank): negative indexes count from the end, both ends are clamped. Some((from,
+/// to)) with from <= to < len, or None when the range is empty.
+pub fn clamp_range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
+    let len = len as i64;
+    let start = if start < 0 {
+        (len + start).max(0)
+    } else {
+        start
+    };
+    let end = if end < 0 { len + end } else { end.min(len - 1) };
+    (start <= end && start < len && end >= 0).then_some((start as usize, end as usize))
+}
+
+/// How many picks a random-member count yields from a collection of `len` (HRANDFIELD, SRANDMEMBER,
+/// ZRANDMEMBER): a negative count picks |count| times with repetition, a positive one picks distinct
+/// elements, at most all of them.
+pub fn pick_count(len: usize, count: i64) -> usize {
+    if len == 0 {
+        return 0;
+    }
+    if count < 0 {
+        count.unsigned_abs() as usize
+    } else {
+        (count as u64).min(len as u64) as usize
+    }
+}
+
+/// Calls `visit` with the position of each pick (see `pick_count`). A positive count covering the whole
+/// collection visits every position in order, as Redis returns the whole collection then.
+pub fn pick_indexes(
+    len: usize,
+    count: i64,
+    rng: &mut impl rand::Rng,
+    mut visit: impl FnMut(usize),
+) {
+    let picks = pick_count(len, count);
+    if picks == 0 {
+        return;
+    }
+    if count < 0 {
+        (0..picks).for_each(|_| visit(rng.gen_range(0..len)));
+    } else if picks == len {
+        (0..len).for_each(visit);
+    } else {
+        rand::seq::index::sample(rng, len, picks)
+            .into_iter()
+            .for_each(visit);
+    }
+}
+
 /// Type of the value a key holds, stored in the item header.
 #[repr(u8)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -183,6 +234,54 @@ mod tests {
     fn the_collection_slot_stays_small() {
         assert!(std::mem::size_of::<Collection>() <= 80);
         assert_eq!(std::mem::align_of::<Collection>(), 8);
+    }
+
+    #[test]
+    fn ranges_clamp_like_redis() {
+        assert_eq!(clamp_range(0, -1, 5), Some((0, 4)));
+        assert_eq!(clamp_range(-3, -2, 5), Some((2, 3)));
+        assert_eq!(clamp_range(2, 100, 5), Some((2, 4)));
+        assert_eq!(clamp_range(4, 2, 5), None);
+        assert_eq!(clamp_range(0, -1, 0), None);
+        assert_eq!(clamp_range(-100, -50, 5), None);
+    }
+
+    fn picks(len: usize, count: i64) -> Vec<usize> {
+        use rand::SeedableRng;
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
+        let mut seen = Vec::new();
+        pick_indexes(len, count, &mut rng, |index| seen.push(index));
+        seen
+    }
+
+    #[test]
+    fn negative_counts_repeat_picks() {
+        let seen = picks(3, -50);
+        assert_eq!(seen.len(), 50);
+        assert!(seen.iter().all(|&index| index < 3));
+        // 50 draws from 3 leave no index unpicked with overwhelming probability (fixed seed).
+        assert!((0..3).all(|index| seen.contains(&index)));
+        assert_eq!(pick_count(3, -50), 50);
+    }
+
+    #[test]
+    fn positive_counts_pick_distinct() {
+        let mut seen = picks(100, 10);
+        assert_eq!(seen.len(), 10);
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(seen.len(), 10);
+        assert!(seen.iter().all(|&index| index < 100));
+        assert_eq!(picks(4, 10), vec![0, 1, 2, 3]);
+        assert_eq!(picks(4, 4), vec![0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn empty_and_zero_counts_pick_nothing() {
+        assert!(picks(0, -5).is_empty());
+        assert!(picks(0, 5).is_empty());
+        assert!(picks(5, 0).is_empty());
+        assert_eq!(pick_count(0, -5), 0);
     }
 
     #[test]

@@ -4,8 +4,9 @@
 //! ([`redis_command`]) against the user's command rules and key patterns.
 use super::stats::bump;
 use super::Exec;
-use crate::acl::log::{note_auth_failure, note_denial, Context, Reason};
-use crate::server::{ClientHandle, Server};
+use crate::acl::log::{Context, Reason};
+use crate::server::Server;
+use crate::clients::ClientHandle;
 use fallow_proto::memcache::{
     encode_binary_response, BinaryOpcode, BinaryRequest, BinaryStatus, McRequest, StoreMode,
 };
@@ -71,8 +72,7 @@ pub(super) fn admit(exec: &mut Exec, request: McRequest) -> Option<McRequest> {
     };
     bump(&exec.server.memcache.permission_denied_cmds);
     let handle = &exec.login.handle;
-    note_denial(
-        exec.server,
+    exec.server.note_acl_denial(
         handle,
         reason,
         Context::Toplevel,
@@ -208,8 +208,7 @@ fn authenticate_failed(exec: &mut Exec, object: &str, user: &[u8]) -> bool {
     bump(&mc.auth_cmds);
     bump(&mc.auth_errors);
     let login = &mut *exec.login;
-    let delay = note_auth_failure(
-        exec.server,
+    let delay = exec.server.note_auth_failure(
         &login.handle,
         object,
         &String::from_utf8_lossy(user),
@@ -243,7 +242,7 @@ fn permitted(server: &Server, user: &str, request: &McRequest) -> Result<(), (Re
         return Ok(()); // the common case, without the ACL lock
     }
     let spec = match redis_command(request) {
-        Some(name) => match crate::command::lookup(name.as_bytes()) {
+        Some(name) => match crate::command::info::lookup(name.as_bytes()) {
             Some((_, spec)) => Some(spec),
             None => return Err((Reason::Command, name.as_bytes().to_vec())),
         },
@@ -434,7 +433,7 @@ mod tests {
         for (text, command) in cases {
             let request = request(text);
             assert_eq!(redis_command(&request), command, "{request:?}");
-            let spec = command.map(|name| crate::command::lookup(name.as_bytes()));
+            let spec = command.map(|name| crate::command::info::lookup(name.as_bytes()));
             assert!(spec.is_none_or(|found| found.is_some()), "{command:?}");
         }
         assert_eq!(redis_command(&binary(0x0d, &[], b"k")), Some("get"));

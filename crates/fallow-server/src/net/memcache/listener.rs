@@ -3,111 +3,13 @@
 //! `memcache-auth` is `no`, the listener stays closed. The supervisor re-evaluates this whenever users or
 //! the configuration change (`ListenerGate::wake`): it closes the listener and its connections, or binds
 //! it again.
-use crate::acl::Acl;
-use crate::server::{ClientKind, Server};
-use parking_lot::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use super::gate::{auth_required, ClosedReason};
+use crate::server::Server;
+use crate::clients::ClientKind;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::net::TcpListener;
-use tokio::sync::Notify;
 use tokio::task::JoinHandle;
-
-/// Why the listener is closed, as INFO shows it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ClosedReason {
-    /// `memcache-port 0`.
-    Disabled,
-    /// Authentication is required and `memcache-auth` is `no`.
-    AuthRequired,
-    /// Reopening failed to bind the port.
-    BindFailed,
-}
-
-impl ClosedReason {
-    fn name(self) -> &'static str {
-        match self {
-            ClosedReason::Disabled => "disabled",
-            ClosedReason::AuthRequired => "auth_required_memcache_auth_no",
-            ClosedReason::BindFailed => "bind_failed",
-        }
-    }
-}
-
-/// The listener's state, shared through `Server::memcache_gate`.
-#[derive(Default)]
-pub struct ListenerGate {
-    wake: Notify,
-    open: AtomicBool,
-    closed_reason: Mutex<Option<ClosedReason>>,
-    /// Times the listener was closed at run time because authentication became required.
-    closures: AtomicU64,
-}
-
-impl ListenerGate {
-    /// Asks the supervisor to re-evaluate (users or configuration changed). A wake-up while it is busy
-    /// is kept, so none is lost.
-    pub fn wake(&self) {
-        self.wake.notify_one();
-    }
-
-    /// Whether memcached connections may be served now.
-    pub fn is_open(&self) -> bool {
-        self.open.load(Ordering::Acquire)
-    }
-
-    /// Closes memcached service at once when `acl` and `memcache_auth` gate it: its connections are killed
-    /// before the command that changed the users or the password replies, so no unauthenticated request
-    /// slips in after it; the supervisor then closes the socket.
-    pub fn close_now_if_gated(&self, server: &Server, acl: &Acl, memcache_auth: bool) {
-        if !memcache_auth && auth_required(acl) && self.is_open() {
-            self.set_closed(ClosedReason::AuthRequired);
-            kill_connections(server);
-        }
-    }
-
-    fn set_open(&self) {
-        *self.closed_reason.lock() = None;
-        self.open.store(true, Ordering::Release);
-    }
-
-    fn set_closed(&self, reason: ClosedReason) {
-        self.open.store(false, Ordering::Release);
-        *self.closed_reason.lock() = Some(reason);
-    }
-
-    /// INFO fields: whether the listener is open, why not, and how often it was closed.
-    pub fn info_fields(&self, server: &Server) -> Vec<(&'static str, String)> {
-        let state = if self.is_open() { "open" } else { "closed" };
-        let reason = self.closed_reason.lock().map(ClosedReason::name);
-        let auth = server.config.read().memcache_auth;
-        let mc = &server.memcache;
-        vec![
-            ("memcache_listener", state.into()),
-            (
-                "memcache_listener_closed_reason",
-                reason.unwrap_or("").into(),
-            ),
-            ("memcache_auth", crate::tenants::yes_no(auth).into()),
-            (
-                "memcache_listener_closures",
-                self.closures.load(Ordering::Relaxed).to_string(),
-            ),
-            (
-                "memcache_auth_cmds",
-                mc.auth_cmds.load(Ordering::Relaxed).to_string(),
-            ),
-            (
-                "memcache_auth_errors",
-                mc.auth_errors.load(Ordering::Relaxed).to_string(),
-            ),
-        ]
-    }
-}
-
-/// True unless the only user is an enabled, passwordless `default` that may run everything on every key.
-pub fn auth_required(acl: &Acl) -> bool {
-    acl.users.len() > 1 || acl.default_user_requires_auth() || !acl.default_is_unrestricted()
-}
 
 /// Whether the listener must stay closed for authentication's sake.
 pub fn gated(server: &Server) -> bool {
@@ -183,7 +85,7 @@ async fn supervise(server: Arc<Server>, mut accepting: Option<Accepting>) {
             Some(open) if closed => {
                 gate.set_closed(ClosedReason::AuthRequired);
                 open.close().await;
-                let killed = kill_connections(&server);
+                let killed = crate::clients::kill_kind(&server.clients, ClientKind::Memcache);
                 gate.closures.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(
                     connections_closed = killed,
@@ -204,23 +106,10 @@ async fn supervise(server: Arc<Server>, mut accepting: Option<Accepting>) {
 }
 
 /// Closes every memcached connection; returns how many.
-fn kill_connections(server: &Server) -> usize {
-    let clients: Vec<_> = server
-        .clients
-        .lock()
-        .values()
-        .filter(|client| client.kind == ClientKind::Memcache)
-        .cloned()
-        .collect();
-    for client in &clients {
-        client.kill();
-    }
-    clients.len()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::acl::Acl;
 
     #[test]
     fn auth_is_required_by_a_password_or_any_other_user() {

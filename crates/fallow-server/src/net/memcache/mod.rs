@@ -1,6 +1,7 @@
 //! The memcached connection loop: read, execute every complete request in the buffer (text, meta or
 //! binary, detected per request), write the batch of replies at once. Execution lives in `text`,
 //! `meta` and `binary`; item semantics shared by the three in `items`; counters and reports in `stats`.
+pub mod gate;
 pub mod auth;
 mod binary;
 mod items;
@@ -9,11 +10,12 @@ mod meta;
 mod stats;
 mod text;
 
-pub use listener::ListenerGate;
+pub use gate::ListenerGate;
 pub use stats::McStats;
 
 use crate::net::{sleep_or_forever, wait_reply_delay};
-use crate::server::{ClientHandle, Server};
+use crate::server::Server;
+use crate::clients::ClientHandle;
 use crate::tenants::TenantBinding;
 use crate::txn::modes;
 use crate::txn::session::{self, Claim, LockWait, PlainLocks};
@@ -57,7 +59,7 @@ impl Limits {
     fn load(server: &Server) -> Limits {
         let generation = server.config_generation.load(Ordering::Relaxed);
         let config = server.config.read();
-        let value_len_max = config.memcache_item_size_max as usize;
+        let value_len_max = config.memcache_item_size_max_bytes as usize;
         let codec = McLimits {
             value_len_max,
             ..McLimits::default()
@@ -70,13 +72,13 @@ impl Limits {
             generation,
             codec,
             partial_request_bytes_max,
-            tenant: TenantBinding::resolve(server, &config.memcache_tenant),
+            tenant: TenantBinding::resolve(&server.store, server.tenant_generation(), &config.memcache_tenant),
         }
     }
 
     fn refresh(&mut self, server: &Server) {
         if server.config_generation.load(Ordering::Relaxed) != self.generation
-            || self.tenant.is_stale(server)
+            || self.tenant.is_stale(server.tenant_generation())
         {
             *self = Limits::load(server);
         }
@@ -120,7 +122,7 @@ enum Blocked {
 
 impl ItemLocks {
     fn release(&mut self, server: &Server) {
-        session::release_claim(server, &mut self.locks, &mut self.wait);
+        session::release_claim(&server.txns, &mut self.locks, &mut self.wait);
     }
 }
 
@@ -138,7 +140,7 @@ impl<'a> Exec<'a> {
         let locks = &mut *self.locks;
         let waker = locks.waker.clone();
         match session::claim(
-            self.server,
+            &self.server.txns,
             &mut locks.locks,
             &mut locks.wait,
             &waker,
@@ -295,7 +297,7 @@ where
             break Flow::More;
         };
         let started = wait.started;
-        if session::end_granted_wait(server, &mut conn.locks.wait) {
+        if session::end_granted_wait(&server.txns, &mut conn.locks.wait) {
             break Flow::More;
         }
         let deadline = tokio::time::Instant::from_std(started + wait_max);
@@ -362,9 +364,9 @@ async fn write_out<S: AsyncWrite + Unpin>(
         return Ok(());
     }
     let bytes = out.len() as u64;
-    let large = bytes >= crate::client_memory::REPORT_MIN_BYTES;
+    let large = bytes >= crate::clients::memory::REPORT_MIN_BYTES;
     if large {
-        crate::client_memory::report_buffers(server, handle, bytes, 0);
+        crate::clients::memory::report_buffers(&server.clients, &server.clients_memory, handle, bytes, 0);
     }
     let soft = server.clients_memory.limits().normal;
     let soft_wait = (large && soft.soft_bytes > 0 && bytes >= soft.soft_bytes)
@@ -374,13 +376,13 @@ async fn write_out<S: AsyncWrite + Unpin>(
         written = stream.write_all(out) => written?,
         _ = handle.kill_signal.notified() => return Err(std::io::Error::other("client killed")),
         _ = sleep_or_forever(soft_wait) => {
-            let breach = crate::client_memory::Breach::Soft;
+            let breach = crate::clients::memory::Breach::Soft;
             server.clients_memory.close_for_output(handle, breach, bytes);
             return Err(std::io::Error::other("output buffer soft limit"));
         }
     }
     if large {
-        crate::client_memory::report_buffers(server, handle, 0, 0);
+        crate::clients::memory::report_buffers(&server.clients, &server.clients_memory, handle, 0, 0);
     }
     server
         .stats

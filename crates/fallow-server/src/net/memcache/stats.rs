@@ -1,92 +1,10 @@
 //! memcached counters and the `stats` reports (general, settings, items, slabs). fallow has no slab
 //! classes: `items` and `slabs` report each shard and its segments in their place.
 use super::VERSION;
-use crate::server::{ClientKind, Server};
-use std::sync::atomic::{AtomicU64, Ordering};
-
-/// Counters behind `stats` (what memcached keeps per thread, kept here server-wide).
-#[derive(Default)]
-pub struct McStats {
-    pub total_connections: AtomicU64,
-    pub cmd_get: AtomicU64,
-    pub cmd_set: AtomicU64,
-    pub cmd_flush: AtomicU64,
-    pub cmd_touch: AtomicU64,
-    pub cmd_meta: AtomicU64,
-    pub get_hits: AtomicU64,
-    pub get_misses: AtomicU64,
-    pub delete_hits: AtomicU64,
-    pub delete_misses: AtomicU64,
-    pub incr_hits: AtomicU64,
-    pub incr_misses: AtomicU64,
-    pub decr_hits: AtomicU64,
-    pub decr_misses: AtomicU64,
-    pub cas_hits: AtomicU64,
-    pub cas_misses: AtomicU64,
-    pub cas_badval: AtomicU64,
-    pub touch_hits: AtomicU64,
-    pub touch_misses: AtomicU64,
-    pub total_items: AtomicU64,
-    pub bytes_read: AtomicU64,
-    pub bytes_written: AtomicU64,
-    /// Authentication attempts (SASL auth/step, text `set` credentials), as memcached counts them.
-    pub auth_cmds: AtomicU64,
-    /// Failed authentication attempts.
-    pub auth_errors: AtomicU64,
-    /// Requests refused because the connection had not authenticated.
-    pub unauthenticated_cmds: AtomicU64,
-    /// Requests refused by the user's ACL (command or key permissions).
-    pub permission_denied_cmds: AtomicU64,
-    /// Bumped by every flush_all; a delayed flush runs only if no newer one came.
-    pub flush_generation: AtomicU64,
-    pub verbosity: AtomicU64,
-}
-
-/// Adds one to a counter.
-pub fn bump(counter: &AtomicU64) {
-    counter.fetch_add(1, Ordering::Relaxed);
-}
-
-impl McStats {
-    /// The resettable counters, in `stats` order.
-    fn counters(&self) -> [(&'static str, &AtomicU64); 26] {
-        [
-            ("total_connections", &self.total_connections),
-            ("cmd_get", &self.cmd_get),
-            ("cmd_set", &self.cmd_set),
-            ("cmd_flush", &self.cmd_flush),
-            ("cmd_touch", &self.cmd_touch),
-            ("cmd_meta", &self.cmd_meta),
-            ("get_hits", &self.get_hits),
-            ("get_misses", &self.get_misses),
-            ("delete_misses", &self.delete_misses),
-            ("delete_hits", &self.delete_hits),
-            ("incr_misses", &self.incr_misses),
-            ("incr_hits", &self.incr_hits),
-            ("decr_misses", &self.decr_misses),
-            ("decr_hits", &self.decr_hits),
-            ("cas_misses", &self.cas_misses),
-            ("cas_hits", &self.cas_hits),
-            ("cas_badval", &self.cas_badval),
-            ("touch_hits", &self.touch_hits),
-            ("touch_misses", &self.touch_misses),
-            ("bytes_read", &self.bytes_read),
-            ("bytes_written", &self.bytes_written),
-            ("auth_cmds", &self.auth_cmds),
-            ("auth_errors", &self.auth_errors),
-            ("unauthenticated_cmds", &self.unauthenticated_cmds),
-            ("permission_denied_cmds", &self.permission_denied_cmds),
-            ("total_items", &self.total_items),
-        ]
-    }
-
-    /// `stats reset`.
-    pub fn reset(&self) {
-        for (_, counter) in self.counters() {
-            counter.store(0, Ordering::Relaxed);
-        }
-    }
-}
+use crate::server::Server;
+use crate::clients::ClientKind;
+use std::sync::atomic::Ordering;
+pub use crate::stats::{bump, McStats};
 
 /// One `STAT name value` line.
 pub type Stat = (String, String);
@@ -157,7 +75,7 @@ fn general(server: &Server, db: usize) -> Vec<Stat> {
     let evictions = server.store.sum_shards(|shard| shard.stats.evicted_keys);
     let expired = server.store.sum_shards(|shard| shard.stats.expired_keys);
     stats.extend([
-        stat("limit_maxbytes", config.maxmemory),
+        stat("limit_maxbytes", config.maxmemory_bytes),
         stat("threads", config.threads),
         stat("bytes", server.store.used_bytes()),
         stat("curr_items", curr_items),
@@ -173,7 +91,7 @@ fn general(server: &Server, db: usize) -> Vec<Stat> {
 fn settings(server: &Server) -> Vec<Stat> {
     let config = server.config.read().clone();
     vec![
-        stat("maxbytes", config.maxmemory),
+        stat("maxbytes", config.maxmemory_bytes),
         stat("maxconns", config.maxclients),
         stat("tcpport", config.memcache_port),
         stat("udpport", 0),
@@ -194,8 +112,8 @@ fn settings(server: &Server) -> Vec<Stat> {
         stat("eviction_policy", &config.maxmemory_policy),
         stat("num_threads", config.threads),
         stat("cas_enabled", "yes"),
-        stat("item_size_max", config.memcache_item_size_max),
-        stat("segment_size", config.segment_size),
+        stat("item_size_max", config.memcache_item_size_max_bytes),
+        stat("segment_size", config.segment_size_bytes),
         stat("shards", server.store.shard_count()),
         stat("binding_protocol", "auto-negotiate"),
         stat("meta_response_old", "no"),
@@ -219,7 +137,7 @@ fn items(server: &Server, db: usize) -> Vec<Stat> {
 }
 
 fn slabs(server: &Server) -> Vec<Stat> {
-    let segment_bytes = server.config.read().segment_size;
+    let segment_bytes = server.config.read().segment_size_bytes;
     let mut stats = Vec::new();
     let mut mapped_total = 0;
     for index in 0..server.store.shard_count() {

@@ -1,15 +1,39 @@
-//! The `fallow` binary: loads configuration, starts logging and the runtime, serves until SIGINT/SIGTERM.
+//! The `fallow` binary: without a subcommand it loads the server's configuration, starts logging and the
+//! runtime, and serves until SIGINT/SIGTERM; with one it runs a tool (`tools`) instead.
+mod tools;
+
 use clap::Parser;
-use fallow_server::config::{Cli, Config};
+use fallow_server::config::Config;
 use fallow_server::server::Server;
 use std::sync::Arc;
 
+/// The command line: the server's flags (`fallow_server::config::Cli`, each also a `FALLOW_*` environment
+/// variable), or a tool subcommand.
+#[derive(Parser, Debug)]
+#[command(
+    name = "fallow",
+    version,
+    about = "fallow: a Redis- and memcached-compatible store that lives in a host's idle memory",
+    long_about = "fallow serves the Redis protocol (RESP2/RESP3) and the memcached protocols (text, meta, binary) \
+from one sharded, memory-accounted store.\n\nPrecedence of settings: built-in defaults < TOML file (--config) < \
+FALLOW_* environment variables < command-line flags. See docs/configuration.md.\n\nWithout a subcommand \
+fallow starts the server; the subcommands are tools that work with a running one or with this machine.",
+    args_conflicts_with_subcommands = true
+)]
+struct CommandLine {
+    /// A tool to run instead of the server.
+    #[command(subcommand)]
+    tool: Option<tools::Tool>,
+    #[command(flatten)]
+    server: fallow_server::config::Cli,
+}
+
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let cli = CommandLine::parse();
     if let Some(tool) = &cli.tool {
-        return fallow_server::tools::run(tool);
+        return tools::run(tool);
     }
-    let mut config = match Config::load(&cli) {
+    let mut config = match Config::load(&cli.server) {
         Ok(config) => config,
         Err(error) => {
             eprintln!("fallow: {error}");
@@ -61,5 +85,15 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = terminate.recv() => {}
         _ = interrupt.recv() => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn command_line_is_consistent() {
+        // clap's own checks (unique names and groups, flattened options beside subcommands), which would
+        // otherwise fail only at run time.
+        <super::CommandLine as clap::CommandFactory>::command().debug_assert();
     }
 }

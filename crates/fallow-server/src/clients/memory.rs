@@ -7,9 +7,9 @@
 //! message's bytes to the subscriber's counter and the connection subtracts them as it takes them.
 //! A client over its class's hard limit, or over the soft limit for longer than its seconds, is closed;
 //! when all clients together pass `maxmemory-clients`, the one using the most is closed until under.
-use crate::config::parse_bytes;
+use crate::units::parse_bytes;
 use crate::log_limit::RateLimited;
-use crate::server::{ClientHandle, Server};
+use super::{ClientHandle, ClientMap};
 use parking_lot::RwLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
@@ -211,7 +211,7 @@ impl std::fmt::Display for ClientsMemoryLimit {
 
 impl<'de> serde::Deserialize<'de> for ClientsMemoryLimit {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        crate::config::deserialize_number_or_text(
+        crate::units::deserialize_number_or_text(
             deserializer,
             |bytes| Ok(ClientsMemoryLimit::Bytes(bytes)),
             ClientsMemoryLimit::parse,
@@ -318,16 +318,21 @@ impl Default for ClientsMemory {
 
 impl ClientsMemory {
     /// Takes the settings from the configuration (at start and after CONFIG SET).
-    pub fn configure(&self, config: &crate::config::Config) {
-        *self.settings.write() = config.client_output_buffer_limit;
-        let host_bytes = if matches!(config.maxmemory_clients, ClientsMemoryLimit::Percent(_))
-            && config.maxmemory == 0
+    pub fn configure(
+        &self,
+        output_limits: OutputBufferLimits,
+        maxmemory_clients: ClientsMemoryLimit,
+        maxmemory_bytes: u64,
+    ) {
+        *self.settings.write() = output_limits;
+        let host_bytes = if matches!(maxmemory_clients, ClientsMemoryLimit::Percent(_))
+            && maxmemory_bytes == 0
         {
             host_memory_bytes()
         } else {
             0
         };
-        let limit = config.maxmemory_clients.bytes(config.maxmemory, host_bytes);
+        let limit = maxmemory_clients.bytes(maxmemory_bytes, host_bytes);
         self.limit_bytes.store(limit, Ordering::Relaxed);
     }
 
@@ -388,7 +393,13 @@ impl ClientsMemory {
 
 /// Tells the rest of the server what the client's buffers hold, when they are large enough to matter
 /// (two loads of its own counters otherwise); enforces maxmemory-clients when the total passes it.
-pub fn report_buffers(server: &Server, handle: &ClientHandle, output: u64, query: u64) {
+pub fn report_buffers(
+    clients: &ClientMap,
+    memory_total: &ClientsMemory,
+    handle: &ClientHandle,
+    output: u64,
+    query: u64,
+) {
     let keep = |bytes: u64| if bytes >= REPORT_MIN_BYTES { bytes } else { 0 };
     let (output, query) = (keep(output), keep(query));
     let memory = &handle.memory;
@@ -401,20 +412,19 @@ pub fn report_buffers(server: &Server, handle: &ClientHandle, output: u64, query
     memory.query_bytes.store(query, Ordering::Relaxed);
     let (old, new) = (old_output + old_query, output + query);
     if new <= old {
-        return server.clients_memory.shrink(old - new);
+        return memory_total.shrink(old - new);
     }
     if new >= TRIM_AFTER_CLIENT_BYTES {
         memory.peak_bytes.fetch_max(new, Ordering::Relaxed);
     }
-    if server.clients_memory.grow(new - old) {
-        enforce_maxmemory_clients(server);
+    if memory_total.grow(new - old) {
+        enforce_maxmemory_clients(clients, memory_total);
     }
 }
 
 /// Closes the clients using the most memory until all clients together are under maxmemory-clients.
 /// Clients already closing are not counted; one caller at a time does the work.
-pub fn enforce_maxmemory_clients(server: &Server) {
-    let memory = &server.clients_memory;
+pub fn enforce_maxmemory_clients(clients: &ClientMap, memory: &ClientsMemory) {
     let limit = memory.limit_bytes.load(Ordering::Relaxed);
     if limit == 0 || memory.total_bytes.load(Ordering::Relaxed) <= limit {
         return;
@@ -422,8 +432,7 @@ pub fn enforce_maxmemory_clients(server: &Server) {
     if memory.evicting.swap(true, Ordering::Acquire) {
         return;
     }
-    let mut candidates: Vec<(u64, std::sync::Arc<ClientHandle>)> = server
-        .clients
+    let mut candidates: Vec<(u64, std::sync::Arc<ClientHandle>)> = clients
         .lock()
         .values()
         .filter(|client| !client.is_killed())
@@ -455,9 +464,8 @@ pub fn enforce_maxmemory_clients(server: &Server) {
 
 /// Returns freed heap memory to the system (glibc keeps freed chunks in its arenas); run on a blocking
 /// thread after a large client went away, at most once per housekeeping tick.
-pub fn trim_if_wanted(server: &Server) {
-    if server
-        .clients_memory
+pub fn trim_if_wanted(memory: &ClientsMemory) {
+    if memory
         .trim_wanted
         .swap(false, Ordering::Relaxed)
     {

@@ -1,0 +1,146 @@
+//! The connected clients as the rest of the server sees them: each one's handle (kind, addresses, what
+//! CLIENT LIST shows, its kill switch and its buffers' bytes) and the map of all of them. Their
+//! buffers' limits and accounting are in `memory`.
+pub mod memory;
+
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Every connected client by id (`Server::clients`).
+pub type ClientMap = Mutex<HashMap<u64, Arc<ClientHandle>>>;
+
+/// Which listener a client came through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientKind {
+    Resp,
+    Memcache,
+}
+
+/// What CLIENT LIST shows of a connection; updated by the connection as it runs.
+#[derive(Clone, Debug, Default)]
+pub struct ClientSnapshot {
+    pub name: String,
+    pub db: usize,
+    pub last_command: &'static str,
+    pub user: String,
+    pub resp: u8,
+    pub subscriptions: usize,
+    pub pattern_subscriptions: usize,
+    pub in_multi: bool,
+    pub blocked: bool,
+}
+
+/// One connected client as the rest of the server sees it.
+pub struct ClientHandle {
+    pub id: u64,
+    pub kind: ClientKind,
+    pub peer_addr: String,
+    pub local_addr: String,
+    pub created: Instant,
+    pub last_active: Mutex<Instant>,
+    pub snapshot: Mutex<ClientSnapshot>,
+    pub(crate) killed: AtomicBool,
+    pub kill_signal: tokio::sync::Notify,
+    /// Its output, queued pub/sub and query bytes, for the output limits and maxmemory-clients.
+    pub memory: memory::ClientMemory,
+}
+
+impl ClientHandle {
+    /// Asks the connection to close (CLIENT KILL, a slow pub/sub subscriber).
+    pub fn kill(&self) {
+        self.killed.store(true, Ordering::Relaxed);
+        self.kill_signal.notify_one();
+    }
+
+    pub fn is_killed(&self) -> bool {
+        self.killed.load(Ordering::Relaxed)
+    }
+}
+
+impl ClientHandle {
+    /// A handle for a new connection, as CLIENT LIST first shows it.
+    pub fn new(id: u64, kind: ClientKind, peer_addr: String, local_addr: String) -> ClientHandle {
+        ClientHandle {
+            id,
+            kind,
+            peer_addr,
+            local_addr,
+            created: Instant::now(),
+            last_active: Mutex::new(Instant::now()),
+            snapshot: Mutex::new(ClientSnapshot {
+                user: "default".into(),
+                resp: 2,
+                ..ClientSnapshot::default()
+            }),
+            killed: AtomicBool::new(false),
+            kill_signal: tokio::sync::Notify::new(),
+            memory: Default::default(),
+        }
+    }
+}
+
+/// Closes every client of `kind`; returns how many.
+pub fn kill_kind(clients: &ClientMap, kind: ClientKind) -> usize {
+    let matching: Vec<_> = clients
+        .lock()
+        .values()
+        .filter(|client| client.kind == kind)
+        .cloned()
+        .collect();
+    for client in &matching {
+        client.kill();
+    }
+    matching.len()
+}
+
+/// One CLIENT LIST line in Redis's format.
+pub fn describe_client(handle: &ClientHandle) -> String {
+    let snapshot = handle.snapshot.lock().clone();
+    let idle_s = handle.last_active.lock().elapsed().as_secs();
+    let mut flags = String::new();
+    if snapshot.subscriptions + snapshot.pattern_subscriptions > 0 {
+        flags.push('P');
+    }
+    if snapshot.in_multi {
+        flags.push('x');
+    }
+    if snapshot.blocked {
+        flags.push('b');
+    }
+    if flags.is_empty() {
+        flags.push('N');
+    }
+    let command = if snapshot.last_command.is_empty() {
+        "NULL".to_string()
+    } else {
+        snapshot.last_command.to_string()
+    };
+    format!(
+        "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db={} sub={} psub={} ssub=0 multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={} lib={}",
+        handle.id,
+        handle.peer_addr,
+        handle.local_addr,
+        snapshot.name,
+        handle.created.elapsed().as_secs(),
+        idle_s,
+        flags,
+        snapshot.db,
+        snapshot.subscriptions,
+        snapshot.pattern_subscriptions,
+        if snapshot.in_multi { 0 } else { -1 },
+        handle.memory.query_bytes.load(std::sync::atomic::Ordering::Relaxed),
+        handle.memory.output_total(),
+        handle.memory.total(),
+        command,
+        snapshot.user,
+        snapshot.resp,
+        match handle.kind {
+            ClientKind::Resp => "resp",
+            ClientKind::Memcache => "memcache",
+        }
+    )
+}
+

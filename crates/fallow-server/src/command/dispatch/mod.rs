@@ -1,0 +1,259 @@
+//! Dispatch: one request from its arguments to its reply. Checks authentication, arity, ACL permissions,
+//! MULTI queueing, the pub/sub context and maxmemory; drives the connection's transaction (`txn`): locks
+//! the records of a command inside TXN.BEGIN, queues its writes and applies them at TXN.COMMIT; waits for
+//! transactions' locks before a plain command; locks the command's shards and runs its handler.
+use super::info::CommandInfo;
+use super::{arity_error, flags, key_positions, lookup, oom_error, CommandSpec, Ctx, Keys};
+use crate::connection::ConnState;
+use crate::server::Server;
+use fallow_proto::ReplyWriter;
+use fallow_store::Guards;
+use std::sync::atomic::Ordering;
+
+pub mod txn;
+
+fn unknown_command_error(args: &[&[u8]]) -> String {
+    let mut text = format!(
+        "ERR unknown command '{}', with args beginning with: ",
+        String::from_utf8_lossy(&args[0][..args[0].len().min(128)])
+    );
+    for arg in args.iter().skip(1).take(16) {
+        text.push_str(&format!(
+            "'{}' ",
+            String::from_utf8_lossy(&arg[..arg.len().min(128)])
+        ));
+    }
+    text
+}
+
+/// Runs one request. The reply (if any) is appended to `out`; an error reply is counted (INFO
+/// `total_error_replies`, `errorstats`).
+pub fn execute(server: &Server, conn: &mut ConnState, out: &mut ReplyWriter, args: &[&[u8]]) {
+    debug_assert!(!args.is_empty());
+    conn.commands_unreported += 1;
+    let reply_start = out.buf.len();
+    let reply_mode_applies = check_and_run(server, conn, out, args);
+    server.stats.count_error_reply(&out.buf[reply_start..]);
+    if reply_mode_applies {
+        conn.apply_reply_mode(out, reply_start);
+    }
+}
+
+/// The checks of `execute`, then the command; false where the reply stays whatever CLIENT REPLY says
+/// (a command queued in MULTI, one refused in the subscribe context).
+fn check_and_run(
+    server: &Server,
+    conn: &mut ConnState,
+    out: &mut ReplyWriter,
+    args: &[&[u8]],
+) -> bool {
+    let Some((index, spec)) = lookup(args[0]) else {
+        server
+            .stats
+            .unknown_commands
+            .fetch_add(1, Ordering::Relaxed);
+        conn.flag_multi_error();
+        out.error(&unknown_command_error(args));
+        return true;
+    };
+    if !conn.authenticated && spec.flags & flags::NO_AUTH == 0 {
+        conn.flag_multi_error();
+        out.error("NOAUTH Authentication required.");
+        return true;
+    }
+    if !spec.arity_ok(args.len()) {
+        conn.flag_multi_error();
+        out.error(&arity_error(spec.name));
+        return true;
+    }
+    let unrestricted =
+        conn.user == "default" && server.acl_default_unrestricted.load(Ordering::Relaxed);
+    let context = crate::acl::log::Context::of_multi(conn.in_multi());
+    if let Err(denied) = check_acl(server, conn, spec, args, unrestricted, context) {
+        conn.flag_multi_error();
+        out.error(&denied);
+        return true;
+    }
+    if conn.in_multi() && spec.flags & flags::NO_MULTI == 0 {
+        queue_in_multi(conn, out, args);
+        return false;
+    }
+    if conn.in_subscribe_context() && spec.flags & flags::SUBSCRIBE_CONTEXT == 0 {
+        out.error(&format!(
+            "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+            spec.name
+        ));
+        return false;
+    }
+    let started = std::time::Instant::now();
+    // TXN.*, RESET and QUIT end or act on the transaction itself
+    let in_txn = conn.txn.is_some()
+        && !spec.name.starts_with("txn.")
+        && !matches!(spec.name, "reset" | "quit");
+    if in_txn {
+        txn::run_in_txn(server, conn, out, spec, args);
+    } else {
+        run(server, conn, out, index, spec, args, false);
+    }
+    let micros = started.elapsed().as_micros() as u64;
+    conn.record_command(server, index, micros);
+    conn.last_command = spec.name;
+    true
+}
+
+/// Whether the connection's user may still run a queued command (EXEC, TXN.COMMIT): permissions may have
+/// changed since it was queued.
+pub fn permitted_now(
+    server: &Server,
+    conn: &ConnState,
+    info: &CommandInfo,
+    args: &[&[u8]],
+) -> Result<(), String> {
+    let unrestricted =
+        conn.user == "default" && server.acl_default_unrestricted.load(Ordering::Relaxed);
+    let context = crate::acl::log::Context::Multi;
+    check_acl(server, conn, info, args, unrestricted, context)
+}
+
+/// Err is the NOPERM reply; the denial is counted and logged to ACL LOG.
+fn check_acl(
+    server: &Server,
+    conn: &ConnState,
+    info: &CommandInfo,
+    args: &[&[u8]],
+    unrestricted: bool,
+    context: crate::acl::log::Context,
+) -> Result<(), String> {
+    if unrestricted {
+        return Ok(());
+    }
+    let checked = server.acl.read().check(&conn.user, info, args);
+    checked.map_err(|denied| {
+        server.note_acl_denial(
+            &conn.handle,
+            denied.reason,
+            context,
+            &denied.object,
+            &conn.user,
+        );
+        denied.reply
+    })
+}
+
+/// Locks the command's shards, waits for transactions' locks on its records in a conflicting mode,
+/// enforces maxmemory for commands that may grow memory, and runs it.
+pub fn run(
+    server: &Server,
+    conn: &mut ConnState,
+    out: &mut ReplyWriter,
+    _index: usize,
+    spec: &CommandSpec,
+    args: &[&[u8]],
+    in_exec: bool,
+) {
+    let guards = lock_shards(server, spec, args);
+    // Checked with the shards locked: a transaction that locks a record later reads it after this command.
+    // TXN.* act on the connection's own transaction (TXN.LOCK takes its locks), never as a plain command.
+    let checks_txn_locks = !matches!(spec.keys, Keys::None | Keys::All)
+        && !spec.name.starts_with("txn.")
+        && (server.txns.any_locked() || conn.plain_locks.is_some());
+    if checks_txn_locks {
+        let requests =
+            crate::txn::modes::requests(spec, args, conn.address(), server.txns.abstract_locks());
+        match txn::plain_access(server, conn, out, requests) {
+            crate::txn::session::Claim::Run => {}
+            _ => return,
+        }
+    }
+    run_with_guards(server, conn, out, spec, args, guards, in_exec);
+    if conn.plain_locks.is_some() && conn.lock_wait.is_none() {
+        txn::release_plain(server, conn);
+    }
+}
+
+/// Runs a command without looking at transactions' locks: a transaction's own reads (it holds the locks).
+pub fn run_unlocked_by_txns(
+    server: &Server,
+    conn: &mut ConnState,
+    out: &mut ReplyWriter,
+    spec: &CommandSpec,
+    args: &[&[u8]],
+    in_exec: bool,
+) {
+    let guards = lock_shards(server, spec, args);
+    run_with_guards(server, conn, out, spec, args, guards, in_exec);
+}
+
+fn lock_shards<'s>(server: &'s Server, info: &CommandInfo, args: &[&[u8]]) -> Guards<'s> {
+    match info.keys {
+        Keys::All => server.store.lock_all(),
+        // The common single-key case locks its shard without collecting key positions.
+        Keys::Range {
+            first: 1,
+            last: 1,
+            step: 1,
+        } => server.store.lock_key(args[1]),
+        _ => server.store.lock_keys(
+            key_positions(info, args)
+                .into_iter()
+                .map(|position| args[position]),
+        ),
+    }
+}
+
+/// Runs a command on shards already locked (EXEC holds every shard for all its commands).
+pub fn run_with_guards<'s>(
+    server: &'s Server,
+    conn: &mut ConnState,
+    out: &mut ReplyWriter,
+    spec: &CommandSpec,
+    args: &[&[u8]],
+    mut guards: Guards<'s>,
+    in_exec: bool,
+) -> Guards<'s> {
+    let reply_start = out.buf.len();
+    if spec.flags & flags::DENYOOM != 0 && !room_for_request(server, &mut guards, args) {
+        server.stats.oom_rejections.fetch_add(1, Ordering::Relaxed);
+        out.error(&oom_error(server, conn.tenant.tenant));
+        if in_exec {
+            server.stats.count_error_reply(&out.buf[reply_start..]);
+        }
+        return guards;
+    }
+    let now_ms = conn.now_ms;
+    let mut ctx = Ctx {
+        server,
+        conn,
+        out,
+        guards,
+        now_ms,
+        in_exec,
+    };
+    (spec.handler)(&mut ctx, args);
+    if in_exec {
+        // a command of EXEC or TXN.COMMIT: its reply is an element of theirs
+        server.stats.count_error_reply(&ctx.out.buf[reply_start..]);
+    }
+    ctx.guards
+}
+
+/// Whether a command that may grow memory fits: the store with the request's own bytes (a cheap estimate
+/// of what it adds: the values of a large SET, the members of an LPUSH/SADD/HSET/ZADD) stays under the
+/// limit, after evicting as the policy allows.
+fn room_for_request(server: &Server, guards: &mut Guards<'_>, args: &[&[u8]]) -> bool {
+    let store = &server.store;
+    if store.maxmemory_bytes() == 0 && store.pool_limit_bytes() == 0 {
+        return true;
+    }
+    let request_bytes: usize = args[1..].iter().map(|arg| arg.len()).sum();
+    !store.would_exceed_maxmemory(request_bytes) || guards.make_room_for(request_bytes).is_ok()
+}
+
+
+/// Queues a command inside MULTI (its arguments copied; EXEC looks it up again).
+fn queue_in_multi(conn: &mut ConnState, out: &mut ReplyWriter, args: &[&[u8]]) {
+    if let Some(queued) = conn.multi.as_mut() {
+        queued.push(args.iter().map(|arg| arg.to_vec()).collect());
+    }
+    out.simple("QUEUED");
+}

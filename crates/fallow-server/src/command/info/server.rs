@@ -1,0 +1,41 @@
+//! Metadata of the server commands (see `super`): rows of the command table, without handlers.
+use super::flags::*;
+use super::{info, is, CommandInfo, Group, Keys};
+
+const ADMIN_FLAGS: u32 = ADMIN | NOSCRIPT | LOADING | STALE;
+
+// One row per command, as a table: name, arity, flags, key positions, group, summary.
+#[rustfmt::skip]
+pub const COMMANDS: &[CommandInfo] = &[
+    info("info", -1, LOADING | STALE, Keys::None, Group::SERVER, "Get information and statistics about the server"),
+    info("config", -2, ADMIN_FLAGS, Keys::None, Group::SERVER, "A container for server configuration commands"),
+    info("command", -1, LOADING | STALE, Keys::None, Group::SERVER, "Get array of command details"),
+    info("time", 1, LOADING | STALE | FAST, Keys::None, Group::SERVER, "Return the current server time"),
+    info("lastsave", 1, LOADING | STALE | FAST, Keys::None, Group::SERVER, "The Unix time the server started (fallow never saves to disk)"),
+    info("save", 1, ADMIN | NOSCRIPT, Keys::None, Group::SERVER, "Refused (-ERR fallow keeps no snapshots): data lives in memory only"),
+    info("bgsave", -1, ADMIN | NOSCRIPT, Keys::None, Group::SERVER, "Refused (-ERR fallow keeps no snapshots): data lives in memory only"),
+    info("bgrewriteaof", 1, ADMIN | NOSCRIPT, Keys::None, Group::SERVER, "Refused (-ERR fallow keeps no snapshots): there is no append-only file"),
+    info("memory", -2, READONLY, Keys::Custom(memory_keys), Group::SERVER, "A container for memory diagnostics commands"),
+    info("latency", -2, ADMIN_FLAGS, Keys::None, Group::SERVER, "A container for latency diagnostics commands"),
+    info("debug", -2, ADMIN_FLAGS, Keys::Custom(debug_keys), Group::SERVER, "A container for debugging commands"),
+    info("slowlog", -2, ADMIN | LOADING | STALE, Keys::None, Group::SERVER, "A container for slow log commands"),
+    info("shutdown", -1, ADMIN_FLAGS | NO_MULTI, Keys::None, Group::SERVER, "Shut down the server; nothing is saved (SAVE/NOSAVE are accepted and ignored)"),
+    info("role", 1, NOSCRIPT | LOADING | STALE | FAST, Keys::None, Group::SERVER, "Return the role of the instance in the context of replication"),
+    info("monitor", 1, ADMIN_FLAGS, Keys::None, Group::SERVER, "Refused (-ERR MONITOR is not supported by fallow)"),
+];
+
+pub fn debug_keys(args: &[&[u8]]) -> Vec<usize> {
+    if args.len() == 3 && is(args[1], "object") {
+        vec![2]
+    } else {
+        Vec::new()
+    }
+}
+
+pub fn memory_keys(args: &[&[u8]]) -> Vec<usize> {
+    if args.len() >= 3 && is(args[1], "usage") {
+        vec![2]
+    } else {
+        Vec::new()
+    }
+}

@@ -1,0 +1,118 @@
+//! DEBUG, LATENCY and SLOWLOG. fallow runs neither a latency monitor nor a slow log: LATENCY and SLOWLOG
+//! answer well-formed but empty.
+use crate::command::reply::{help_reply, subcommand_arity_error};
+use crate::command::{parse_float, parse_int, subcommand_error, Ctx, NOT_INTEGER, NO_SUCH_KEY};
+
+pub(super) fn latency(ctx: &mut Ctx, args: &[&[u8]]) {
+    let sub = args[1].to_ascii_lowercase();
+    match (sub.as_slice(), args.len()) {
+        (b"latest", 2) => ctx.out.array_len(0),
+        (b"history", 3) => ctx.out.array_len(0),
+        (b"reset", _) => ctx.out.int(0),
+        (b"histogram", _) => ctx.out.map_len(0),
+        (b"graph", 3) => ctx.out.error(&format!(
+            "ERR No samples available for event '{}'",
+            String::from_utf8_lossy(args[2])
+        )),
+        (b"doctor", 2) => ctx.out.verbatim(
+            "txt",
+            b"Dave, fallow does not run the latency monitor, so there is nothing to report.\n",
+        ),
+        (b"help", 2) => help_reply(
+            ctx,
+            "LATENCY",
+            &[
+                "DOCTOR",
+                "    Return a human readable latency analysis report.",
+                "GRAPH <event>",
+                "    Return an ASCII latency graph for the <event> class.",
+                "HISTORY <event>",
+                "    Return time-latency samples for the <event> class.",
+                "LATEST",
+                "    Return the latest latency samples for all events.",
+                "RESET [<event> ...]",
+                "    Reset latency data of one or more <event> classes.",
+                "HISTOGRAM [COMMAND ...]",
+                "    Return a cumulative distribution of latencies in the format of a histogram.",
+            ],
+        ),
+        (b"latest" | b"history" | b"graph" | b"doctor", _) => {
+            subcommand_arity_error(ctx, "latency", &sub)
+        }
+        _ => subcommand_error(ctx, args),
+    }
+}
+
+pub(super) fn slowlog(ctx: &mut Ctx, args: &[&[u8]]) {
+    let sub = args[1].to_ascii_lowercase();
+    match (sub.as_slice(), args.len()) {
+        (b"get", 2) => ctx.out.array_len(0),
+        (b"get", 3) => match parse_int(args[2]) {
+            Some(count) if count >= -1 => ctx.out.array_len(0),
+            _ => ctx
+                .out
+                .error("ERR count should be greater than or equal to -1"),
+        },
+        (b"len", 2) => ctx.out.int(0),
+        (b"reset", 2) => ctx.out.ok(),
+        (b"help", 2) => help_reply(
+            ctx,
+            "SLOWLOG",
+            &[
+                "GET [<count>]",
+                "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
+                "LEN",
+                "    Return the length of the slowlog (fallow keeps no slow log: 0).",
+                "RESET",
+                "    Reset the slowlog.",
+            ],
+        ),
+        (b"get" | b"len" | b"reset", _) => subcommand_arity_error(ctx, "slowlog", &sub),
+        _ => subcommand_error(ctx, args),
+    }
+}
+
+/// Longest DEBUG SLEEP; it holds a worker thread.
+const DEBUG_SLEEP_MAX_S: f64 = 600.0;
+
+pub(super) fn debug(ctx: &mut Ctx, args: &[&[u8]]) {
+    let sub = args[1].to_ascii_lowercase();
+    match (sub.as_slice(), args.len()) {
+        (b"sleep", 3) => {
+            let Some(seconds) = parse_float(args[2]) else {
+                return ctx.out.error(NOT_INTEGER);
+            };
+            let seconds = seconds.clamp(0.0, DEBUG_SLEEP_MAX_S);
+            std::thread::sleep(std::time::Duration::from_secs_f64(seconds));
+            ctx.out.ok();
+        }
+        (b"object", 3) => debug_object(ctx, args[2]),
+        (b"help", 2) => help_reply(
+            ctx,
+            "DEBUG",
+            &[
+                "OBJECT <key>",
+                "    Show low level info about the <key> and associated value.",
+                "SLEEP <seconds>",
+                "    Stop the server for <seconds>. Decimals allowed.",
+            ],
+        ),
+        _ => subcommand_error(ctx, args),
+    }
+}
+
+fn debug_object(ctx: &mut Ctx, key: &[u8]) {
+    let db = ctx.db();
+    let now = ctx.now_ms;
+    let shard = ctx.guards.shard(key);
+    let Some(info) = shard.peek(db, key, now) else {
+        return ctx.out.error(NO_SUCH_KEY);
+    };
+    let encoding = shard.encoding(db, key, now).unwrap_or("raw");
+    let bytes = shard.memory_usage(db, key, now).unwrap_or(0);
+    let idle_s = shard.idle_s(&info, now);
+    ctx.out.simple(&format!(
+        "Value at:0x0 refcount:1 encoding:{encoding} serializedlength:{bytes} lru:{} lru_seconds_idle:{idle_s}",
+        info.access_s
+    ));
+}
