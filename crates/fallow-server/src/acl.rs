@@ -104,8 +104,7 @@ impl User {
                 let known = match rest.strip_prefix('@') {
                     Some(category) => category == "all" || known_category(category),
                     None => {
-                        info::lookup(rest.split('|').next().unwrap_or(rest).as_bytes())
-                            .is_some()
+                        info::lookup(rest.split('|').next().unwrap_or(rest).as_bytes()).is_some()
                     }
                 };
                 if !known {

@@ -602,7 +602,10 @@ impl Config {
             ("requirepass", self.requirepass.clone()),
             ("maxclients", self.maxclients.to_string()),
             ("timeout", self.timeout_s.to_string()),
-            ("proto-max-bulk-len", self.proto_max_bulk_len_bytes.to_string()),
+            (
+                "proto-max-bulk-len",
+                self.proto_max_bulk_len_bytes.to_string(),
+            ),
             (
                 "client-query-buffer-limit",
                 self.client_query_buffer_limit_bytes.to_string(),
@@ -889,7 +892,10 @@ mod tests {
         std::fs::remove_file(path).unwrap();
         let config = config.unwrap();
         assert_eq!(config.elastic_reserve, Reserve::Percent(5.0));
-        assert_eq!((config.elastic_min_bytes, config.elastic_max_bytes), (1 << 30, 4 << 30));
+        assert_eq!(
+            (config.elastic_min_bytes, config.elastic_max_bytes),
+            (1 << 30, 4 << 30)
+        );
         assert_eq!(config.elastic_grow_bytes_per_sec, 64 << 20);
         assert_eq!(config.elastic_poll_interval_ms, 20);
         let too_slow = Cli {

@@ -1,8 +1,8 @@
 //! Per-connection state of a RESP client: selected database, tenant, protocol version, authentication,
 //! MULTI queue, watched keys, subscriptions, reply mode and a pending blocking request.
+use crate::clients::ClientHandle;
 use crate::pubsub::PubSubMessage;
 use crate::server::Server;
-use crate::clients::ClientHandle;
 use crate::tenants::TenantBinding;
 use fallow_proto::ReplyWriter;
 use std::collections::HashSet;
@@ -153,8 +153,7 @@ impl ConnState {
 
     /// Resolves the tenant from the current user (after AUTH, HELLO AUTH, RESET, TENANT SET).
     pub fn rebind_tenant(&mut self, server: &Server) {
-        self.tenant =
-            TenantBinding::resolve(&server.store, server.tenant_generation(), &self.user);
+        self.tenant = TenantBinding::resolve(&server.store, server.tenant_generation(), &self.user);
     }
 
     pub fn in_multi(&self) -> bool {

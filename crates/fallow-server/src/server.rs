@@ -2,9 +2,9 @@
 //! users, and the server-wide counters INFO reports.
 use crate::acl::Acl;
 use crate::clients::{ClientHandle, ClientKind, ClientMap};
-use crate::stats::ServerStats;
 use crate::config::Config;
 use crate::pubsub::PubSub;
+use crate::stats::ServerStats;
 use fallow_store::{EvictionPolicy, Store, StoreConfig};
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
@@ -242,7 +242,8 @@ impl Server {
     /// controller, so a new bound or mode takes effect at once.
     pub fn config_changed(&self) {
         let config = self.config.read().clone();
-        self.store.set_maxmemory_bytes(config.maxmemory_bytes as usize);
+        self.store
+            .set_maxmemory_bytes(config.maxmemory_bytes as usize);
         if config.memory_mode == crate::elastic::settings::MemoryMode::Fixed {
             // At once, not at the controller's next step: fixed mode has no pool limit.
             self.store.set_pool_limit_bytes(0);

@@ -88,7 +88,10 @@ impl ErrorStats {
             && prefix.iter().all(|byte| byte.is_ascii_graphic());
         let mut other = self.other.lock();
         let name = match std::str::from_utf8(prefix) {
-            Ok(name) if printable && (other.contains_key(name) || other.len() < ERROR_PREFIXES_OTHER_MAX) => {
+            Ok(name)
+                if printable
+                    && (other.contains_key(name) || other.len() < ERROR_PREFIXES_OTHER_MAX) =>
+            {
                 name
             }
             _ => "OTHER",
@@ -219,7 +222,11 @@ mod tests {
         let counts = stats.errors.counts();
         assert_eq!(
             counts,
-            vec![("ERR".into(), 2), ("MYPREFIX".into(), 1), ("NOAUTH".into(), 1)]
+            vec![
+                ("ERR".into(), 2),
+                ("MYPREFIX".into(), 1),
+                ("NOAUTH".into(), 1)
+            ]
         );
         stats.errors.reset();
         assert!(stats.errors.counts().is_empty());

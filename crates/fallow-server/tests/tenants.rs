@@ -3,10 +3,10 @@
 //! persistent tenant filling the pool first evicts another tenant's ephemeral data, then gets the OOM
 //! reply that names it. No sockets: commands run through `command::execute` on a `ConnState`.
 use fallow_proto::ReplyWriter;
+use fallow_server::clients::ClientKind;
 use fallow_server::command;
 use fallow_server::config::Config;
 use fallow_server::connection::ConnState;
-use fallow_server::clients::ClientKind;
 use fallow_server::server::Server;
 
 const VALUE_BYTES: usize = 16 << 10;

@@ -159,7 +159,7 @@ impl<K: Hash + Eq + Clone> LockTable<K> {
         check_request(modes);
         assert!(
             txn != NO_TXN,
-            "TxnId::MAX is no transaction's id: admits() checks as it"
+            "TxnId::MAX is no transaction's id (admits() asks as a holder of nothing)"
         );
         debug_assert!(
             !self.waits_for.contains_key(&txn),
@@ -498,6 +498,7 @@ mod tests {
         lock.hold(2, &[ADD]);
         lock.hold(1, &[ADD]);
         assert_eq!(lock.holders.as_slice(), &[(1, ADD), (2, ADD)]);
+        assert!(!lock.fits(3, &[WRITE]), "a write does not fit beside adds");
     }
 
     #[test]

@@ -7,9 +7,9 @@
 //! message's bytes to the subscriber's counter and the connection subtracts them as it takes them.
 //! A client over its class's hard limit, or over the soft limit for longer than its seconds, is closed;
 //! when all clients together pass `maxmemory-clients`, the one using the most is closed until under.
-use crate::units::parse_bytes;
-use crate::log_limit::RateLimited;
 use super::{ClientHandle, ClientMap};
+use crate::log_limit::RateLimited;
+use crate::units::parse_bytes;
 use parking_lot::RwLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
@@ -465,10 +465,7 @@ pub fn enforce_maxmemory_clients(clients: &ClientMap, memory: &ClientsMemory) {
 /// Returns freed heap memory to the system (glibc keeps freed chunks in its arenas); run on a blocking
 /// thread after a large client went away, at most once per housekeeping tick.
 pub fn trim_if_wanted(memory: &ClientsMemory) {
-    if memory
-        .trim_wanted
-        .swap(false, Ordering::Relaxed)
-    {
+    if memory.trim_wanted.swap(false, Ordering::Relaxed) {
         tokio::task::spawn_blocking(release_free_heap);
     }
 }

@@ -143,4 +143,3 @@ pub fn describe_client(handle: &ClientHandle) -> String {
         }
     )
 }
-

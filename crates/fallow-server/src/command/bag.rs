@@ -1,8 +1,6 @@
 //! Summary bag commands (`fallow_txn::types::summary_bag`): integers go in, only their count, min, max
 //! and mean come out. An empty summary (a missing key) has count 0 and nil for the rest.
-use super::{
-    parse_ints, update_collection, with_collection, Handler, Ctx, NOT_INTEGER, WRONGTYPE,
-};
+use super::{parse_ints, update_collection, with_collection, Ctx, Handler, NOT_INTEGER, WRONGTYPE};
 use fallow_proto::ReplyWriter;
 use fallow_store::types::BagValue;
 use fallow_store::WrongType;

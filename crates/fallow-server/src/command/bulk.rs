@@ -38,7 +38,7 @@ fn shardscan(ctx: &mut Ctx, args: &[&[u8]]) {
             ))
         }
     };
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let Some(cursor) = Cursor::parse(args[2], shard_index, db) else {
         return ctx.out.error("ERR invalid cursor");
     };

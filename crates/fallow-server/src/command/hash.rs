@@ -45,7 +45,7 @@ fn set_pairs(ctx: &mut Ctx, args: &[&[u8]]) -> Result<i64, String> {
         let name = String::from_utf8_lossy(args[0]).to_ascii_lowercase();
         return Err(super::arity_error(&name));
     }
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     let added = ctx
         .guards
@@ -73,7 +73,7 @@ fn hmset(ctx: &mut Ctx, args: &[&[u8]]) {
 
 fn hsetnx(ctx: &mut Ctx, args: &[&[u8]]) {
     let (key, field, value) = (args[1], args[2], args[3]);
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     let shard = ctx.guards.shard(key);
     // Checked first so a refused HSETNX does not count as a modification (WATCH).
@@ -87,7 +87,7 @@ fn hsetnx(ctx: &mut Ctx, args: &[&[u8]]) {
 }
 
 fn hget(ctx: &mut Ctx, args: &[&[u8]]) {
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     match ctx
         .guards
@@ -104,7 +104,7 @@ fn hget(ctx: &mut Ctx, args: &[&[u8]]) {
 }
 
 fn hmget(ctx: &mut Ctx, args: &[&[u8]]) {
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     let hash = match ctx
         .guards
@@ -126,7 +126,7 @@ fn hmget(ctx: &mut Ctx, args: &[&[u8]]) {
 
 fn hdel(ctx: &mut Ctx, args: &[&[u8]]) {
     let (key, fields) = (args[1], &args[2..]);
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     let shard = ctx.guards.shard(key);
     match shard.peek_collection::<HashValue>(db, key, now) {
@@ -142,7 +142,7 @@ fn hdel(ctx: &mut Ctx, args: &[&[u8]]) {
 
 /// Replies with `reply(hash)`, or `missing` for an absent key.
 fn read_int(ctx: &mut Ctx, key: &[u8], missing: i64, reply: impl FnOnce(&HashValue) -> i64) {
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     match ctx.guards.shard(key).read::<HashValue>(db, key, now) {
         Ok(Some(hash)) => ctx.out.int(reply(hash)),
@@ -174,7 +174,7 @@ enum Parts {
 }
 
 fn write_all(ctx: &mut Ctx, key: &[u8], parts: Parts) {
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     let budget = ctx.reply_budget();
     let hash = match ctx.guards.shard(key).read::<HashValue>(db, key, now) {
@@ -232,7 +232,7 @@ fn update_field<T>(
     increment: impl FnOnce(&mut HashValue) -> Result<T, IncrError>,
     errors: [&'static str; 2],
 ) -> Result<T, &'static str> {
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     let [not_a_number, overflow] = errors;
     match ctx
@@ -300,7 +300,7 @@ fn hrandfield(ctx: &mut Ctx, args: &[&[u8]]) {
             return ctx.out.error(reply);
         }
     }
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     let hash = match ctx
         .guards
@@ -329,7 +329,7 @@ fn hrandfield(ctx: &mut Ctx, args: &[&[u8]]) {
 }
 
 fn hrandfield_one(ctx: &mut Ctx, key: &[u8]) {
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     match ctx.guards.shard(key).read::<HashValue>(db, key, now) {
         Ok(Some(hash)) => match hash.random_field(&mut rand::thread_rng()) {
@@ -346,7 +346,7 @@ fn hscan(ctx: &mut Ctx, args: &[&[u8]]) {
         Ok(cursor) => cursor,
         Err(reply) => return ctx.out.error(reply),
     };
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     let hash = match ctx
         .guards

@@ -41,7 +41,7 @@ pub const HANDLERS: &[(&str, Handler)] = &[
 // ----- existence and deletion ---------------------------------------------------------------------
 
 fn del(ctx: &mut Ctx, args: &[&[u8]]) {
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     let removed = args[1..]
         .iter()
@@ -52,7 +52,7 @@ fn del(ctx: &mut Ctx, args: &[&[u8]]) {
 
 /// Counts every argument that exists, duplicates included (as Redis does).
 fn exists(ctx: &mut Ctx, args: &[&[u8]]) {
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     let found = args[1..]
         .iter()
@@ -62,7 +62,7 @@ fn exists(ctx: &mut Ctx, args: &[&[u8]]) {
 }
 
 fn touch(ctx: &mut Ctx, args: &[&[u8]]) {
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     let touched = args[1..]
         .iter()
@@ -72,7 +72,7 @@ fn touch(ctx: &mut Ctx, args: &[&[u8]]) {
 }
 
 fn type_of(ctx: &mut Ctx, args: &[&[u8]]) {
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     match ctx.guards.shard(args[1]).peek(db, args[1], now) {
         Some(info) => ctx.out.simple(info.kind.name()),
@@ -156,7 +156,7 @@ fn expire_generic(ctx: &mut Ctx, args: &[&[u8]], unit_ms: i64, relative: bool, n
             .out
             .error(&format!("ERR invalid expire time in '{name}' command"));
     };
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     let shard = ctx.guards.shard(args[1]);
     let Some(info) = shard.peek(db, args[1], now) else {
@@ -190,7 +190,7 @@ fn pexpireat(ctx: &mut Ctx, args: &[&[u8]]) {
 /// TTL / PTTL / EXPIRETIME / PEXPIRETIME: -2 when missing, -1 without expiry. Seconds round to the
 /// nearest, as Redis's `(ttl + 500) / 1000`.
 fn ttl_generic(ctx: &mut Ctx, args: &[&[u8]], in_ms: bool, absolute: bool) {
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     let Some(info) = ctx.guards.shard(args[1]).peek(db, args[1], now) else {
         return ctx.out.int(-2);
@@ -225,7 +225,7 @@ fn pexpiretime(ctx: &mut Ctx, args: &[&[u8]]) {
 }
 
 fn persist(ctx: &mut Ctx, args: &[&[u8]]) {
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     let shard = ctx.guards.shard(args[1]);
     match shard.peek(db, args[1], now) {
@@ -250,7 +250,7 @@ fn renamenx(ctx: &mut Ctx, args: &[&[u8]]) {
 /// RENAME / RENAMENX: the value keeps its expiry; renaming a key to itself only checks it exists.
 fn rename_generic(ctx: &mut Ctx, args: &[&[u8]], only_new: bool) {
     let (source, destination) = (args[1], args[2]);
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     if !ctx.guards.shard(source).exists(db, source, now) {
         return ctx.out.error(NO_SUCH_KEY);
@@ -305,7 +305,7 @@ fn parse_db(ctx: &Ctx, arg: &[u8]) -> Result<usize, &'static str> {
     usize::try_from(index)
         .ok()
         .filter(|&index| index < ctx.server.store.databases())
-        .map(|index| ctx.db_at(index))
+        .map(|index| ctx.keyspace_at(index))
         .ok_or("ERR DB index is out of range")
 }
 
@@ -314,7 +314,7 @@ const SAME_OBJECT: &str = "ERR source and destination objects are the same";
 /// COPY source destination [DB index] [REPLACE]: a deep copy, expiry included.
 fn copy(ctx: &mut Ctx, args: &[&[u8]]) {
     let (source, destination) = (args[1], args[2]);
-    let source_db = ctx.db();
+    let source_db = ctx.keyspace();
     let mut destination_db = source_db;
     let mut replace = false;
     let mut index = 3;
@@ -370,7 +370,7 @@ fn move_key(ctx: &mut Ctx, args: &[&[u8]]) {
         Ok(db) => db,
         Err(reply) => return ctx.out.error(reply),
     };
-    let db = ctx.db();
+    let db = ctx.keyspace();
     if target_db == db {
         return ctx.out.error(SAME_OBJECT);
     }
@@ -399,7 +399,10 @@ fn swapdb(ctx: &mut Ctx, args: &[&[u8]]) {
         return ctx.out.error("ERR DB index is out of range");
     }
     // Both databases of the connection's namespace: a tenant swaps only its own.
-    let (first, second) = (ctx.db_at(first as usize), ctx.db_at(second as usize));
+    let (first, second) = (
+        ctx.keyspace_at(first as usize),
+        ctx.keyspace_at(second as usize),
+    );
     ctx.server.txns.note_keyspace_write();
     for shard in ctx.guards.iter_mut() {
         shard.swap_dbs(first, second);
@@ -412,7 +415,7 @@ fn swapdb(ctx: &mut Ctx, args: &[&[u8]]) {
 fn keys(ctx: &mut Ctx, args: &[&[u8]]) {
     let pattern = args[1];
     let match_all = pattern == b"*";
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     let mut found: Vec<Vec<u8>> = Vec::new();
     // Keys are copied only while the reply fits under the client's output hard limit.
@@ -469,7 +472,7 @@ fn scan(ctx: &mut Ctx, args: &[&[u8]]) {
         Ok(options) => options,
         Err(reply) => return ctx.out.error(reply),
     };
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     let shard_count = ctx.server.store.shard_count();
     let (next, found) = scan_shards(
@@ -522,7 +525,7 @@ fn scan_shards<'s>(
 
 /// A random key, picking the shard in proportion to its number of keys in the database.
 fn randomkey(ctx: &mut Ctx, _args: &[&[u8]]) {
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     let counts: Vec<usize> = ctx.guards.iter_mut().map(|s| s.key_count(db)).collect();
     let total: usize = counts.iter().sum();
@@ -551,7 +554,7 @@ fn randomkey(ctx: &mut Ctx, _args: &[&[u8]]) {
 }
 
 fn dbsize(ctx: &mut Ctx, _args: &[&[u8]]) {
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let keys: usize = ctx.guards.iter_mut().map(|shard| shard.key_count(db)).sum();
     ctx.out.int(keys as i64);
 }
@@ -569,7 +572,7 @@ fn flushdb(ctx: &mut Ctx, args: &[&[u8]]) {
     if !flush_mode_ok(args) {
         return ctx.out.error(SYNTAX);
     }
-    let db = ctx.db();
+    let db = ctx.keyspace();
     ctx.server.txns.note_keyspace_write();
     ctx.guards.iter_mut().for_each(|shard| shard.flush_db(db));
     ctx.out.ok();
@@ -582,7 +585,7 @@ fn flushall(ctx: &mut Ctx, args: &[&[u8]]) {
     // Every database of the caller's namespace only: a non-shared tenant flushes its own keys, the
     // default and shared tenants the common keyspace.
     let addresses: Vec<usize> = (0..ctx.server.store.databases())
-        .map(|db| ctx.db_at(db))
+        .map(|db| ctx.keyspace_at(db))
         .collect();
     ctx.server.txns.note_keyspace_write();
     for shard in ctx.guards.iter_mut() {
@@ -653,7 +656,7 @@ fn object(ctx: &mut Ctx, args: &[&[u8]]) {
         return ctx.out.error(&arity_error(&format!("object|{name}")));
     }
     let key = args[2];
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     let store = &ctx.server.store;
     let policy = store.policy();

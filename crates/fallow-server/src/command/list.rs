@@ -68,7 +68,7 @@ fn with_list(
 }
 
 fn wake(ctx: &mut Ctx, key: &[u8]) {
-    let db = ctx.db();
+    let db = ctx.keyspace();
     ctx.guards.shard(key).wake_waiters(db, key);
 }
 
@@ -323,7 +323,7 @@ fn move_one(
     from: End,
     to: End,
 ) -> Result<Option<Box<[u8]>>, WrongType> {
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     let source_kind = ctx
         .guards

@@ -16,8 +16,8 @@ pub mod keys;
 pub mod list;
 pub mod pubsub;
 pub mod random;
-pub mod scan;
 pub mod reply;
+pub mod scan;
 pub mod server;
 pub mod session;
 pub mod set;
@@ -96,7 +96,11 @@ static SPECS: LazyLock<Vec<CommandSpec>> = LazyLock::new(|| {
                 .unwrap_or_else(|| panic!("{} has no handler", info.name)),
         })
         .collect();
-    assert!(handlers.is_empty(), "handlers without a row: {:?}", handlers.keys());
+    assert!(
+        handlers.is_empty(),
+        "handlers without a row: {:?}",
+        handlers.keys()
+    );
     specs
 });
 
@@ -112,7 +116,9 @@ pub fn lookup(name: &[u8]) -> Option<(usize, &'static CommandSpec)> {
 
 /// The command (with its handler) a metadata row describes.
 pub fn spec_of(info: &CommandInfo) -> &'static CommandSpec {
-    lookup(info.name.as_bytes()).expect("every row is in the table").1
+    lookup(info.name.as_bytes())
+        .expect("every row is in the table")
+        .1
 }
 
 /// Everything a handler may use while it runs. The guards have their own lifetime (that of the server)
@@ -130,7 +136,7 @@ pub struct Ctx<'a, 's> {
 
 impl Ctx<'_, '_> {
     /// The keyspace address of the connection's selected database (its tenant and namespace).
-    pub fn db(&self) -> usize {
+    pub fn keyspace(&self) -> usize {
         self.conn.address()
     }
 
@@ -155,7 +161,7 @@ impl Ctx<'_, '_> {
 
     /// The keyspace address of database `index` in the connection's namespace (MOVE, COPY DB,
     /// SWAPDB, FLUSHALL, INFO keyspace).
-    pub fn db_at(&self, index: usize) -> usize {
+    pub fn keyspace_at(&self, index: usize) -> usize {
         self.conn.tenant.address(index)
     }
 
@@ -241,7 +247,7 @@ pub fn with_collection<T: CollectionType>(
     key: &[u8],
     reply: impl FnOnce(&mut ReplyWriter, Option<&T>),
 ) {
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     match ctx.guards.shard(key).read::<T>(db, key, now) {
         Ok(found) => reply(ctx.out, found),
@@ -256,7 +262,7 @@ pub fn update_collection<T: CollectionType, R>(
     create: bool,
     update: impl FnOnce(&mut T) -> R,
 ) -> Result<Option<R>, WrongType> {
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     ctx.guards
         .shard(key)
@@ -341,7 +347,11 @@ mod tests {
     fn every_row_has_its_handler() {
         assert_eq!(table().len(), info::table().len());
         for (spec, &info) in table().iter().zip(info::table()) {
-            assert!(std::ptr::eq(spec.info, info), "{} is paired in table order", info.name);
+            assert!(
+                std::ptr::eq(spec.info, info),
+                "{} is paired in table order",
+                info.name
+            );
             assert!(std::ptr::eq(spec_of(info), spec));
         }
         assert_eq!(lookup(b"GeT").map(|(_, spec)| spec.name), Some("get"));

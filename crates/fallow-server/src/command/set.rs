@@ -40,7 +40,7 @@ const SSCAN: ScanRules = ScanRules {
 
 fn sadd(ctx: &mut Ctx, args: &[&[u8]]) {
     let (key, members) = (args[1], &args[2..]);
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     let shard = ctx.guards.shard(key);
     // Checked first so adding only existing members is not a modification (WATCH).
@@ -59,7 +59,7 @@ fn sadd(ctx: &mut Ctx, args: &[&[u8]]) {
 
 fn srem(ctx: &mut Ctx, args: &[&[u8]]) {
     let (key, members) = (args[1], &args[2..]);
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     let shard = ctx.guards.shard(key);
     match shard.peek_collection::<SetValue>(db, key, now) {
@@ -74,7 +74,7 @@ fn srem(ctx: &mut Ctx, args: &[&[u8]]) {
 }
 
 fn scard(ctx: &mut Ctx, args: &[&[u8]]) {
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     match ctx.guards.shard(args[1]).read::<SetValue>(db, args[1], now) {
         Ok(set) => ctx.out.int(set.map_or(0, SetValue::len) as i64),
@@ -83,7 +83,7 @@ fn scard(ctx: &mut Ctx, args: &[&[u8]]) {
 }
 
 fn sismember(ctx: &mut Ctx, args: &[&[u8]]) {
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     match ctx.guards.shard(args[1]).read::<SetValue>(db, args[1], now) {
         Ok(set) => ctx
@@ -94,7 +94,7 @@ fn sismember(ctx: &mut Ctx, args: &[&[u8]]) {
 }
 
 fn smismember(ctx: &mut Ctx, args: &[&[u8]]) {
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     let set = match ctx.guards.shard(args[1]).read::<SetValue>(db, args[1], now) {
         Ok(set) => set,
@@ -108,7 +108,7 @@ fn smismember(ctx: &mut Ctx, args: &[&[u8]]) {
 }
 
 fn smembers(ctx: &mut Ctx, args: &[&[u8]]) {
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     let budget = ctx.reply_budget();
     match ctx.guards.shard(args[1]).read::<SetValue>(db, args[1], now) {
@@ -142,7 +142,7 @@ fn spop(ctx: &mut Ctx, args: &[&[u8]]) {
 }
 
 fn spop_one(ctx: &mut Ctx, key: &[u8]) {
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     let popped = ctx
         .guards
@@ -161,7 +161,7 @@ fn spop_count(ctx: &mut Ctx, args: &[&[u8]]) {
     let Some(count) = parse_int(args[2]).filter(|&count| count >= 0) else {
         return ctx.out.error("ERR value is out of range, must be positive");
     };
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     let shard = ctx.guards.shard(args[1]);
     if count == 0 {
@@ -195,7 +195,7 @@ fn srandmember(ctx: &mut Ctx, args: &[&[u8]]) {
         },
         _ => return ctx.out.error(SYNTAX),
     };
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     let set = match ctx.guards.shard(args[1]).read::<SetValue>(db, args[1], now) {
         Ok(set) => set,
@@ -218,7 +218,7 @@ fn srandmember(ctx: &mut Ctx, args: &[&[u8]]) {
 
 fn smove(ctx: &mut Ctx, args: &[&[u8]]) {
     let (source, destination, member) = (args[1], args[2], args[3]);
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     // Redis: an absent source replies 0 before the destination's type is looked at.
     let in_source = match ctx
@@ -281,7 +281,7 @@ impl SetSource for ShardSource<'_, '_, '_> {
 /// Computes `algebra` over the sets at `keys` (an absent key is an empty set). Every key is looked up
 /// (and type-checked) once, as Redis does, before any member is copied.
 fn compute(ctx: &mut Ctx, algebra: Algebra, keys: &[&[u8]]) -> Result<SetValue, WrongType> {
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now_ms = ctx.now_ms;
     let mut lens = Vec::with_capacity(keys.len());
     for key in keys {
@@ -318,7 +318,7 @@ fn store_algebra(ctx: &mut Ctx, algebra: Algebra, args: &[&[u8]]) {
         Err(WrongType) => return ctx.out.error(WRONGTYPE),
     };
     let len = result.len();
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     let shard = ctx.guards.shard(destination);
     if len == 0 {
@@ -397,7 +397,7 @@ fn sscan(ctx: &mut Ctx, args: &[&[u8]]) {
         Ok(cursor) => cursor,
         Err(reply) => return ctx.out.error(reply),
     };
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     let set = match ctx.guards.shard(args[1]).read::<SetValue>(db, args[1], now) {
         Ok(Some(set)) => set,

@@ -32,7 +32,7 @@ pub const HANDLERS: &[(&str, Handler)] = &[
 const STRING_BYTES_MAX: usize = 512 << 20;
 
 fn get(ctx: &mut Ctx, args: &[&[u8]]) {
-    let db = ctx.db();
+    let db = ctx.keyspace();
     match ctx
         .guards
         .shard(args[1])
@@ -46,7 +46,7 @@ fn get(ctx: &mut Ctx, args: &[&[u8]]) {
 
 /// Reads a string value as an owned copy with its expiry.
 fn read_owned(ctx: &mut Ctx, key: &[u8]) -> Result<Option<(Vec<u8>, u64)>, WrongType> {
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     Ok(ctx
         .guards
@@ -59,7 +59,7 @@ fn read_owned(ctx: &mut Ctx, key: &[u8]) -> Result<Option<(Vec<u8>, u64)>, Wrong
 /// and the access time is not touched, as Redis's lookupKeyWrite; the per-tenant hit rates stay those
 /// of reads.
 fn read_owned_for_write(ctx: &mut Ctx, key: &[u8]) -> Result<Option<(Vec<u8>, u64)>, WrongType> {
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     let shard = ctx.guards.shard(key);
     match shard.peek(db, key, now) {
@@ -169,7 +169,7 @@ fn set(ctx: &mut Ctx, args: &[&[u8]]) {
         }
         index += 1;
     }
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     let shard = ctx.guards.shard(key);
     let old = if return_old {
@@ -202,7 +202,7 @@ fn set(ctx: &mut Ctx, args: &[&[u8]]) {
 }
 
 fn setnx(ctx: &mut Ctx, args: &[&[u8]]) {
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     let shard = ctx.guards.shard(args[1]);
     if shard.exists(db, args[1], now) {
@@ -225,7 +225,7 @@ fn set_with_expiry(ctx: &mut Ctx, args: &[&[u8]], unit_ms: i64, command: &str) {
             .out
             .error(&format!("ERR invalid expire time in '{command}' command"));
     };
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     ctx.guards
         .shard(args[1])
@@ -246,7 +246,7 @@ fn getset(ctx: &mut Ctx, args: &[&[u8]]) {
         Ok(old) => old,
         Err(WrongType) => return ctx.out.error(WRONGTYPE),
     };
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     ctx.guards
         .shard(args[1])
@@ -262,7 +262,7 @@ fn getdel(ctx: &mut Ctx, args: &[&[u8]]) {
         Ok(old) => old,
         Err(WrongType) => return ctx.out.error(WRONGTYPE),
     };
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     match old {
         Some((value, _)) => {
@@ -297,7 +297,7 @@ fn getex(ctx: &mut Ctx, args: &[&[u8]]) {
         Ok(None) => return ctx.out.nil(),
         Err(WrongType) => return ctx.out.error(WRONGTYPE),
     };
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     let shard = ctx.guards.shard(args[1]);
     match expiry {
@@ -313,7 +313,7 @@ fn getex(ctx: &mut Ctx, args: &[&[u8]]) {
 }
 
 fn mget(ctx: &mut Ctx, args: &[&[u8]]) {
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     let reply_start = ctx.out.buf.len();
     ctx.out.array_len(args.len() - 1);
@@ -337,7 +337,7 @@ fn mget(ctx: &mut Ctx, args: &[&[u8]]) {
 
 /// The bytes MGET's reply needs for `keys`, from the values' lengths.
 fn mget_reply_bytes(ctx: &mut Ctx, keys: &[&[u8]]) -> u64 {
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     keys.iter()
         .map(|key| {
@@ -353,7 +353,7 @@ fn mset(ctx: &mut Ctx, args: &[&[u8]]) {
     if args.len().is_multiple_of(2) {
         return ctx.out.error(&super::arity_error("mset"));
     }
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     for pair in args[1..].chunks(2) {
         ctx.guards
@@ -367,7 +367,7 @@ fn msetnx(ctx: &mut Ctx, args: &[&[u8]]) {
     if args.len().is_multiple_of(2) {
         return ctx.out.error(&super::arity_error("msetnx"));
     }
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     let any_exists = args[1..]
         .chunks(2)
@@ -398,7 +398,7 @@ fn append(ctx: &mut Ctx, args: &[&[u8]]) {
         return;
     }
     value.extend_from_slice(args[2]);
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     ctx.guards
         .shard(args[1])
@@ -407,7 +407,7 @@ fn append(ctx: &mut Ctx, args: &[&[u8]]) {
 }
 
 fn strlen(ctx: &mut Ctx, args: &[&[u8]]) {
-    let db = ctx.db();
+    let db = ctx.keyspace();
     match ctx
         .guards
         .shard(args[1])
@@ -423,7 +423,7 @@ fn getrange(ctx: &mut Ctx, args: &[&[u8]]) {
     let (Some(start), Some(end)) = (parse_int(args[2]), parse_int(args[3])) else {
         return ctx.out.error(NOT_INTEGER);
     };
-    let db = ctx.db();
+    let db = ctx.keyspace();
     match ctx
         .guards
         .shard(args[1])
@@ -469,7 +469,7 @@ fn setrange(ctx: &mut Ctx, args: &[&[u8]]) {
         value.resize(offset + patch.len(), 0);
     }
     value[offset..offset + patch.len()].copy_from_slice(patch);
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     ctx.guards
         .shard(args[1])
@@ -490,7 +490,7 @@ pub(super) fn increment(ctx: &mut Ctx, key: &[u8], delta: i64) {
     let Some(updated) = current.checked_add(delta) else {
         return ctx.out.error("ERR increment or decrement would overflow");
     };
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     let text = itoa::Buffer::new().format(updated).as_bytes().to_vec();
     ctx.guards
@@ -539,7 +539,7 @@ fn incrbyfloat(ctx: &mut Ctx, args: &[&[u8]]) {
         return ctx.out.error("ERR increment would produce NaN or Infinity");
     }
     let text = fallow_proto::reply::format_double_human(updated);
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     ctx.guards
         .shard(args[1])

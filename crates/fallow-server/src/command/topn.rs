@@ -2,8 +2,8 @@
 //! members (`fallow_txn::types::topk`). Named TOPN, not TOPK: RedisBloom's TOPK.* is a heavy-hitters
 //! sketch with other semantics. Scores are integers and come back as integers.
 use super::{
-    is, parse_int, parse_ints, update_collection, with_collection, Handler, Ctx,
-    NOT_INTEGER, SYNTAX, WRONGTYPE,
+    is, parse_int, parse_ints, update_collection, with_collection, Ctx, Handler, NOT_INTEGER,
+    SYNTAX, WRONGTYPE,
 };
 use fallow_proto::ReplyWriter;
 use fallow_store::types::topk::MAX_CAPACITY;
@@ -36,7 +36,7 @@ fn topn_reserve(ctx: &mut Ctx, args: &[&[u8]]) {
         Ok(capacity) => capacity,
         Err(error) => return ctx.out.error(&error),
     };
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     let shard = ctx.guards.shard(key);
     if shard.exists(db, key, now) {

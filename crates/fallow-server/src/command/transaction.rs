@@ -2,7 +2,7 @@
 //! while a MULTI is open; EXEC locks every shard once, checks the watched keys' CAS values, and runs the
 //! queue on those locks, so no other client sees a state between two queued commands.
 use super::dispatch::{permitted_now, run_with_guards};
-use super::{lookup, Handler, Ctx};
+use super::{lookup, Ctx, Handler};
 use crate::connection::Watch;
 use std::sync::atomic::Ordering;
 
@@ -38,7 +38,7 @@ fn watch(ctx: &mut Ctx, args: &[&[u8]]) {
     if ctx.conn.in_multi() {
         return ctx.out.error("ERR WATCH inside MULTI is not allowed");
     }
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     for &key in &args[1..] {
         let known = ctx
@@ -130,7 +130,7 @@ fn txn_locks_admit(ctx: &mut Ctx) -> bool {
     if !server.txns.any_locked() && ctx.conn.plain_locks.is_none() {
         return true;
     }
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let abstract_locks = server.txns.abstract_locks();
     let mut requests = crate::txn::modes::Requests::new();
     for command in ctx.conn.multi.iter().flatten() {

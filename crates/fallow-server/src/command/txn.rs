@@ -1,8 +1,8 @@
 //! Interactive transactions over abstract data types: TXN.BEGIN, TXN.NOWAIT, TXN.LOCK, TXN.COMMIT,
 //! TXN.ABORT (docs/transactions.md).
 //! What happens to the commands in between lives in `crate::txn::session`.
-use super::{Handler, Ctx};
 use super::dispatch;
+use super::{Ctx, Handler};
 use crate::txn::WaitPolicy;
 use std::sync::atomic::Ordering;
 

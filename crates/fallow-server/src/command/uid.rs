@@ -2,11 +2,9 @@
 //! generator is a plain string counter, so GET shows the last id handed out and SET can seed it. The
 //! transaction layer promises only uniqueness (ids need not be sequential), which is what lets two
 //! UID.NEXTs share the key's lock.
-use super::{Handler, Ctx};
+use super::{Ctx, Handler};
 
-pub const HANDLERS: &[(&str, Handler)] = &[
-    ("uid.next", uid_next),
-];
+pub const HANDLERS: &[(&str, Handler)] = &[("uid.next", uid_next)];
 
 /// The counter after adding one, with INCR's errors (not an integer, overflow).
 fn uid_next(ctx: &mut Ctx, args: &[&[u8]]) {

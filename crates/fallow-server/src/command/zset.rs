@@ -157,7 +157,7 @@ fn update<R>(
 
 /// Stores `zset` under `key` (deleting the key when it is empty) and wakes BZPOP waiters.
 fn store(ctx: &mut Ctx, key: &[u8], zset: ZSetValue) {
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     let shard = ctx.guards.shard(key);
     if zset.is_empty() {
@@ -235,7 +235,7 @@ fn zadd(ctx: &mut Ctx, args: &[&[u8]]) {
         Ok(None) => return ctx.out.int(0),
         Err(WrongType) => return ctx.out.error(WRONGTYPE),
     };
-    let db = ctx.db();
+    let db = ctx.keyspace();
     ctx.guards.shard(args[1]).wake_waiters(db, args[1]);
     reply_add(ctx.out, &outcomes, flags);
 }
@@ -267,7 +267,7 @@ fn zincrby(ctx: &mut Ctx, args: &[&[u8]]) {
     };
     match update(ctx, args[1], true, |zset| zset.incr(args[3], delta)) {
         Ok(Some(outcome)) => {
-            let db = ctx.db();
+            let db = ctx.keyspace();
             ctx.guards.shard(args[1]).wake_waiters(db, args[1]);
             reply_add(ctx.out, &[outcome], flags);
         }
@@ -452,7 +452,7 @@ fn range_generic(ctx: &mut Ctx, call: RangeCall) {
         }
         return;
     };
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     let result = match ctx
         .guards
@@ -806,7 +806,7 @@ fn parse_set_op<'a>(
 
 /// The members and scores of a sorted set or (score 1) a set. Ok(None): absent.
 fn read_scored(ctx: &mut Ctx, key: &[u8]) -> Result<Option<Scored>, WrongType> {
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     let shard = ctx.guards.shard(key);
     match shard.peek(db, key, now).map(|info| info.kind) {

@@ -7,8 +7,8 @@ pub mod controller;
 pub mod psi;
 pub mod report;
 pub mod settings;
-pub mod start;
 pub mod source;
+pub mod start;
 pub mod store;
 pub mod target;
 pub mod trace;
@@ -93,4 +93,3 @@ impl Elastic {
         }
     }
 }
-

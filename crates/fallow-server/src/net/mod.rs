@@ -6,8 +6,8 @@ pub mod protected;
 pub mod resp;
 mod unix_socket;
 
-use crate::server::Server;
 use crate::clients::ClientKind;
+use crate::server::Server;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

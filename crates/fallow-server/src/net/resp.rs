@@ -2,12 +2,12 @@
 //! replies. Pipelined requests are answered with one write. Pub/sub messages, CLIENT KILL and blocking
 //! commands (BLPOP...) are handled here, between batches.
 use crate::clients::memory::{self as client_memory, ClassLimit};
+use crate::clients::ClientHandle;
 use crate::command;
 use crate::connection::{BlockRequest, ConnState, TimeoutReply};
 use crate::net::{sleep_or_forever, wait_reply_delay};
 use crate::pubsub::PubSubMessage;
 use crate::server::Server;
-use crate::clients::ClientHandle;
 use fallow_proto::resp::{parse_request, Parsed, RespLimits};
 use fallow_proto::ReplyWriter;
 use std::sync::atomic::Ordering;
@@ -326,7 +326,13 @@ fn finish_write(
     if out.buf.capacity() > 4 * OUTPUT_FLUSH_BYTES {
         out.buf.shrink_to(OUTPUT_FLUSH_BYTES);
     }
-    client_memory::report_buffers(&server.clients, &server.clients_memory, &conn.handle, 0, input_bytes as u64);
+    client_memory::report_buffers(
+        &server.clients,
+        &server.clients_memory,
+        &conn.handle,
+        0,
+        input_bytes as u64,
+    );
     let memory = &conn.handle.memory;
     if memory.soft_since_ms.load(Ordering::Relaxed) != 0 {
         // Written out: the soft-limit clock restarts, unless the queued messages alone keep it running.
@@ -375,7 +381,13 @@ impl PendingOutput {
         soft_timer: &mut std::pin::Pin<&mut tokio::time::Sleep>,
     ) -> bool {
         let handle = &conn.handle;
-        client_memory::report_buffers(&server.clients, &server.clients_memory, handle, unwritten as u64, input_bytes as u64);
+        client_memory::report_buffers(
+            &server.clients,
+            &server.clients_memory,
+            handle,
+            unwritten as u64,
+            input_bytes as u64,
+        );
         if handle.is_killed() {
             return true;
         }

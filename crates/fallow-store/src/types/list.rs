@@ -234,24 +234,19 @@ impl ListValue {
         let skip = (query.rank.unsigned_abs() - 1) as usize;
         let indexed = self.iter().enumerate();
         let matching = |(_, candidate): &(usize, &[u8])| *candidate == item;
-        if query.rank > 0 {
-            indexed
-                .take(scanned)
-                .filter(matching)
-                .skip(skip)
-                .take(wanted)
-                .map(|(index, _)| index)
-                .collect()
+        // a negative RANK scans from the tail
+        let ordered: Box<dyn Iterator<Item = (usize, &[u8])>> = if query.rank > 0 {
+            Box::new(indexed)
         } else {
-            indexed
-                .rev()
-                .take(scanned)
-                .filter(matching)
-                .skip(skip)
-                .take(wanted)
-                .map(|(index, _)| index)
-                .collect()
-        }
+            Box::new(indexed.rev())
+        };
+        ordered
+            .take(scanned)
+            .filter(matching)
+            .skip(skip)
+            .take(wanted)
+            .map(|(index, _)| index)
+            .collect()
     }
 }
 

@@ -249,7 +249,6 @@ fn room_for_request(server: &Server, guards: &mut Guards<'_>, args: &[&[u8]]) ->
     !store.would_exceed_maxmemory(request_bytes) || guards.make_room_for(request_bytes).is_ok()
 }
 
-
 /// Queues a command inside MULTI (its arguments copied; EXEC looks it up again).
 fn queue_in_multi(conn: &mut ConnState, out: &mut ReplyWriter, args: &[&[u8]]) {
     if let Some(queued) = conn.multi.as_mut() {

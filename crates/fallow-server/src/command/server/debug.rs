@@ -102,7 +102,7 @@ pub(super) fn debug(ctx: &mut Ctx, args: &[&[u8]]) {
 }
 
 fn debug_object(ctx: &mut Ctx, key: &[u8]) {
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     let shard = ctx.guards.shard(key);
     let Some(info) = shard.peek(db, key, now) else {

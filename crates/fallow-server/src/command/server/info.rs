@@ -443,7 +443,11 @@ fn fallow_section(ctx: &Ctx, totals: &ShardTotals, text: &mut String) {
 fn errorstats_section(ctx: &Ctx, text: &mut String) {
     text.push_str("# Errorstats\r\n");
     for (prefix, count) in ctx.server.stats.errors.counts() {
-        field(text, &format!("errorstat_{prefix}"), format!("count={count}"));
+        field(
+            text,
+            &format!("errorstat_{prefix}"),
+            format!("count={count}"),
+        );
     }
 }
 

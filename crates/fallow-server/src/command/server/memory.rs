@@ -59,7 +59,7 @@ fn memory_usage(ctx: &mut Ctx, args: &[&[u8]]) {
         }
     }
     let key = args[2];
-    let db = ctx.db();
+    let db = ctx.keyspace();
     let now = ctx.now_ms;
     match ctx.guards.shard(key).memory_usage(db, key, now) {
         Some(bytes) => ctx.out.int(bytes as i64),

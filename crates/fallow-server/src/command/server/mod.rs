@@ -50,7 +50,7 @@ struct ShardTotals {
 fn shard_totals(ctx: &mut Ctx, with_keyspace: bool) -> ShardTotals {
     let databases = ctx.server.store.databases();
     // INFO keyspace lists the databases of the caller's namespace.
-    let addresses: Vec<usize> = (0..databases).map(|db| ctx.db_at(db)).collect();
+    let addresses: Vec<usize> = (0..databases).map(|db| ctx.keyspace_at(db)).collect();
     let mut totals = ShardTotals {
         keyspace: vec![(0, 0, 0); databases],
         ..ShardTotals::default()

@@ -5,8 +5,8 @@
 use super::stats::bump;
 use super::Exec;
 use crate::acl::log::{Context, Reason};
-use crate::server::Server;
 use crate::clients::ClientHandle;
+use crate::server::Server;
 use fallow_proto::memcache::{
     encode_binary_response, BinaryOpcode, BinaryRequest, BinaryStatus, McRequest, StoreMode,
 };
@@ -72,13 +72,8 @@ pub(super) fn admit(exec: &mut Exec, request: McRequest) -> Option<McRequest> {
     };
     bump(&exec.server.memcache.permission_denied_cmds);
     let handle = &exec.login.handle;
-    exec.server.note_acl_denial(
-        handle,
-        reason,
-        Context::Toplevel,
-        &object,
-        &user,
-    );
+    exec.server
+        .note_acl_denial(handle, reason, Context::Toplevel, &object, &user);
     deny(
         exec.out,
         &request,

@@ -102,4 +102,3 @@ impl ListenerGate {
 pub fn auth_required(acl: &Acl) -> bool {
     acl.users.len() > 1 || acl.default_user_requires_auth() || !acl.default_is_unrestricted()
 }
-

@@ -4,8 +4,8 @@
 //! the configuration change (`ListenerGate::wake`): it closes the listener and its connections, or binds
 //! it again.
 use super::gate::{auth_required, ClosedReason};
-use crate::server::Server;
 use crate::clients::ClientKind;
+use crate::server::Server;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::net::TcpListener;

@@ -1,9 +1,9 @@
 //! The memcached connection loop: read, execute every complete request in the buffer (text, meta or
 //! binary, detected per request), write the batch of replies at once. Execution lives in `text`,
 //! `meta` and `binary`; item semantics shared by the three in `items`; counters and reports in `stats`.
-pub mod gate;
 pub mod auth;
 mod binary;
+pub mod gate;
 mod items;
 pub mod listener;
 mod meta;
@@ -13,9 +13,9 @@ mod text;
 pub use gate::ListenerGate;
 pub use stats::McStats;
 
+use crate::clients::ClientHandle;
 use crate::net::{sleep_or_forever, wait_reply_delay};
 use crate::server::Server;
-use crate::clients::ClientHandle;
 use crate::tenants::TenantBinding;
 use crate::txn::modes;
 use crate::txn::session::{self, Claim, LockWait, PlainLocks};
@@ -72,7 +72,11 @@ impl Limits {
             generation,
             codec,
             partial_request_bytes_max,
-            tenant: TenantBinding::resolve(&server.store, server.tenant_generation(), &config.memcache_tenant),
+            tenant: TenantBinding::resolve(
+                &server.store,
+                server.tenant_generation(),
+                &config.memcache_tenant,
+            ),
         }
     }
 
@@ -366,7 +370,13 @@ async fn write_out<S: AsyncWrite + Unpin>(
     let bytes = out.len() as u64;
     let large = bytes >= crate::clients::memory::REPORT_MIN_BYTES;
     if large {
-        crate::clients::memory::report_buffers(&server.clients, &server.clients_memory, handle, bytes, 0);
+        crate::clients::memory::report_buffers(
+            &server.clients,
+            &server.clients_memory,
+            handle,
+            bytes,
+            0,
+        );
     }
     let soft = server.clients_memory.limits().normal;
     let soft_wait = (large && soft.soft_bytes > 0 && bytes >= soft.soft_bytes)
@@ -382,7 +392,13 @@ async fn write_out<S: AsyncWrite + Unpin>(
         }
     }
     if large {
-        crate::clients::memory::report_buffers(&server.clients, &server.clients_memory, handle, 0, 0);
+        crate::clients::memory::report_buffers(
+            &server.clients,
+            &server.clients_memory,
+            handle,
+            0,
+            0,
+        );
     }
     server
         .stats

@@ -1,10 +1,10 @@
 //! memcached counters and the `stats` reports (general, settings, items, slabs). fallow has no slab
 //! classes: `items` and `slabs` report each shard and its segments in their place.
 use super::VERSION;
-use crate::server::Server;
 use crate::clients::ClientKind;
-use std::sync::atomic::Ordering;
+use crate::server::Server;
 pub use crate::stats::{bump, McStats};
+use std::sync::atomic::Ordering;
 
 /// One `STAT name value` line.
 pub type Stat = (String, String);
