@@ -53,7 +53,8 @@ def instructions(binary: str, test: str, pipeline: int, requests: int) -> int:
     out = Path(tempfile.mkdtemp()) / "callgrind.out"
     server = subprocess.Popen(
         ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", binary, "--threads", "1",
-         "--port", str(port), "--memcache-port", "0", "--unixsocket", "", "--log-level", "warn"],
+         "--port", str(port), "--memcache-port", "0", "--unixsocket", "", "--log-level", "warn",
+         "--dir", str(out.parent / "data")],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_for_port(port)

@@ -16,7 +16,7 @@ def _start(tmp_path, args, env_extra):
     env.update(env_extra)
     log = open(tmp_path / "fallow.log", "wb")
     return subprocess.Popen([str(fallow_bin()), "--log-level", "warn", *args], env=env,
-                            stdout=log, stderr=subprocess.STDOUT)
+                            stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
 
 
 def _answers_on(port, timeout=5.0):

@@ -213,7 +213,7 @@ def test_a_second_server_does_not_take_a_live_unix_socket(server_factory, tmp_pa
     with open(log, "wb") as out:
         second = subprocess.run([str(fallow_bin()), "--port", str(free_port()), "--memcache-port", "0",
                                  "--unixsocket", first.unixsocket], stdout=out, stderr=subprocess.STDOUT,
-                                timeout=20)
+                                timeout=20, cwd=tmp_path)
     assert second.returncode != 0
     assert first.unixsocket in log.read_text()
     with RawConn(path=first.unixsocket) as c:
@@ -248,7 +248,7 @@ def test_connections_past_the_fd_limit_get_an_error_not_the_backlog(tmp_path):
             "--unixsocket", "", "--log-level", "info"]
     with open(log, "wb") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                preexec_fn=lambda: __import__("resource").setrlimit(
+                                cwd=tmp_path, preexec_fn=lambda: __import__("resource").setrlimit(
                                     __import__("resource").RLIMIT_NOFILE, (256, 256)))
     conns = []
     try:

@@ -38,6 +38,14 @@ impl Drop for Server {
     }
 }
 
+/// A data directory (`--dir`) of its own for a server on `port`: one server per directory.
+fn data_dir(port: u16) -> PathBuf {
+    let dir =
+        std::env::temp_dir().join(format!("fallow-client-test-{}-{port}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
 /// Starts `count` servers, or None (with a note) when the binary is not built.
 fn start(count: usize) -> Option<Vec<Server>> {
     let program = fallow_bin();
@@ -52,6 +60,8 @@ fn start_one(program: &PathBuf) -> Server {
     let port = free_port();
     let child = Command::new(program)
         .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+        .arg("--dir")
+        .arg(data_dir(port))
         .args([
             "--memcache-port",
             "0",
@@ -830,6 +840,8 @@ fn a_node_on_the_unix_socket() {
     std::fs::create_dir_all(&dir).unwrap();
     let child = Command::new(&program)
         .args(["--bind", "127.0.0.1", "--port", &free_port().to_string()])
+        .arg("--dir")
+        .arg(dir.join("data"))
         .args([
             "--memcache-port",
             "0",

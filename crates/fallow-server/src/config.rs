@@ -152,6 +152,31 @@ pub struct Cli {
     /// Changeable with CONFIG SET.
     #[arg(long, env = "FALLOW_MEMCACHE_AUTH")]
     pub memcache_auth: Option<String>,
+    /// Data directory (as Redis's `dir`): lock file, saved tenants and users, the tier-2 file. One server
+    /// per directory.
+    #[arg(long, env = "FALLOW_DIR")]
+    pub dir: Option<String>,
+    /// Tier 2's file size limit (the file grows as data is written), e.g. 20gb; 0 turns tier 2 off.
+    /// Default `auto`: twice the RAM pool's maximum (maxmemory, elastic-max or host RAM), capped by half
+    /// the free disk space where the file goes.
+    #[arg(long, env = "FALLOW_TIER2_SIZE")]
+    pub tier2_size: Option<String>,
+    /// Tier 2's file, e.g. on another device; default `<dir>/tier2.dat`.
+    #[arg(long, env = "FALLOW_TIER2_PATH")]
+    pub tier2_path: Option<String>,
+    /// When persistent tenants' writes are made durable, as Redis's appendfsync: always (a write is
+    /// answered after its record is on the device; concurrent writers share an fdatasync), everysec (a
+    /// crash loses at most about the last second), no.
+    #[arg(long, env = "FALLOW_TIER2_FSYNC")]
+    pub tier2_fsync: Option<String>,
+    /// An ephemeral value leaving RAM is written to tier 2 only if it was read at least this many times
+    /// (0: always); under maxmemory-policy noeviction everything is written.
+    #[arg(long, env = "FALLOW_TIER2_ADMIT_HITS")]
+    pub tier2_admit_hits: Option<u8>,
+    /// Size of tier 2's regions (written sequentially, cleaned whole; the largest value a persistent
+    /// tenant can store is a little below it), e.g. 4mb (64kb..8mb).
+    #[arg(long, env = "FALLOW_TIER2_REGION_SIZE")]
+    pub tier2_region_size: Option<String>,
 }
 
 /// Every setting of a running fallow, after defaults, file, environment and flags were merged.
@@ -230,6 +255,14 @@ pub struct Config {
     /// First delay, doubled per further failure up to `auth_failure_delay_max_ms`.
     pub auth_failure_delay_ms: u64,
     pub auth_failure_delay_max_ms: u64,
+    pub dir: String,
+    pub tier2_size: String,
+    pub tier2_path: String,
+    pub tier2_fsync: String,
+    pub tier2_admit_hits: u8,
+    #[serde(deserialize_with = "deserialize_bytes")]
+    #[serde(rename = "tier2-region-size")]
+    pub tier2_region_size_bytes: u64,
     /// The TOML file the settings were read from (INFO config_file); not a setting itself.
     #[serde(skip)]
     pub config_file: Option<String>,
@@ -281,6 +314,12 @@ impl Default for Config {
             auth_failures_before_delay: 10,
             auth_failure_delay_ms: 100,
             auth_failure_delay_max_ms: 2000,
+            dir: "./fallow-data".into(),
+            tier2_size: "auto".into(),
+            tier2_path: String::new(),
+            tier2_fsync: "everysec".into(),
+            tier2_admit_hits: 1,
+            tier2_region_size_bytes: 4 << 20,
             config_file: None,
         }
     }
@@ -355,7 +394,12 @@ impl Config {
             hz,
             pubsub_queue_messages_max,
             log_level,
-            memcache_tenant
+            memcache_tenant,
+            dir,
+            tier2_size,
+            tier2_path,
+            tier2_fsync,
+            tier2_admit_hits
         );
         self.tenants.extend(cli.tenants.iter().cloned());
         bytes!(
@@ -367,7 +411,8 @@ impl Config {
             elastic_min => elastic_min_bytes,
             elastic_max => elastic_max_bytes,
             elastic_grow_bytes_per_sec => elastic_grow_bytes_per_sec,
-            reclaim_fast_threshold => reclaim_fast_threshold_bytes
+            reclaim_fast_threshold => reclaim_fast_threshold_bytes,
+            tier2_region_size => tier2_region_size_bytes
         );
         plain!(elastic_poll_interval_ms, host_memory_trace, metrics_port);
         plain!(
@@ -464,6 +509,7 @@ impl Config {
         if !(4096..=16 << 20).contains(&self.segment_size_bytes) {
             return Err("segment-size must be 4kb..16mb".into());
         }
+        self.validate_tier2()?;
         if fallow_store::EvictionPolicy::from_name(&self.maxmemory_policy).is_none() {
             return Err(format!(
                 "unknown maxmemory-policy '{}'",
@@ -562,6 +608,27 @@ impl Config {
         Ok(())
     }
 
+    fn validate_tier2(&self) -> Result<(), String> {
+        if self.dir.is_empty() {
+            return Err("dir must name a directory".into());
+        }
+        if self.tier2_size != "auto" {
+            crate::units::parse_bytes(&self.tier2_size)
+                .map_err(|error| format!("tier2-size must be auto or a size: {error}"))?;
+        }
+        if fallow_store::tier2::FsyncPolicy::from_name(&self.tier2_fsync).is_none() {
+            return Err(format!(
+                "tier2-fsync must be always, everysec or no, not '{}'",
+                self.tier2_fsync
+            ));
+        }
+        let region = self.tier2_region_size_bytes;
+        if !(64 << 10..=8 << 20).contains(&region) || !region.is_multiple_of(4096) {
+            return Err("tier2-region-size must be a multiple of 4kb in 64kb..8mb".into());
+        }
+        Ok(())
+    }
+
     /// Every setting as CONFIG GET reports it, in a fixed order.
     pub fn entries(&self) -> Vec<(&'static str, String)> {
         vec![
@@ -645,7 +712,17 @@ impl Config {
                 "auth-failure-delay-max-ms",
                 self.auth_failure_delay_max_ms.to_string(),
             ),
-            // Settings Redis clients and tools ask for; fallow has no persistence.
+            ("dir", self.dir.clone()),
+            ("tier2-size", self.tier2_size.clone()),
+            ("tier2-path", self.tier2_path.clone()),
+            ("tier2-fsync", self.tier2_fsync.clone()),
+            ("tier2-admit-hits", self.tier2_admit_hits.to_string()),
+            (
+                "tier2-region-size",
+                self.tier2_region_size_bytes.to_string(),
+            ),
+            // Settings Redis clients and tools ask for: no RDB snapshots or AOF (persistent tenants
+            // are logged to tier 2 instead).
             ("save", String::new()),
             ("appendonly", "no".into()),
         ]

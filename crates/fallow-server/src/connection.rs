@@ -94,6 +94,20 @@ pub struct ConnState {
     /// Set by a slowed failed authentication: the connection loop writes the reply and reads more
     /// input only after this instant.
     pub reply_not_before: Option<tokio::time::Instant>,
+    /// The newest tier-2 lsn this connection's persistent writes appended and not yet waited for: under
+    /// `tier2-fsync always` their replies leave only once it is durable.
+    pub durable_lsn_wanted: u64,
+    /// Keys of the next command whose values are being read from tier 2 ahead of it.
+    pub tier2_faults: Vec<Tier2Fault>,
+    /// The next command's values were read ahead: it runs now even if one was demoted again meanwhile.
+    pub tier2_read_ahead_done: bool,
+}
+
+/// A key whose value is on tier 2 only, named by the next command.
+pub struct Tier2Fault {
+    pub keyspace: usize,
+    pub key: Vec<u8>,
+    pub slot: fallow_store::tier2::Slot,
 }
 
 impl ConnState {
@@ -132,6 +146,9 @@ impl ConnState {
             output_limits: Default::default(),
             auth_failures: 0,
             reply_not_before: None,
+            durable_lsn_wanted: 0,
+            tier2_faults: Vec::new(),
+            tier2_read_ahead_done: false,
         }
     }
 

@@ -5,6 +5,7 @@ pub mod clients;
 pub mod command;
 pub mod config;
 pub mod connection;
+pub mod durability;
 pub mod elastic;
 pub mod fdlimit;
 #[cfg(test)]

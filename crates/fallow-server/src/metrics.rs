@@ -173,9 +173,25 @@ pub fn render(server: &Server) -> String {
     tenant_metrics(&mut exposition, server);
     server_metrics(&mut exposition, server);
     txn_metrics(&mut exposition, server);
+    tier2_metrics(&mut exposition, server);
     let mut text = String::new();
     encode(&mut text, &exposition.registry).expect("writing to a String cannot fail");
     text
+}
+
+/// INFO tier2's numeric fields as gauges `fallow_<field>` (counters since start and sizes alike).
+fn tier2_metrics(exposition: &mut Exposition, server: &Server) {
+    let Some(durability) = server.durability.get() else {
+        return;
+    };
+    let hits = server.store.sum_shards(|shard| shard.stats.keyspace_hits);
+    let uptime_s = server.started.elapsed().as_secs();
+    for (name, value) in durability.info_fields(hits, uptime_s) {
+        if let Ok(value) = value.parse::<f64>() {
+            let help = format!("INFO tier2 {name}");
+            exposition.gauge_f64(&format!("fallow_{name}"), &help, value);
+        }
+    }
 }
 
 fn pool_metrics(exposition: &mut Exposition, figures: &Figures) {

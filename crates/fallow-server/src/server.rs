@@ -47,6 +47,8 @@ pub struct Server {
     pub elastic: crate::elastic::Elastic,
     /// Interactive transactions: the lock table and its counters.
     pub txns: crate::txn::Txns,
+    /// The data directory and tier 2 (set by `Server::open`; servers made by `new`, in tests, have none).
+    pub durability: std::sync::OnceLock<crate::durability::Durability>,
 }
 
 impl Server {
@@ -59,6 +61,48 @@ impl Server {
         }
         server.tenants_changed();
         server
+    }
+
+    /// The server as `fallow` runs it: locks `--dir`, defines the saved tenants (in their id order) then
+    /// the configured ones, restores the saved users, and replays tier 2 into the store. Err when the
+    /// directory is taken or tier 2 cannot be opened.
+    pub fn open(config: Config) -> Result<Server, String> {
+        let (dir, lock) = crate::durability::Durability::lock(std::path::Path::new(&config.dir))?;
+        let tenants = config.tenants.clone();
+        let server = Server::without_tenants(config);
+        let saved = crate::durability::saved_tenants(&dir);
+        crate::tenants::define_configured(&server.store, &saved).map_err(|error| {
+            format!(
+                "{}: {error}",
+                dir.join(crate::durability::TENANTS_FILE).display()
+            )
+        })?;
+        crate::tenants::define_configured(&server.store, &tenants)?;
+        server.restore_users(&crate::durability::saved_users(&dir))?;
+        let config = server.config.read().clone();
+        let durability = crate::durability::Durability::open(&config, dir, lock, &server.store)?;
+        let _ = server.durability.set(durability);
+        server.tenants_changed();
+        server.acl_changed(&server.acl.read());
+        Ok(server)
+    }
+
+    /// Users saved as ACL LIST lines (`user NAME rule...`).
+    fn restore_users(&self, lines: &[String]) -> Result<(), String> {
+        let mut acl = self.acl.write();
+        for line in lines {
+            let mut words = line.split_whitespace();
+            let (Some("user"), Some(name)) = (words.next(), words.next()) else {
+                return Err(format!("users.acl: not a user line: '{line}'"));
+            };
+            let mut user = crate::acl::User::new(name);
+            for rule in words {
+                user.apply_rule(rule)
+                    .map_err(|error| format!("users.acl, user {name}: {error}"))?;
+            }
+            acl.users.insert(name.to_string(), user);
+        }
+        Ok(())
     }
 
     fn without_tenants(config: Config) -> Server {
@@ -105,6 +149,7 @@ impl Server {
             shutting_down: AtomicBool::new(false),
             elastic: crate::elastic::Elastic::default(),
             txns: crate::txn::Txns::new(txn_settings),
+            durability: std::sync::OnceLock::new(),
         }
     }
 
@@ -115,6 +160,9 @@ impl Server {
     /// Call after defining or changing a tenant: connections re-resolve theirs before their next batch.
     pub fn tenants_changed(&self) {
         self.tenant_generation.fetch_add(1, Ordering::Relaxed);
+        if let Some(durability) = self.durability.get() {
+            durability.save_tenants(&self.store.memory.pool.specs());
+        }
     }
 
     /// Call after changing users, with the ACL still locked.
@@ -128,6 +176,9 @@ impl Server {
         self.memcache_gate
             .close_now_if_gated(&self.clients, acl, memcache_auth);
         self.memcache_gate.wake();
+        if let Some(durability) = self.durability.get() {
+            durability.save_users(acl);
+        }
     }
 
     /// Records a denied command, key or channel of a RESP client (counter, ACL LOG entry).

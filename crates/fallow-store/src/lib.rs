@@ -10,7 +10,11 @@ pub mod glob;
 pub mod memory;
 pub mod pool;
 pub mod shard;
+pub mod tier2;
+mod tiering;
 pub mod types;
+
+pub use tiering::RecoveryReport;
 
 pub use memory::MemoryCounters;
 pub use pool::{
@@ -47,6 +51,12 @@ const RECLAIM_YIELD_INTERVAL: std::time::Duration = std::time::Duration::from_mi
 pub fn hash_key(key: &[u8]) -> u64 {
     use std::hash::BuildHasher;
     foldhash::fast::FixedState::with_seed(HASH_SEED).hash_one(key)
+}
+
+/// The shard of `shard_count` that owns a key of hash `hash`: hash bits the index does not use for its
+/// buckets.
+pub fn shard_of_hash(hash: u64, shard_count: usize) -> usize {
+    ((hash >> 40) as usize & 0xffff) % shard_count
 }
 
 /// Parses a decimal i64 with Redis's strictness (no spaces, no '+', no leading zeros).
@@ -95,17 +105,23 @@ pub struct Store {
     pub epoch_ms: u64,
     /// Shard where the next reclaim starts, so successive reclaims spread over the shards.
     reclaim_cursor: AtomicUsize,
+    /// Tier 2, once attached (after recovery).
+    tier2: std::sync::OnceLock<Arc<tier2::Tier2>>,
 }
 
 impl Store {
     pub fn new(config: &StoreConfig) -> Store {
         assert!(config.shards >= 1 && config.shards <= 64);
         let memory = Arc::new(MemoryCounters::default());
+        memory
+            .maxmemory_bytes
+            .store(config.maxmemory_bytes, Ordering::Relaxed);
         let epoch_ms = now_ms();
         let shard_config = ShardConfig {
             databases: config.databases,
             segment_bytes: config.segment_bytes,
             epoch_ms,
+            shards: config.shards,
         };
         let shards = (0..config.shards)
             .map(|id| Mutex::new(Shard::new(id, shard_config.clone(), memory.clone())))
@@ -118,6 +134,7 @@ impl Store {
             databases: config.databases,
             epoch_ms,
             reclaim_cursor: AtomicUsize::new(0),
+            tier2: std::sync::OnceLock::new(),
         };
         store.set_policy(config.policy);
         store
@@ -133,7 +150,7 @@ impl Store {
 
     /// The shard that owns `key`. Uses hash bits the index does not use for bucket choice.
     pub fn shard_index(&self, key: &[u8]) -> usize {
-        ((hash_key(key) >> 40) as usize & 0xffff) % self.shards.len()
+        shard_of_hash(hash_key(key), self.shards.len())
     }
 
     pub fn lock(&self, index: usize) -> MutexGuard<'_, Shard> {
@@ -191,6 +208,7 @@ impl Store {
 
     pub fn set_maxmemory_bytes(&self, bytes: usize) {
         self.maxmemory_bytes.store(bytes, Ordering::Relaxed);
+        self.memory.maxmemory_bytes.store(bytes, Ordering::Relaxed);
     }
 
     pub fn policy(&self) -> EvictionPolicy {
@@ -203,6 +221,9 @@ impl Store {
             .position(|candidate| *candidate == policy)
             .expect("policy listed in ALL");
         self.policy.store(index as u8, Ordering::Relaxed);
+        self.memory
+            .noeviction
+            .store(policy == EvictionPolicy::NoEviction, Ordering::Relaxed);
     }
 
     /// True when a write must first make room: over the elastic pool limit (resident bytes) or, in fixed
@@ -455,22 +476,98 @@ impl Store {
     }
 
     /// One bounded compaction slice on one shard (one lock hold of at most `items_max` moved items).
-    /// Returns true while the shard has more compaction worth doing.
+    /// Returns true while the shard has more compaction worth doing. In fixed mode, while resident bytes
+    /// are over their target (`resident_target_bytes`), segments up to 90% live are worth it too, so
+    /// dead space from overwrites, deletes and `volatile-*` evictions does not stay resident.
     pub fn compact_shard_slice(&self, index: usize, items_max: usize) -> bool {
         let mut shard = self.shards[index].lock();
-        if !shard.is_compacting() && !shard.needs_compaction() {
+        let target = self.resident_target_with(shard.segment_bytes());
+        let over_target = target != 0 && self.resident_bytes() > target;
+        let tight = over_target && shard.needs_compaction_over_target();
+        if !shard.is_compacting() && !shard.needs_compaction() && !tight {
             return false;
         }
-        let freed = shard.compact_step(items_max);
+        let freed = shard.compact_step_over_target(items_max, tight);
         // Not compacting and nothing freed: no segment is dead enough to be worth moving.
-        shard.is_compacting() || (freed > 0 && shard.needs_compaction())
+        shard.is_compacting() || (freed > 0 && (shard.needs_compaction() || tight))
     }
 
-    /// Evicts until usage is under maxmemory (after CONFIG SET maxmemory lowered it).
-    pub fn enforce_maxmemory(&self) {
-        if self.over_maxmemory() {
-            let _ = self.lock_all().make_room();
+    /// Fixed mode: resident bytes (mapped segments, collections, indexes) the store aims to stay under
+    /// while maxmemory is set: 5% over maxmemory, or two segments per shard (the active segment and the
+    /// one eviction is emptying) when that is more. 0 when there is no maxmemory or in elastic mode.
+    pub fn resident_target_bytes(&self) -> usize {
+        let segment_bytes = self.shards[0].lock().segment_bytes();
+        self.resident_target_with(segment_bytes)
+    }
+
+    fn resident_target_with(&self, segment_bytes: usize) -> usize {
+        let maxmemory = self.maxmemory_bytes();
+        if maxmemory == 0 || self.pool_limit_bytes() != 0 {
+            return 0;
         }
+        maxmemory + (maxmemory / 20).max(2 * self.shards.len() * segment_bytes)
+    }
+
+    /// Fixed mode: used bytes to free before `additional_bytes` more fit under maxmemory (0 without one).
+    fn excess_bytes(&self, additional_bytes: usize) -> usize {
+        match self.maxmemory_bytes() {
+            0 => 0,
+            limit => (self.used_bytes().saturating_add(additional_bytes)).saturating_sub(limit),
+        }
+    }
+
+    /// Items one eviction slice handles per shard lock hold (evicted or carried forward): a few hundred
+    /// index removals, well under a millisecond.
+    const EVICT_ITEMS_PER_HOLD: usize = 256;
+
+    /// One round of bringing memory under maxmemory after it was lowered (fixed mode): each shard in turn,
+    /// one lock hold of at most `EVICT_ITEMS_PER_HOLD` items each, evicts its share of the excess; once used
+    /// bytes are under the limit, spare segments go back to the OS while resident bytes are over their
+    /// target (compaction, `compact_shard_slice`, takes care of dead space). Returns true while there is
+    /// more to do: the caller yields between rounds, so no client waits behind the whole excess.
+    pub fn enforce_maxmemory(&self) -> bool {
+        let maxmemory = self.maxmemory_bytes();
+        if maxmemory == 0 || self.pool_limit_bytes() != 0 {
+            return false;
+        }
+        if self.tier2.get().is_some() {
+            // Tier 2 demotes whole segments (the data moves to flash, it is not evicted).
+            if self.over_maxmemory() {
+                let _ = self.lock_all().make_room();
+            }
+            return false;
+        }
+        let excess = self.excess_bytes(0);
+        if excess > 0 {
+            let policy = self.policy();
+            let now = now_ms();
+            let share = excess.div_ceil(self.shards.len());
+            let first = self.reclaim_cursor.fetch_add(1, Ordering::Relaxed);
+            let mut progressed = false;
+            for turn in 0..self.shards.len() {
+                let excess = self.excess_bytes(0);
+                if excess == 0 {
+                    break;
+                }
+                let index = (first + turn) % self.shards.len();
+                progressed |= self.shards[index]
+                    .lock()
+                    .evict(policy, now, share.min(excess), Store::EVICT_ITEMS_PER_HOLD)
+                    .is_some();
+            }
+            // Nothing the policy may evict (noeviction, no volatile key): writes get -OOM meanwhile.
+            return progressed;
+        }
+        let target = self.resident_target_bytes();
+        for shard in self.shards.iter() {
+            if self.resident_bytes() <= target {
+                break;
+            }
+            let spares = shard.lock().take_spare_segments();
+            // Unmapped here, after the shard lock was released.
+            drop(spares);
+        }
+        false
     }
 
     /// Sums a per-shard figure.
@@ -542,22 +639,55 @@ impl<'a> Guards<'a> {
         if self.store.pool_limit_bytes() != 0 {
             return self.make_pool_room(additional_bytes);
         }
+        if self.store.tier2.get().is_some() {
+            return self.make_tier2_room(additional_bytes);
+        }
         let policy = self.store.policy();
         let now = now_ms();
-        let over = |store: &Store| store.would_exceed_maxmemory(additional_bytes);
-        while over(self.store) {
+        let store = self.store;
+        let excess = || store.excess_bytes(additional_bytes);
+        // Each round asks every shard for its share of what is over at the round's start: a write under a
+        // much lowered limit spreads the eviction over the shards instead of emptying its own first. A
+        // write that needs a little (the usual case) gets it from its own shard.
+        'rounds: while excess() > 0 {
+            let share = excess().div_ceil(store.shards.len());
             let mut freed_any = false;
             for (_, shard) in self.guards.iter_mut() {
-                freed_any |= shard.evict_one(policy, now).is_some();
-                if !over(self.store) {
-                    return Ok(());
+                let wanted = share.min(excess());
+                freed_any |= shard
+                    .evict(policy, now, wanted, Store::EVICT_ITEMS_PER_HOLD)
+                    .is_some();
+                if excess() == 0 {
+                    break 'rounds;
                 }
             }
-            if !freed_any && !self.evict_from_unlocked(policy, now, additional_bytes) {
+            freed_any |= self.evict_from_unlocked(policy, now, additional_bytes, share);
+            if !freed_any {
                 return Err(OutOfMemory);
             }
         }
+        self.compact_over_resident_target();
         Ok(())
+    }
+
+    /// Items a write at the limit moves (one compaction slice on each shard it holds) while resident bytes
+    /// are over their target: overwrites and deletes leave dead space faster than the background
+    /// compaction may take it back, and writers paying for it bounds resident bytes at any write rate.
+    const WRITE_COMPACT_ITEMS: usize = 8;
+
+    /// Fixed mode, at the limit: one compaction slice on each held shard with dead space worth moving,
+    /// when the store's resident bytes are over their target.
+    fn compact_over_resident_target(&mut self) {
+        let store = self.store;
+        for (_, shard) in self.guards.iter_mut() {
+            let target = store.resident_target_with(shard.segment_bytes());
+            if target == 0 || store.resident_bytes() <= target {
+                return;
+            }
+            if shard.is_compacting() || shard.needs_compaction_over_target() {
+                shard.compact_step_over_target(Self::WRITE_COMPACT_ITEMS, true);
+            }
+        }
     }
 
     /// Elastic mode: releases (carefully) segments of the ephemeral tenant with the largest fairness until
@@ -614,23 +744,28 @@ impl<'a> Guards<'a> {
         false
     }
 
-    /// One eviction round over the shards this command does not hold; false when none freed anything.
+    /// One eviction round over the shards this command does not hold (each gives up to `share` bytes, one
+    /// bounded lock hold); false when none freed anything.
     fn evict_from_unlocked(
         &self,
         policy: EvictionPolicy,
         now: u64,
         additional_bytes: usize,
+        share: usize,
     ) -> bool {
         let mut freed_any = false;
         for (index, shard) in self.store.shards.iter().enumerate() {
             if self.guards.iter().any(|(held, _)| *held == index) {
                 continue;
             }
-            if let Some(mut shard) = shard.try_lock() {
-                freed_any |= shard.evict_one(policy, now).is_some();
-            }
-            if !self.store.would_exceed_maxmemory(additional_bytes) {
+            let excess = self.store.excess_bytes(additional_bytes);
+            if excess == 0 {
                 return true;
+            }
+            if let Some(mut shard) = shard.try_lock() {
+                freed_any |= shard
+                    .evict(policy, now, share.min(excess), Store::EVICT_ITEMS_PER_HOLD)
+                    .is_some();
             }
         }
         freed_any

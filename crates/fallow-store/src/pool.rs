@@ -9,7 +9,7 @@
 //! least-recently or least-frequently used victims, keeping what is hot by both measures), `Fast` (FCRA)
 //! drops whole segments without looking at recency.
 use parking_lot::RwLock;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// A tenant's number; 0 is the default tenant.
@@ -78,6 +78,8 @@ impl TenantSpec {
 #[derive(Debug, Default)]
 pub struct TenantCounters {
     pub resident_bytes: AtomicUsize,
+    /// The tenant is persistent (a copy of its spec's kind that writes read without the tenants' lock).
+    pub persistent: AtomicBool,
     pub hits: AtomicU64,
     pub misses: AtomicU64,
     pub evicted_keys: AtomicU64,
@@ -242,18 +244,33 @@ impl Pool {
             {
                 return Err("a tenant holding data cannot change keyspace (SHARED)".into());
             }
+            self.counters[id]
+                .persistent
+                .store(spec.kind == TenantKind::Persistent, Ordering::Relaxed);
             tenants[id].spec = spec;
             return Ok(id as TenantId);
         }
         if tenants.len() >= TENANTS_MAX {
             return Err(format!("at most {TENANTS_MAX} tenants"));
         }
+        self.counters[tenants.len()]
+            .persistent
+            .store(spec.kind == TenantKind::Persistent, Ordering::Relaxed);
         tenants.push(Tenant { spec });
         assert!(
             tenants.len() <= self.counters.len(),
             "every tenant has its counters"
         );
         Ok((tenants.len() - 1) as TenantId)
+    }
+
+    /// Every tenant's spec, by id.
+    pub fn specs(&self) -> Vec<TenantSpec> {
+        self.tenants
+            .read()
+            .iter()
+            .map(|tenant| tenant.spec.clone())
+            .collect()
     }
 
     pub fn id(&self, name: &str) -> Option<TenantId> {
@@ -269,6 +286,11 @@ impl Pool {
             .read()
             .get(id as usize)
             .map(|tenant| tenant.spec.clone())
+    }
+
+    /// True when the tenant is persistent (lock-free: every write asks).
+    pub fn is_persistent(&self, id: TenantId) -> bool {
+        self.counters(id).persistent.load(Ordering::Relaxed)
     }
 
     pub fn kind(&self, id: TenantId) -> TenantKind {
@@ -390,6 +412,11 @@ impl Pool {
 pub fn keyspace(tenant: TenantId, namespace: u16, db: usize) -> usize {
     assert!(db <= u8::MAX as usize);
     ((tenant as usize) << 32) | ((namespace as usize) << 16) | db
+}
+
+/// True when `address` is a well-formed keyspace address (tier-2 records are checked before use).
+pub fn is_keyspace_address(address: usize) -> bool {
+    address >> 48 == 0 && address & 0xff00 == 0
 }
 
 /// The parts of a keyspace address.

@@ -64,7 +64,15 @@ fn main() -> std::process::ExitCode {
         shards = config.shards,
         "fallow starting"
     );
-    let server = Arc::new(Server::new(config));
+    // The data directory is locked and tier 2 replayed before any listener opens.
+    let server = match Server::open(config) {
+        Ok(server) => Arc::new(server),
+        Err(error) => {
+            tracing::error!("{error}");
+            eprintln!("fallow: {error}");
+            return std::process::ExitCode::from(2);
+        }
+    };
     let result = runtime.block_on(fallow_server::net::serve(server, shutdown_signal()));
     match result {
         Ok(()) => {

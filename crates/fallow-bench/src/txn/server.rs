@@ -99,6 +99,10 @@ fn loopback_args(port: u16, extra: &[&str]) -> Vec<String> {
 /// Starts fallow on a free loopback port (RESP only).
 pub fn spawn_fallow(bin: &Path) -> anyhow::Result<Target> {
     let port = free_port()?;
+    // A data directory of its own (one server per --dir), left behind empty of data: benchmark
+    // tenants are ephemeral, so nothing is logged there.
+    let dir = std::env::temp_dir().join(format!("fallow-bench-{}-{port}", std::process::id()));
+    let dir = dir.to_string_lossy().into_owned();
     let extra = [
         "--memcache-port",
         "0",
@@ -106,6 +110,8 @@ pub fn spawn_fallow(bin: &Path) -> anyhow::Result<Target> {
         "",
         "--log-level",
         "warn",
+        "--dir",
+        &dir,
     ];
     spawn("fallow", bin, &loopback_args(port, &extra), port)
 }

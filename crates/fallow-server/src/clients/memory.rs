@@ -481,13 +481,7 @@ fn release_free_heap() {
     }
 }
 
-/// The host's RAM (MemTotal), 0 when unknown.
-fn host_memory_bytes() -> u64 {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|text| crate::elastic::source::parse_meminfo(&text))
-        .map_or(0, |(total, _)| total)
-}
+use crate::elastic::source::host_memory_bytes;
 
 #[cfg(test)]
 mod tests {

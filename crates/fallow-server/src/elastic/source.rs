@@ -210,6 +210,14 @@ fn keyed_value(text: &str, key: &str) -> Option<u64> {
     })
 }
 
+/// The host's RAM (MemTotal), 0 when unknown.
+pub fn host_memory_bytes() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| parse_meminfo(&text))
+        .map_or(0, |(total, _)| total)
+}
+
 /// (MemTotal, MemAvailable) in bytes from /proc/meminfo.
 pub fn parse_meminfo(text: &str) -> Option<(u64, u64)> {
     Some((

@@ -80,6 +80,9 @@ pub async fn serve(
     if let Some(socket) = unix_socket {
         socket.remove();
     }
+    if let Some(durability) = server.durability.get() {
+        durability.shutdown(&server.store);
+    }
     Ok(())
 }
 
@@ -235,14 +238,26 @@ async fn housekeeping(server: Arc<Server>) {
     const COMPACT_ITEMS_PER_SLICE: usize = 32;
     /// Compaction time per shard per tick; enough to keep up with heavy overwrite loads at 10 ticks/s.
     const COMPACT_BUDGET: Duration = Duration::from_millis(2);
+    /// Eviction time per tick after maxmemory was lowered (in slices with yields between them): 1 GB of
+    /// 50 KB values goes in ~0.1 s on 2 cores, so a large cut finishes within a tick or two.
+    const ENFORCE_BUDGET: Duration = Duration::from_millis(250);
+    /// Compaction time per shard per tick while fixed mode holds resident bytes over their target
+    /// (overwrites faster than `COMPACT_BUDGET` keeps up with): maxmemory bounds resident memory too.
+    const COMPACT_BUDGET_OVER_TARGET: Duration = Duration::from_millis(5);
     loop {
         let hz = server.config.read().hz.max(1);
         tokio::time::sleep(Duration::from_millis(1000 / hz)).await;
         let store = &server.store;
+        let target = store.resident_target_bytes();
+        let budget = if target != 0 && store.resident_bytes() > target {
+            COMPACT_BUDGET_OVER_TARGET
+        } else {
+            COMPACT_BUDGET
+        };
         for index in 0..store.shard_count() {
             store.expire_shard(index, EXPIRE_ITEMS_PER_ROUND);
             tokio::task::yield_now().await;
-            let deadline = std::time::Instant::now() + COMPACT_BUDGET;
+            let deadline = std::time::Instant::now() + budget;
             while store.compact_shard_slice(index, COMPACT_ITEMS_PER_SLICE)
                 && std::time::Instant::now() < deadline
             {
@@ -250,9 +265,24 @@ async fn housekeeping(server: Arc<Server>) {
             }
         }
         // Under an elastic pool limit the controller reclaims the excess (in bounded slices); evicting here
-        // too would hold every shard lock for the whole excess and release it twice.
+        // too would release it twice. In fixed mode, after CONFIG SET lowered maxmemory: evict the excess
+        // one bounded slice per shard lock hold, yielding between rounds, then give spare segments back
+        // while resident bytes are over their target (compaction above handles dead space).
         if store.pool_limit_bytes() == 0 {
-            store.enforce_maxmemory();
+            let deadline = std::time::Instant::now() + ENFORCE_BUDGET;
+            while store.enforce_maxmemory() && std::time::Instant::now() < deadline {
+                tokio::task::yield_now().await;
+            }
+        }
+        if server.durability.get().is_some() {
+            // Cleaning reads a whole region and takes shard locks record by record: off the workers.
+            let server = server.clone();
+            let _ = tokio::task::spawn_blocking(move || {
+                if let Some(durability) = server.durability.get() {
+                    durability.maintain(&server.store);
+                }
+            })
+            .await;
         }
         store.memory.sample_peak();
         // Pub/sub queues grow without their connections running: catch a total PUBLISH pushed over.

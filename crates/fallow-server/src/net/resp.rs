@@ -35,6 +35,8 @@ enum Flow {
     Block,
     /// A lock request queued behind a transaction's lock.
     LockWait,
+    /// The next command's values are on tier 2: read them ahead, then run it.
+    Tier2Read,
     Close,
 }
 
@@ -168,6 +170,12 @@ where
                 // Requests that arrived while blocked are waiting in the buffer.
                 flow = Flow::More;
             }
+            Flow::Tier2Read => {
+                let faults = std::mem::take(&mut conn.tier2_faults);
+                command::dispatch::tier2::read_ahead(server, faults).await;
+                conn.tier2_read_ahead_done = true;
+                flow = Flow::More;
+            }
             Flow::Read | Flow::More => {}
         }
     }
@@ -230,6 +238,12 @@ where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let handle = conn.handle.clone();
+    conn.durable_lsn_wanted = conn
+        .durable_lsn_wanted
+        .max(fallow_store::shard::take_thread_lsn());
+    if !await_durability(server, conn).await {
+        return Ok(Flow::Close);
+    }
     let mut written = 0;
     if !out.buf.is_empty() {
         // Most of the time the socket takes the whole batch at once.
@@ -278,6 +292,9 @@ where
                 }
                 Event::Execute => flow = process_input(server, conn, out, input, limits),
                 Event::Recheck => pending.recheck_at = None,
+            }
+            if !await_durability(server, conn).await {
+                return Ok(Flow::Close);
             }
             if written >= OUTPUT_FLUSH_BYTES && written * 2 >= out.buf.len() {
                 // Drop what was written so the buffer does not keep growing at its front.
@@ -485,7 +502,43 @@ where
 }
 
 /// Executes every complete request in `input`, then drops the consumed bytes.
+/// Runs the complete requests in `input` (see `execute_input`), noting the tier-2 lsn their persistent
+/// writes reached (taken on this thread before any await can move the task).
 fn process_input(
+    server: &Server,
+    conn: &mut ConnState,
+    out: &mut ReplyWriter,
+    input: &mut Vec<u8>,
+    limits: &Limits,
+) -> Flow {
+    let flow = execute_input(server, conn, out, input, limits);
+    conn.durable_lsn_wanted = conn
+        .durable_lsn_wanted
+        .max(fallow_store::shard::take_thread_lsn());
+    flow
+}
+
+/// Under `tier2-fsync always`, waits until the persistent writes whose replies are in the output are
+/// durable (group commit: one fdatasync covers every writer meanwhile). False when tier 2 failed first:
+/// the connection closes without acknowledging them.
+async fn await_durability(server: &Server, conn: &mut ConnState) -> bool {
+    let wanted = std::mem::take(&mut conn.durable_lsn_wanted);
+    let Some(durability) = server.durability.get().filter(|_| wanted != 0) else {
+        return true;
+    };
+    if !durability.waits_for_sync() {
+        return true;
+    }
+    match durability.wait_durable(wanted).await {
+        Ok(()) => true,
+        Err(error) => {
+            tracing::error!(%error, client = conn.id(), "persistent writes could not be made durable; closing without acknowledging them");
+            false
+        }
+    }
+}
+
+fn execute_input(
     server: &Server,
     conn: &mut ConnState,
     out: &mut ReplyWriter,
@@ -528,6 +581,15 @@ fn process_input(
             Parsed::Multibulk { consumed } => {
                 args.clear();
                 args.extend(ranges.iter().map(|range| &pending[range.clone()]));
+                if !std::mem::take(&mut conn.tier2_read_ahead_done) {
+                    let faults = command::dispatch::tier2::faults(server, conn, &args);
+                    if !faults.is_empty() {
+                        // The command stays in the input and runs once its values are in RAM.
+                        conn.tier2_faults = faults;
+                        flow = Flow::Tier2Read;
+                        break;
+                    }
+                }
                 command::dispatch::execute(server, conn, out, &args);
                 if conn.block.is_some() || conn.lock_wait.is_some() {
                     remember_blocked_command(conn, &args);

@@ -16,6 +16,12 @@ pub struct MemoryCounters {
     pub peak_bytes: AtomicUsize,
     /// The elastic pool's limit on `resident_bytes`; 0 = none (fixed mode uses maxmemory instead).
     pub pool_limit_bytes: AtomicUsize,
+    /// Fixed mode's maxmemory (a copy of the store's, for shards: a tier-2 promotion makes room first).
+    pub maxmemory_bytes: AtomicUsize,
+    /// maxmemory-policy is noeviction (a copy of the store's): with tier 2 nothing ephemeral is dropped.
+    pub noeviction: std::sync::atomic::AtomicBool,
+    /// Items whose value is on tier 2 only: while there are none, nothing needs reading ahead.
+    pub stubs: AtomicUsize,
     pub pool: Pool,
 }
 

@@ -1,6 +1,8 @@
 //! Segments: memory mapped from the OS in large pieces and filled as an append-only log of items.
 //!
-//! An item is a fixed 40-byte header followed by the key and the value, 8-byte aligned. Items never move
+//! An item is a fixed 48-byte header followed by the key and the value, 8-byte aligned. A *stub* (flag
+//! `ITEM_FLAG_STUB`) is an item whose value lives only on tier 2: header and key, no value bytes; its
+//! `value_len` still says how long the value is. Items never move
 //! inside a segment; an overwrite appends a new item and marks the old one dead. A segment whose live bytes
 //! fall to zero is unmapped at once, and compaction copies the few live items out of a mostly dead segment,
 //! so freed memory really goes back to the OS (RSS falls) instead of staying with an allocator.
@@ -19,6 +21,9 @@ pub struct ItemHeader {
     pub cas: u64,
     /// Absolute expiry in Unix milliseconds; 0 = never.
     pub expire_at_ms: u64,
+    /// Where tier 2 holds a record of exactly this version of the item (`crate::tier2::Slot` packed), 0 =
+    /// none: a RAM item with a tier-2 copy is clean and leaves RAM without a write.
+    pub tier2_slot: u64,
     pub key_len: u32,
     pub value_len: u32,
     /// memcached client flags (0 for values written through RESP).
@@ -34,10 +39,14 @@ pub struct ItemHeader {
     pub alive: u8,
     /// Keyspace namespace of the key (0 = common; else the owning tenant's own keyspace).
     pub namespace: u16,
-    _reserved: u16,
+    /// `ITEM_FLAG_*` bits.
+    pub flags: u16,
 }
 
-const _: () = assert!(ITEM_HEADER_BYTES == 40);
+/// The item is a stub: its value is on tier 2 only (at `tier2_slot`) and takes no bytes here.
+pub const ITEM_FLAG_STUB: u16 = 1;
+
+const _: () = assert!(ITEM_HEADER_BYTES == 48);
 
 impl ItemHeader {
     pub fn new(kind: u8, db: u8, key_len: usize, value_len: usize) -> Self {
@@ -45,6 +54,7 @@ impl ItemHeader {
         ItemHeader {
             cas: 0,
             expire_at_ms: 0,
+            tier2_slot: 0,
             key_len: key_len as u32,
             value_len: value_len as u32,
             client_flags: 0,
@@ -54,13 +64,27 @@ impl ItemHeader {
             lfu_counter: 0,
             alive: 1,
             namespace: 0,
-            _reserved: 0,
+            flags: 0,
+        }
+    }
+
+    /// True when the value is on tier 2 only.
+    pub fn is_stub(&self) -> bool {
+        self.flags & ITEM_FLAG_STUB != 0
+    }
+
+    /// Value bytes stored in the segment: none for a stub.
+    pub fn stored_value_bytes(&self) -> usize {
+        if self.is_stub() {
+            0
+        } else {
+            self.value_len as usize
         }
     }
 
     /// Bytes the whole item takes in its segment, padding included.
     pub fn item_bytes(&self) -> usize {
-        item_bytes(self.key_len as usize, self.value_len as usize)
+        item_bytes(self.key_len as usize, self.stored_value_bytes())
     }
 }
 
@@ -146,7 +170,7 @@ impl Segment {
     /// Appends an item; returns its offset, or None when it does not fit.
     pub fn append(&mut self, header: &ItemHeader, key: &[u8], value: &[u8]) -> Option<u32> {
         debug_assert_eq!(header.key_len as usize, key.len());
-        debug_assert_eq!(header.value_len as usize, value.len());
+        debug_assert_eq!(header.stored_value_bytes(), value.len());
         let size = header.item_bytes();
         if size > self.free_bytes() || self.used_bytes > u32::MAX as usize {
             return None;
@@ -203,14 +227,17 @@ impl Segment {
         &self.bytes()[start..start + header.key_len as usize]
     }
 
+    /// The value of a resident item (a stub has none here: callers read it from tier 2).
     pub fn value(&self, offset: u32) -> &[u8] {
         let header = *self.header(offset);
+        assert!(!header.is_stub(), "a stub's value is on tier 2");
         let start = offset as usize + ITEM_HEADER_BYTES + header.key_len as usize;
         &self.bytes()[start..start + header.value_len as usize]
     }
 
     pub fn value_mut(&mut self, offset: u32) -> &mut [u8] {
         let header = *self.header(offset);
+        assert!(!header.is_stub(), "a stub's value is on tier 2");
         let start = offset as usize + ITEM_HEADER_BYTES + header.key_len as usize;
         &mut self.bytes_mut()[start..start + header.value_len as usize]
     }

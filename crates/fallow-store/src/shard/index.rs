@@ -4,6 +4,7 @@
 use super::{location, offset_of, slot_of, space_id, space_of, ItemInfo, Location, Shard};
 use crate::hash_key;
 use crate::pool::Address;
+use crate::tier2::record::RecordKind;
 use crate::types::Kind;
 use hashbrown::HashTable;
 use rand::Rng;
@@ -35,6 +36,15 @@ impl Shard {
                 .push((0..databases).map(|_| Keyspace::default()).collect());
         }
         &mut self.namespaces[namespace][address.db]
+    }
+
+    /// Keys in every keyspace of the shard.
+    pub fn key_total(&self) -> usize {
+        self.namespaces
+            .iter()
+            .flatten()
+            .map(|keyspace| keyspace.index.len())
+            .sum()
     }
 
     pub fn key_count(&self, keyspace: usize) -> usize {
@@ -219,7 +229,11 @@ impl Shard {
         let Some((hash, location)) = self.lookup(keyspace, key, now_ms) else {
             return false;
         };
+        let log = self.must_log(Address::of(keyspace).tenant, Some(location));
         self.remove_item(keyspace, hash, location);
+        if log {
+            self.log_tombstone(keyspace, key);
+        }
         self.sync_accounting();
         true
     }
@@ -236,12 +250,24 @@ impl Shard {
         let Some((hash, location)) = self.lookup(keyspace, key, now_ms) else {
             return false;
         };
+        let log = self.must_log(Address::of(keyspace).tenant, Some(location));
         match at_ms {
             Some(at_ms) if at_ms <= now_ms => {
                 self.remove_item(keyspace, hash, location);
+                if log {
+                    self.log_tombstone(keyspace, key);
+                }
                 self.sync_accounting();
             }
             _ => {
+                // A persistent item's record carries its expiry: log it again (with its value).
+                let Some(location) = (if log {
+                    self.resident(keyspace, hash, location)
+                } else {
+                    Some(location)
+                }) else {
+                    return false;
+                };
                 let cas = self.next_cas();
                 let header = self.header_mut(location);
                 let was_volatile = header.expire_at_ms != 0;
@@ -260,6 +286,9 @@ impl Shard {
                     keyspace.volatile_keys <= keyspace.index.len(),
                     "volatile keys are keys"
                 );
+                if log {
+                    self.log_item(location);
+                }
             }
         }
         true
@@ -272,6 +301,9 @@ impl Shard {
         if self.keyspace_at(keyspace).is_none() {
             return;
         }
+        let mut event = (self.id as u32).to_le_bytes().to_vec();
+        event.extend_from_slice(&(self.config.shards as u32).to_le_bytes());
+        self.log_keyspace_event(RecordKind::FlushDb, keyspace, &event);
         let target = self.keyspace_at_mut(keyspace);
         let locations: Vec<Location> = target.index.iter().copied().collect();
         target.index = HashTable::new();
@@ -300,6 +332,7 @@ impl Shard {
             Address::of(second).namespace,
             "SWAPDB swaps the keyspaces of one namespace"
         );
+        self.log_keyspace_event(RecordKind::SwapDb, first, &(second as u64).to_le_bytes());
         self.keyspace_at_mut(first);
         let keyspaces = &mut self.namespaces[namespace as usize];
         keyspaces.swap(Address::of(first).db, Address::of(second).db);
@@ -312,6 +345,7 @@ impl Shard {
                 .collect();
             for location in locations {
                 self.header_mut(location).db = Address::of(keyspace).db as u8;
+                self.relocate_tier2_copy(keyspace, location);
             }
         }
         self.wake_all_waiters_of([space_id(first), space_id(second)]);

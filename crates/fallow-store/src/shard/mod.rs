@@ -23,11 +23,15 @@ mod housekeeping;
 mod index;
 mod release;
 mod segments;
+mod tier;
 mod values;
 mod waiters;
 
 pub use housekeeping::EvictionPolicy;
 pub use release::ReclaimStep;
+pub use tier::{
+    take_thread_error, take_thread_log, take_thread_lsn, Liveness, TierLink, TierStats,
+};
 pub use values::{OwnedData, OwnedValue};
 pub use waiters::Waiter;
 
@@ -67,6 +71,8 @@ pub struct ShardConfig {
     pub segment_bytes: usize,
     /// Seconds-resolution clock origin for LRU/LFU (Unix ms of store start).
     pub epoch_ms: u64,
+    /// Shards of the store (tier 2's FLUSHDB records name the shard among them).
+    pub shards: usize,
 }
 
 /// Counters of events in one shard; INFO sums them over shards.
@@ -151,6 +157,8 @@ pub struct Shard {
     draining_slot: Option<u32>,
     /// Connections blocked (BLPOP and friends) on a key of this shard, woken when it may be ready.
     waiters: hashbrown::HashMap<(u32, Box<[u8]>), Waiters>,
+    /// Tier 2, when the store has one.
+    tier: Option<TierLink>,
 }
 
 /// The space (namespace and database) of a keyspace address, as the waiters map and headers know it.
@@ -198,6 +206,7 @@ impl Shard {
             release_plan: None,
             draining_slot: None,
             waiters: hashbrown::HashMap::new(),
+            tier: None,
         }
     }
 
@@ -419,6 +428,7 @@ mod tests {
                 databases: 16,
                 segment_bytes: 64 << 10,
                 epoch_ms: 0,
+                shards: 1,
             },
             Arc::new(MemoryCounters::default()),
         )

@@ -2,6 +2,7 @@
 //! careful path (SCRA: cold items go, items hot by both recency and frequency are re-appended), each
 //! emptying one segment of the victim tenant in bounded slices and detaching it for the caller to unmap
 //! outside the shard lock.
+use super::tier::Departure;
 use super::{location, slot_of, space_of, Location, Shard};
 use crate::hash_key;
 use crate::memory::segment::Segment;
@@ -22,6 +23,12 @@ pub struct ReclaimStep {
     pub detached: Option<Segment>,
     /// False when the shard holds no segment of the tenant to work on.
     pub progressed: bool,
+}
+
+impl Default for ReclaimStep {
+    fn default() -> ReclaimStep {
+        ReclaimStep::nothing()
+    }
 }
 
 impl ReclaimStep {
@@ -178,7 +185,17 @@ impl Shard {
                 continue;
             }
             if evict {
-                self.evict_at(at);
+                // With tier 2, what has (or, on the careful path, earns) a tier-2 copy stays as a stub.
+                let may_write = careful_now_ms.is_some();
+                let departure = match self.has_tier2() {
+                    true => self.demote_at(at, may_write),
+                    false => Departure::Evict,
+                };
+                match departure {
+                    Departure::Evict => self.evict_at(at),
+                    Departure::Demoted => {}
+                    Departure::Kept => continue,
+                }
                 objects += 1;
             } else {
                 let header = *self.header(at);

@@ -3,6 +3,7 @@
 use super::{location, offset_of, slot_of, space_of, Location, Shard};
 use crate::memory::segment::{item_bytes, ItemHeader, Segment};
 use crate::pool::TenantId;
+use std::sync::atomic::Ordering;
 
 /// Emptied standard-size segments a shard keeps mapped for reuse instead of unmapping them. Overwrite
 /// and large-value loads otherwise unmap and map a segment per few items, and the page faults and page
@@ -179,6 +180,9 @@ impl Shard {
     ) -> Location {
         let size = item_bytes(key.len(), value.len());
         self.live_item_bytes += size;
+        if header.is_stub() {
+            self.memory.stubs.fetch_add(1, Ordering::Relaxed);
+        }
         if header.expire_at_ms != 0 {
             self.keyspace_at_mut(space_of(header)).volatile_keys += 1;
         }
@@ -218,6 +222,9 @@ impl Shard {
     pub(super) fn kill_item(&mut self, location: Location) {
         let slot = slot_of(location);
         let header = *self.header(location);
+        if header.is_stub() {
+            self.memory.stubs.fetch_sub(1, Ordering::Relaxed);
+        }
         if header.expire_at_ms != 0 {
             let keyspace = self.keyspace_at_mut(space_of(&header));
             debug_assert!(
@@ -255,6 +262,15 @@ impl Shard {
 
     pub(super) fn item_value(&self, location: Location) -> &[u8] {
         self.segment(slot_of(location)).value(offset_of(location))
+    }
+
+    /// The value bytes the item keeps in its segment: its value, or nothing for a stub.
+    pub(super) fn item_stored_value(&self, location: Location) -> &[u8] {
+        if self.header(location).is_stub() {
+            &[]
+        } else {
+            self.item_value(location)
+        }
     }
 }
 

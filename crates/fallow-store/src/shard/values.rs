@@ -4,7 +4,7 @@
 use super::{slot_of, ItemInfo, Location, Shard};
 use crate::hash_key;
 use crate::memory::segment::ItemHeader;
-use crate::pool::Address;
+use crate::pool::{Address, TenantId};
 use crate::types::{Collection, CollectionType, Kind};
 use crate::WrongType;
 
@@ -47,6 +47,9 @@ impl Shard {
         if info.kind != Kind::String {
             return Err(WrongType);
         }
+        let Some(location) = self.materialize(keyspace, key, location) else {
+            return Ok(None);
+        };
         Ok(Some((self.item_value(location), info)))
     }
 
@@ -54,7 +57,8 @@ impl Shard {
     /// before it is built). None when missing or not a string.
     pub fn peek_string_len(&mut self, keyspace: usize, key: &[u8], now_ms: u64) -> Option<usize> {
         let (_, location) = self.lookup(keyspace, key, now_ms)?;
-        (self.info_of(location).kind == Kind::String).then(|| self.item_value(location).len())
+        let header = self.header(location);
+        (Kind::from_u8(header.kind) == Kind::String).then_some(header.value_len as usize)
     }
 
     /// Stores a string under `key`, replacing any value of any type. Returns the new CAS.
@@ -88,16 +92,21 @@ impl Shard {
         header.access_s = self.access_clock_s(now_ms);
         header.lfu_counter = 5; // Redis's LFU_INIT_VAL: new keys are not evicted first.
         let old = self.find(keyspace, hash, key);
+        let writer = Address::of(keyspace).tenant;
+        let log = self.must_log(writer, old);
         if let Some(old) = old {
             self.free_collection_of(old);
         }
-        let new = self.append(Address::of(keyspace).tenant, &header, key, value);
+        let new = self.append(writer, &header, key, value);
         match old {
             Some(old) => {
                 self.replace_location(keyspace, hash, old, new);
                 self.kill_item(old);
             }
             None => self.insert_location(keyspace, hash, new),
+        }
+        if log {
+            self.log_write(keyspace, key, new);
         }
         self.sync_accounting();
         cas
@@ -117,7 +126,9 @@ impl Shard {
         if Kind::from_u8(self.header(location).kind) != T::KIND {
             return Err(WrongType);
         }
-        Ok(Some((hash, location)))
+        Ok(self
+            .resident(keyspace, hash, location)
+            .map(|location| (hash, location)))
     }
 
     /// Reads a collection of type `T` (counting the hit/miss).
@@ -133,6 +144,9 @@ impl Shard {
         if Kind::from_u8(self.header(location).kind) != T::KIND {
             return Err(WrongType);
         }
+        let Some(location) = self.materialize(keyspace, key, location) else {
+            return Ok(None);
+        };
         let handle = collection_handle(self.item_value(location));
         let collection = self.collections[handle as usize]
             .as_ref()
@@ -197,12 +211,22 @@ impl Shard {
             bytes_after.abs_diff(bytes_before),
             bytes_after > bytes_before,
         );
+        let log = self.must_log(Address::of(keyspace).tenant, Some(location));
         if now_empty {
             self.remove_item(keyspace, hash, location);
+            if log {
+                self.log_tombstone(keyspace, key);
+            }
         } else {
             let cas = self.next_cas();
-            self.header_mut(location).cas = cas;
+            let header = self.header_mut(location);
+            header.cas = cas;
+            // The tier-2 copy, if any, holds the value before this update.
+            header.tier2_slot = 0;
             self.touch(location, now_ms);
+            if log {
+                self.log_write(keyspace, key, location);
+            }
         }
         self.sync_accounting();
         Ok(Some(result))
@@ -219,13 +243,18 @@ impl Shard {
     ) {
         assert!(!collection.is_empty() || collection.memory_bytes() < 4096);
         let kind = collection.kind();
+        let handle = self.adopt_collection(Address::of(keyspace).tenant, collection);
+        let value = handle.to_le_bytes();
+        let mut header = new_header(kind, keyspace, key.len(), value.len());
+        header.expire_at_ms = expire_at_ms;
+        self.put_item(keyspace, key, header, &value, now_ms);
+    }
+
+    /// Takes a collection into the shard's table, charged to `tenant`; returns its handle.
+    pub(super) fn adopt_collection(&mut self, tenant: TenantId, collection: Collection) -> u32 {
         self.collection_bytes += collection.memory_bytes();
-        self.charge(
-            Address::of(keyspace).tenant,
-            collection.memory_bytes(),
-            true,
-        );
-        let handle = match self.free_collections.pop() {
+        self.charge(tenant, collection.memory_bytes(), true);
+        match self.free_collections.pop() {
             Some(handle) => {
                 debug_assert!(
                     self.collections[handle as usize].is_none(),
@@ -238,17 +267,13 @@ impl Shard {
                 self.collections.push(Some(collection));
                 (self.collections.len() - 1) as u32
             }
-        };
-        let value = handle.to_le_bytes();
-        let mut header = new_header(kind, keyspace, key.len(), value.len());
-        header.expire_at_ms = expire_at_ms;
-        self.put_item(keyspace, key, header, &value, now_ms);
+        }
     }
 
     /// Frees a collection handle stored as a collection item's value.
     pub(super) fn free_collection_of(&mut self, location: Location) {
         let header = *self.header(location);
-        if Kind::from_u8(header.kind) == Kind::String {
+        if Kind::from_u8(header.kind) == Kind::String || header.is_stub() {
             return;
         }
         let handle = collection_handle(self.item_value(location));
@@ -274,7 +299,8 @@ impl Shard {
 
     /// A copy of the value at `key` with its expiry (COPY, and RENAME/MOVE across shards).
     pub fn clone_value(&mut self, keyspace: usize, key: &[u8], now_ms: u64) -> Option<OwnedValue> {
-        let (_, location) = self.lookup(keyspace, key, now_ms)?;
+        let (hash, location) = self.lookup(keyspace, key, now_ms)?;
+        let location = self.resident(keyspace, hash, location)?;
         let header = *self.header(location);
         let data = match Kind::from_u8(header.kind) {
             Kind::String => OwnedData::String {
@@ -327,7 +353,8 @@ impl Shard {
 
     /// The collection's encoding name for OBJECT ENCODING.
     pub fn encoding(&mut self, keyspace: usize, key: &[u8], now_ms: u64) -> Option<&'static str> {
-        let (_, location) = self.lookup(keyspace, key, now_ms)?;
+        let (hash, location) = self.lookup(keyspace, key, now_ms)?;
+        let location = self.resident(keyspace, hash, location)?;
         let header = *self.header(location);
         Some(match Kind::from_u8(header.kind) {
             Kind::String => {
@@ -355,7 +382,7 @@ impl Shard {
         let (_, location) = self.lookup(keyspace, key, now_ms)?;
         let header = *self.header(location);
         let mut bytes = header.item_bytes() + std::mem::size_of::<Location>() + 1;
-        if Kind::from_u8(header.kind) != Kind::String {
+        if Kind::from_u8(header.kind) != Kind::String && !header.is_stub() {
             let handle = collection_handle(self.item_value(location));
             bytes += self.collections[handle as usize]
                 .as_ref()

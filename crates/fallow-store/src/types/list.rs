@@ -2,7 +2,8 @@
 //! the commands apply (pushes and pops at either end, indexes and ranges from both ends, LINSERT, LPOS,
 //! LREM, LTRIM): plain functions of the value, checked against `fallow_txn::types::list` by the property
 //! test below.
-use super::{clamp_range, element_bytes};
+use super::codec::{put_bytes, put_len, Reader};
+use super::{clamp_range, element_bytes, DecodeError, Kind};
 use std::collections::VecDeque;
 
 /// An end of a list (LEFT is the head).
@@ -250,6 +251,44 @@ impl ListValue {
     }
 }
 
+// ----- codec ------------------------------------------------------------------------------------------
+//
+// Layout (version 1; varints are LEB128, see codec.rs):
+//   u8 version = 1
+//   varint count
+//   count x { varint item_len, item bytes }
+// Items head (LEFT) to tail (RIGHT); equal items are kept, as in the list.
+
+const CODEC_VERSION: u8 = 1;
+
+impl ListValue {
+    /// Appends the list's encoding (layout above).
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.push(CODEC_VERSION);
+        put_len(out, self.len());
+        for item in self.iter() {
+            put_bytes(out, item);
+        }
+    }
+
+    /// Decodes what `encode` wrote; all of `bytes` must be that one list.
+    pub fn decode(bytes: &[u8]) -> Result<ListValue, DecodeError> {
+        let mut reader = Reader::new(bytes);
+        reader.version(Kind::List, CODEC_VERSION)?;
+        // an item takes at least its length byte
+        let count = reader.count("list items", 1)?;
+        let mut list = ListValue {
+            items: VecDeque::with_capacity(count),
+            bytes: 0,
+        };
+        for _ in 0..count {
+            list.push_back(reader.bytes()?);
+        }
+        reader.finish()?;
+        Ok(list)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -462,6 +501,94 @@ mod tests {
             };
             prop_assert_eq!(state(&list), kept.clone());
             prop_assert_eq!(list.bytes, bytes_of(&kept));
+        }
+    }
+
+    // ----- codec ------------------------------------------------------------------------------------
+
+    use crate::types::codec::testing::{
+        canonical_or_rejected, mutated, rejects_every_prefix, versioned,
+    };
+
+    fn encoded(list: &ListValue) -> Vec<u8> {
+        let mut out = Vec::new();
+        list.encode(&mut out);
+        out
+    }
+
+    /// A list built by pushes and pops at both ends (so the ring buffer wraps), some items past 127
+    /// bytes.
+    fn built() -> impl Strategy<Value = ListValue> {
+        let long = prop::collection::vec(any::<u8>(), 120..300);
+        let item = prop_oneof![8 => item(), 1 => long];
+        prop::collection::vec((0u8..4, item), 0..50).prop_map(|edits| {
+            let mut list = ListValue::default();
+            for (edit, item) in edits {
+                match edit {
+                    0 => list.push_front(&item),
+                    1 => list.push_back(&item),
+                    2 => drop(list.pop_front()),
+                    _ => drop(list.pop_back()),
+                }
+            }
+            list
+        })
+    }
+
+    #[test]
+    fn the_layout_is_pinned() {
+        assert_eq!(encoded(&list(&["a", "", "a"])), [1, 3, 1, b'a', 0, 1, b'a']);
+        assert_eq!(encoded(&ListValue::default()), [1, 0]);
+    }
+
+    #[test]
+    fn corrupt_lists_are_rejected() {
+        let decode = |bytes: &[u8]| ListValue::decode(bytes).map(|_| ());
+        assert_eq!(decode(&[1, 1, 2, b'a']), Err(DecodeError::Truncated));
+        assert_eq!(decode(&[1, 0, 0]), Err(DecodeError::TrailingBytes(1)));
+        assert!(matches!(
+            decode(&[1, 3, 0, 0]),
+            Err(DecodeError::BadLength { len: 3, .. })
+        ));
+        assert_eq!(decode(&[1, 1, 0x81, 0x00]), Err(DecodeError::BadVarint));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// decode(encode(l)) holds the same items in the same order, accounts the same bytes, and
+        /// behaves the same under further pushes, pops and edits.
+        #[test]
+        fn encoding_round_trips(list in built(), later in ops(), (start, end) in (-6i64..6, -6i64..6)) {
+            let bytes = encoded(&list);
+            let mut decoded = ListValue::decode(&bytes).expect("an encoding decodes");
+            let mut list = list;
+            prop_assert_eq!(state(&decoded), state(&list));
+            prop_assert_eq!(decoded.bytes, list.bytes);
+            prop_assert_eq!(decoded.bytes, bytes_of(&state(&list)));
+            prop_assert_eq!(decoded.memory_bytes(), decoded.bytes + decoded.items.capacity() * 16);
+            prop_assert!(decoded.items.capacity() <= list.items.capacity().max(decoded.len()));
+            prop_assert_eq!(encoded(&decoded), bytes.clone());
+            for op in &later {
+                prop_assert_eq!(apply(&mut decoded, op), apply(&mut list, op));
+            }
+            decoded.trim(start, end);
+            list.trim(start, end);
+            prop_assert_eq!(state(&decoded), state(&list));
+            prop_assert_eq!(decoded.bytes, list.bytes);
+            rejects_every_prefix(&bytes, ListValue::decode)?;
+        }
+
+        #[test]
+        fn garbage_never_panics(
+            list in built(),
+            (position, byte) in (any::<usize>(), any::<u8>()),
+            tail in prop::collection::vec(any::<u8>(), 0..40),
+        ) {
+            let (decode, encode) = (ListValue::decode, ListValue::encode);
+            canonical_or_rejected(&mutated(&encoded(&list), position, byte), decode, encode)?;
+            canonical_or_rejected(&versioned(CODEC_VERSION, &tail), decode, encode)?;
+            canonical_or_rejected(&tail, decode, encode)?;
         }
     }
 }

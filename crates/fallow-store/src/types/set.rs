@@ -2,7 +2,8 @@
 //! semantics of Redis's t_set that the commands apply (random pops and picks, intersection, union and
 //! difference): plain functions of the value, checked against `fallow_txn::types::set` by the property
 //! test below.
-use super::{element_bytes, pick_count, pick_indexes};
+use super::codec::{put_bytes, put_len, Reader};
+use super::{element_bytes, pick_count, pick_indexes, DecodeError, Kind};
 use indexmap::IndexSet;
 use rand::Rng;
 
@@ -191,6 +192,47 @@ impl SetValue {
             });
         }
         result
+    }
+}
+
+// ----- codec ------------------------------------------------------------------------------------------
+//
+// Layout (version 1; varints are LEB128, see codec.rs):
+//   u8 version = 1
+//   varint count
+//   count x { varint member_len, member bytes }
+// Members in index order (the order SPOP, SRANDMEMBER and SSCAN address), so a decoded set has the
+// same positions. A member that appears twice is an error.
+
+const CODEC_VERSION: u8 = 1;
+
+impl SetValue {
+    /// Appends the set's encoding (layout above).
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.push(CODEC_VERSION);
+        put_len(out, self.len());
+        for member in self.iter() {
+            put_bytes(out, member);
+        }
+    }
+
+    /// Decodes what `encode` wrote; all of `bytes` must be that one set.
+    pub fn decode(bytes: &[u8]) -> Result<SetValue, DecodeError> {
+        let mut reader = Reader::new(bytes);
+        reader.version(Kind::Set, CODEC_VERSION)?;
+        // a member takes at least its length byte
+        let count = reader.count("set members", 1)?;
+        let mut set = SetValue {
+            members: Members::with_capacity_and_hasher(count, Default::default()),
+            bytes: 0,
+        };
+        for _ in 0..count {
+            if !set.insert(reader.bytes()?) {
+                return Err(DecodeError::Duplicate("set member"));
+            }
+        }
+        reader.finish()?;
+        Ok(set)
     }
 }
 
@@ -431,6 +473,107 @@ mod tests {
             prop_assert_eq!(popped.len(), union.len().min(2));
             prop_assert!(popped.is_subset(&union));
             prop_assert_eq!(state(&all), union.difference(&popped).cloned().collect::<BTreeSet<_>>());
+        }
+    }
+
+    // ----- codec ------------------------------------------------------------------------------------
+
+    use crate::types::codec::testing::{
+        canonical_or_rejected, mutated, rejects_every_prefix, versioned,
+    };
+
+    fn encoded(set: &SetValue) -> Vec<u8> {
+        let mut out = Vec::new();
+        set.encode(&mut out);
+        out
+    }
+
+    fn members(set: &SetValue) -> Vec<Vec<u8>> {
+        set.iter().map(<[u8]>::to_vec).collect()
+    }
+
+    /// A set built by SADD and SREM (removals reorder the positions), some members past 127 bytes.
+    fn built() -> impl Strategy<Value = SetValue> {
+        let long = prop::collection::vec(any::<u8>(), 120..300);
+        let member = prop_oneof![8 => member(), 1 => long];
+        prop::collection::vec((any::<bool>(), member), 0..40).prop_map(|edits| {
+            let mut set = SetValue::default();
+            for (add, member) in edits {
+                if add {
+                    set.insert(&member);
+                } else {
+                    set.remove(&member);
+                }
+            }
+            set
+        })
+    }
+
+    #[test]
+    fn the_layout_is_pinned() {
+        let set = set_of(&["ab", ""]);
+        assert_eq!(encoded(&set), [1, 2, 2, b'a', b'b', 0]);
+        assert_eq!(encoded(&SetValue::default()), [1, 0]);
+    }
+
+    #[test]
+    fn corrupt_sets_are_rejected() {
+        let decode = |bytes: &[u8]| SetValue::decode(bytes).map(|_| ());
+        assert_eq!(
+            decode(&[1, 2, 1, b'x', 1, b'x']),
+            Err(DecodeError::Duplicate("set member"))
+        );
+        assert_eq!(decode(&[1, 1, 0, 7]), Err(DecodeError::TrailingBytes(1)));
+        assert!(matches!(
+            decode(&[1, 0x80, 0x80, 0x04]),
+            Err(DecodeError::BadLength { len: 65536, .. })
+        ));
+        assert!(matches!(decode(&[0]), Err(DecodeError::BadVersion { .. })));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// decode(encode(s)) holds the same members at the same positions, accounts the same bytes,
+        /// and behaves the same: the same random picks and pops, and the same results of further edits.
+        #[test]
+        fn encoding_round_trips(set in built(), later in built(), seed in any::<u64>()) {
+            let bytes = encoded(&set);
+            let mut decoded = SetValue::decode(&bytes).expect("an encoding decodes");
+            let mut set = set;
+            prop_assert_eq!(members(&decoded), members(&set));
+            prop_assert_eq!(decoded.bytes, set.bytes);
+            let expected: usize = set.iter().map(member_bytes).sum();
+            prop_assert_eq!(decoded.bytes, expected);
+            prop_assert!(decoded.memory_bytes() >= decoded.bytes + decoded.len() * 8);
+            prop_assert_eq!(encoded(&decoded), bytes.clone());
+            let picks = |set: &mut SetValue| {
+                let mut rng = SmallRng::seed_from_u64(seed);
+                let mut seen = Vec::new();
+                set.random_members(-5, &mut rng, |member| seen.push(member.to_vec()));
+                seen.extend(set.pop_randoms(2, &mut rng).into_iter().map(Vec::from));
+                seen
+            };
+            prop_assert_eq!(picks(&mut decoded), picks(&mut set));
+            for member in later.iter() {
+                prop_assert_eq!(decoded.insert(member), set.insert(member));
+                let shorter = member.get(1..).unwrap_or_default();
+                prop_assert_eq!(decoded.remove(shorter), set.remove(shorter));
+            }
+            prop_assert_eq!(members(&decoded), members(&set));
+            rejects_every_prefix(&bytes, SetValue::decode)?;
+        }
+
+        #[test]
+        fn garbage_never_panics(
+            set in built(),
+            (position, byte) in (any::<usize>(), any::<u8>()),
+            tail in prop::collection::vec(any::<u8>(), 0..40),
+        ) {
+            let (decode, encode) = (SetValue::decode, SetValue::encode);
+            canonical_or_rejected(&mutated(&encoded(&set), position, byte), decode, encode)?;
+            canonical_or_rejected(&versioned(CODEC_VERSION, &tail), decode, encode)?;
+            canonical_or_rejected(&tail, decode, encode)?;
         }
     }
 }

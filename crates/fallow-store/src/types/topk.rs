@@ -1,7 +1,8 @@
 //! TopN: a scored set that keeps, for each member, the highest score it was given, and only its k best
 //! members (score descending, ties to the smaller member). The semantics of `fallow_txn::types::topk`:
 //! what is kept does not depend on the order of the adds. Scores are integers, so ranks are exact.
-use super::element_bytes;
+use super::codec::{put_bytes, put_len, Reader};
+use super::{element_bytes, DecodeError, Kind};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -124,6 +125,68 @@ impl TopKValue {
     }
 }
 
+// ----- codec ------------------------------------------------------------------------------------------
+//
+// Layout (version 1; varints are LEB128, see codec.rs):
+//   u8 version = 1
+//   varint k (the capacity, 1..=MAX_CAPACITY)
+//   varint count (at most k)
+//   count x { varint member_len, member bytes, i64 score little-endian }
+// Members best first, as `iter` lists them; a decoder checks that order (strictly descending rank) and
+// that every member is distinct. Any such state is what adding its members to an empty TopN of that k
+// keeps, so the decoded TopN ranks, evicts and accounts bytes exactly as the encoded one.
+
+const CODEC_VERSION: u8 = 1;
+
+impl TopKValue {
+    /// Appends the TopN's encoding (layout above).
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.push(CODEC_VERSION);
+        put_len(out, self.capacity);
+        put_len(out, self.len());
+        for (member, score) in self.iter() {
+            put_bytes(out, member);
+            out.extend_from_slice(&score.to_le_bytes());
+        }
+    }
+
+    /// Decodes what `encode` wrote; all of `bytes` must be that one TopN.
+    pub fn decode(bytes: &[u8]) -> Result<TopKValue, DecodeError> {
+        let mut reader = Reader::new(bytes);
+        reader.version(Kind::TopN, CODEC_VERSION)?;
+        let capacity = reader.varint()?;
+        let capacity = match usize::try_from(capacity) {
+            Ok(capacity) if (1..=MAX_CAPACITY).contains(&capacity) => capacity,
+            _ => return Err(DecodeError::Invalid("TopN capacity")),
+        };
+        // a member takes at least its length byte and its 8-byte score
+        let count = reader.count("TopN members", 9)?;
+        if count > capacity {
+            return Err(DecodeError::Invalid(
+                "TopN holding more members than its capacity",
+            ));
+        }
+        let mut topn = TopKValue::new(capacity);
+        let mut previous: Option<(i64, Reverse<&[u8]>)> = None;
+        for _ in 0..count {
+            let member = reader.bytes()?;
+            let score = reader.i64()?;
+            let rank = (score, Reverse(member));
+            if previous.is_some_and(|previous| previous <= rank) {
+                return Err(DecodeError::BadOrder("TopN members"));
+            }
+            previous = Some(rank);
+            if topn.scores.contains_key(member) {
+                return Err(DecodeError::Duplicate("TopN member"));
+            }
+            let kept = topn.add(member, score);
+            debug_assert!(kept, "a TopN below its capacity keeps every new member");
+        }
+        reader.finish()?;
+        Ok(topn)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -196,6 +259,126 @@ mod tests {
                 let bytes: usize = spec.scores.keys().map(|member| member_bytes(member)).sum();
                 prop_assert_eq!(topn.memory_bytes(), bytes);
             }
+        }
+    }
+
+    // ----- codec ------------------------------------------------------------------------------------
+
+    use crate::types::codec::testing::{
+        canonical_or_rejected, mutated, rejects_every_prefix, versioned,
+    };
+
+    fn encoded(topn: &TopKValue) -> Vec<u8> {
+        let mut out = Vec::new();
+        topn.encode(&mut out);
+        out
+    }
+
+    /// A TopN of a small k (so evictions happen) or a large one, built by adds, some members past 127
+    /// bytes and some extreme scores.
+    fn built() -> impl Strategy<Value = TopKValue> {
+        let long = prop::collection::vec(any::<u8>(), 120..300);
+        let member = prop_oneof![8 => prop::collection::vec(b'a'..=b'e', 0..3), 1 => long];
+        let score = prop_oneof![8 => -4i64..4, 1 => any::<i64>()];
+        let capacity = prop_oneof![4 => 1usize..6, 1 => Just(MAX_CAPACITY), 1 => 1usize..300];
+        (capacity, prop::collection::vec((member, score), 0..40)).prop_map(|(capacity, adds)| {
+            let mut topn = TopKValue::new(capacity);
+            for (member, score) in adds {
+                topn.add(&member, score);
+            }
+            topn
+        })
+    }
+
+    #[test]
+    fn the_layout_is_pinned() {
+        let mut topn = TopKValue::new(300);
+        topn.add(b"a", -1);
+        topn.add(b"b", 2);
+        let mut expected = vec![1, 0xac, 0x02, 2, 1, b'b'];
+        expected.extend(2i64.to_le_bytes());
+        expected.extend([1, b'a']);
+        expected.extend((-1i64).to_le_bytes());
+        assert_eq!(encoded(&topn), expected);
+        assert_eq!(encoded(&TopKValue::default()), [1, 10, 0]);
+    }
+
+    #[test]
+    fn corrupt_topns_are_rejected() {
+        let decode = |bytes: &[u8]| TopKValue::decode(bytes).map(|_| ());
+        let topn = |capacity: u8, entries: &[(u8, i64)]| {
+            let mut bytes = vec![1, capacity, entries.len() as u8];
+            for (member, score) in entries {
+                bytes.extend([1, *member]);
+                bytes.extend(score.to_le_bytes());
+            }
+            bytes
+        };
+        assert_eq!(
+            decode(&topn(0, &[])),
+            Err(DecodeError::Invalid("TopN capacity"))
+        );
+        let mut past_max = vec![1];
+        crate::types::codec::put_len(&mut past_max, MAX_CAPACITY + 1);
+        past_max.push(0);
+        assert_eq!(
+            decode(&past_max),
+            Err(DecodeError::Invalid("TopN capacity"))
+        );
+        assert!(matches!(
+            decode(&topn(1, &[(b'a', 2), (b'b', 1)])),
+            Err(DecodeError::Invalid(_))
+        ));
+        assert_eq!(
+            decode(&topn(3, &[(b'a', 1), (b'b', 2)])),
+            Err(DecodeError::BadOrder("TopN members"))
+        );
+        assert_eq!(
+            decode(&topn(3, &[(b'b', 1), (b'a', 1)])),
+            Err(DecodeError::BadOrder("TopN members")),
+            "ties rank the smaller member first"
+        );
+        assert_eq!(
+            decode(&topn(3, &[(b'a', 3), (b'b', 2), (b'a', 1)])),
+            Err(DecodeError::Duplicate("TopN member"))
+        );
+        assert!(decode(&topn(3, &[(b'a', 1), (b'b', 1)])).is_ok());
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// decode(encode(t)) keeps the same k, members, scores and ranking, accounts the same bytes,
+        /// and behaves the same under further adds (which may evict).
+        #[test]
+        fn encoding_round_trips(topn in built(), later in adds()) {
+            let bytes = encoded(&topn);
+            let mut decoded = TopKValue::decode(&bytes).expect("an encoding decodes");
+            let mut topn = topn;
+            prop_assert_eq!(decoded.capacity(), topn.capacity());
+            prop_assert_eq!(listed(&decoded), listed(&topn));
+            prop_assert_eq!(decoded.memory_bytes(), topn.memory_bytes());
+            let expected: usize = topn.iter().map(|(member, _)| member_bytes(member)).sum();
+            prop_assert_eq!(decoded.memory_bytes(), expected);
+            prop_assert_eq!(encoded(&decoded), bytes.clone());
+            for (member, score) in &later {
+                prop_assert_eq!(decoded.add(member, *score), topn.add(member, *score));
+            }
+            prop_assert_eq!(listed(&decoded), listed(&topn));
+            prop_assert_eq!(decoded.memory_bytes(), topn.memory_bytes());
+            rejects_every_prefix(&bytes, TopKValue::decode)?;
+        }
+
+        #[test]
+        fn garbage_never_panics(
+            topn in built(),
+            (position, byte) in (any::<usize>(), any::<u8>()),
+            tail in prop::collection::vec(any::<u8>(), 0..40),
+        ) {
+            let (decode, encode) = (TopKValue::decode, TopKValue::encode);
+            canonical_or_rejected(&mutated(&encoded(&topn), position, byte), decode, encode)?;
+            canonical_or_rejected(&versioned(CODEC_VERSION, &tail), decode, encode)?;
+            canonical_or_rejected(&tail, decode, encode)?;
         }
     }
 }

@@ -3,7 +3,8 @@
 //! lex with LIMIT and reversal, pops, random members and union/intersection/difference with weights and
 //! aggregates. Plain functions of the value: the commands parse arguments, lock and write replies. The
 //! semantics of `fallow_txn::types::scored_set` (checked by the property test below).
-use super::{clamp_range, element_bytes, pick_count, pick_indexes};
+use super::codec::{put_bytes, put_len, Reader};
+use super::{clamp_range, element_bytes, pick_count, pick_indexes, DecodeError, Kind};
 use rand::Rng;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::ops::Bound;
@@ -582,6 +583,58 @@ impl ZSetValue {
     }
 }
 
+// ----- codec ------------------------------------------------------------------------------------------
+//
+// Layout (version 1; varints are LEB128, see codec.rs):
+//   u8 version = 1
+//   varint count
+//   count x { varint member_len, member bytes, f64 score as its IEEE bits, little-endian }
+// Members ascending by (score in total order, member bytes), as the ranking holds them; a decoder
+// checks that order (which also rules out two equal entries) and that every member is distinct.
+// Scores keep infinities as they are; NaN and -0.0, which no sorted set holds, are rejected.
+
+const CODEC_VERSION: u8 = 1;
+
+impl ZSetValue {
+    /// Appends the sorted set's encoding (layout above).
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.push(CODEC_VERSION);
+        put_len(out, self.len());
+        for (member, score) in self.iter() {
+            put_bytes(out, member);
+            out.extend_from_slice(&score.to_bits().to_le_bytes());
+        }
+    }
+
+    /// Decodes what `encode` wrote; all of `bytes` must be that one sorted set.
+    pub fn decode(bytes: &[u8]) -> Result<ZSetValue, DecodeError> {
+        let mut reader = Reader::new(bytes);
+        reader.version(Kind::ZSet, CODEC_VERSION)?;
+        // a member takes at least its length byte and its 8-byte score
+        let count = reader.count("sorted set members", 9)?;
+        let mut zset = ZSetValue::default();
+        zset.scores.reserve(count);
+        let mut previous: Option<(Score, &[u8])> = None;
+        for _ in 0..count {
+            let member = reader.bytes()?;
+            let score = reader.f64()?;
+            if score.is_nan() || (score == 0.0 && score.is_sign_negative()) {
+                return Err(DecodeError::InvalidFloat(score.to_bits()));
+            }
+            let entry = (Score(score), member);
+            if previous.is_some_and(|previous| previous >= entry) {
+                return Err(DecodeError::BadOrder("sorted set members"));
+            }
+            previous = Some(entry);
+            if !zset.insert(member, score) {
+                return Err(DecodeError::Duplicate("sorted set member"));
+            }
+        }
+        reader.finish()?;
+        Ok(zset)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -942,6 +995,161 @@ mod tests {
                 ranking.into_iter().take(2).collect()
             };
             prop_assert_eq!(popped, expected_pops);
+        }
+    }
+
+    // ----- codec ------------------------------------------------------------------------------------
+
+    use crate::types::codec::testing::{
+        canonical_or_rejected, mutated, rejects_every_prefix, versioned,
+    };
+
+    fn encoded(zset: &ZSetValue) -> Vec<u8> {
+        let mut out = Vec::new();
+        zset.encode(&mut out);
+        out
+    }
+
+    fn entries(zset: &ZSetValue) -> Vec<(Vec<u8>, u64)> {
+        zset.iter()
+            .map(|(member, score)| (member.to_vec(), score.to_bits()))
+            .collect()
+    }
+
+    /// Any score a sorted set can hold: infinities, zero (-0.0 is stored as 0.0), extremes and
+    /// fractions.
+    fn score() -> impl Strategy<Value = f64> {
+        prop_oneof![
+            Just(f64::INFINITY),
+            Just(f64::NEG_INFINITY),
+            Just(0.0),
+            Just(-0.0),
+            Just(f64::MAX),
+            Just(f64::MIN_POSITIVE),
+            (-3i64..4).prop_map(|score| score as f64),
+            any::<f64>().prop_filter("a score is never NaN", |score| !score.is_nan()),
+        ]
+    }
+
+    /// A sorted set built by ZADD and ZREM, some members past 127 bytes.
+    fn built() -> impl Strategy<Value = ZSetValue> {
+        let long = prop::collection::vec(any::<u8>(), 120..300);
+        let member = prop_oneof![8 => member(), 1 => long];
+        prop::collection::vec((any::<bool>(), member, score()), 0..40).prop_map(|edits| {
+            let mut zset = ZSetValue::default();
+            for (add, member, score) in edits {
+                if add {
+                    zset.insert(&member, score);
+                } else {
+                    zset.remove(&member);
+                }
+            }
+            zset
+        })
+    }
+
+    #[test]
+    fn the_layout_is_pinned() {
+        let mut zset = ZSetValue::default();
+        zset.insert(b"b", f64::NEG_INFINITY);
+        zset.insert(b"a", 1.5);
+        let mut expected = vec![1, 2, 1, b'b'];
+        expected.extend(f64::NEG_INFINITY.to_bits().to_le_bytes());
+        expected.extend([1, b'a']);
+        expected.extend(1.5f64.to_bits().to_le_bytes());
+        assert_eq!(encoded(&zset), expected);
+        assert_eq!(encoded(&ZSetValue::default()), [1, 0]);
+    }
+
+    #[test]
+    fn corrupt_sorted_sets_are_rejected() {
+        let decode = |bytes: &[u8]| ZSetValue::decode(bytes).map(|_| ());
+        let entry = |member: u8, score: f64| {
+            let mut bytes = vec![1, member];
+            bytes.extend(score.to_bits().to_le_bytes());
+            bytes
+        };
+        let set_of = |entries: &[Vec<u8>]| {
+            let mut bytes = vec![1, entries.len() as u8];
+            entries.iter().for_each(|entry| bytes.extend(entry));
+            bytes
+        };
+        assert_eq!(
+            decode(&set_of(&[entry(b'a', f64::NAN)])),
+            Err(DecodeError::InvalidFloat(f64::NAN.to_bits()))
+        );
+        assert!(matches!(
+            decode(&set_of(&[entry(b'a', -0.0)])),
+            Err(DecodeError::InvalidFloat(_))
+        ));
+        assert_eq!(
+            decode(&set_of(&[entry(b'b', 1.0), entry(b'a', 1.0)])),
+            Err(DecodeError::BadOrder("sorted set members"))
+        );
+        assert_eq!(
+            decode(&set_of(&[entry(b'a', 1.0), entry(b'a', 2.0)])),
+            Err(DecodeError::Duplicate("sorted set member"))
+        );
+        assert!(decode(&set_of(&[entry(b'a', 1.0), entry(b'b', 1.0)])).is_ok());
+        assert!(matches!(
+            decode(&[1, 2, 1, b'a', 0, 0, 0, 0, 0, 0, 0, 0]),
+            Err(DecodeError::BadLength { len: 2, .. })
+        ));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// decode(encode(z)) holds the same members with bit-identical scores (infinities included),
+        /// accounts the same bytes, and behaves the same: ranks, ranges, random picks, pops and
+        /// further edits.
+        #[test]
+        fn encoding_round_trips(
+            zset in built(),
+            later in ops(),
+            seed in any::<u64>(),
+            (min, max) in (score(), score()),
+        ) {
+            use rand::SeedableRng;
+            let bytes = encoded(&zset);
+            let mut decoded = ZSetValue::decode(&bytes).expect("an encoding decodes");
+            let mut zset = zset;
+            prop_assert_eq!(entries(&decoded), entries(&zset));
+            prop_assert_eq!(decoded.memory_bytes(), zset.memory_bytes());
+            let expected: usize = zset.iter().map(|(member, _)| member_bytes(member)).sum();
+            prop_assert_eq!(decoded.memory_bytes(), expected);
+            prop_assert_eq!(encoded(&decoded), bytes.clone());
+            for (member, score) in zset.iter() {
+                prop_assert_eq!(decoded.score(member).map(f64::to_bits), Some(score.to_bits()));
+                prop_assert_eq!(decoded.rank(member), zset.rank(member));
+            }
+            let range = Range::Score(Bound::Included(min), Bound::Excluded(max));
+            prop_assert_eq!(decoded.select(&range, true, None), zset.select(&range, true, None));
+            let picks = |zset: &ZSetValue| {
+                let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+                let mut seen = Vec::new();
+                zset.random_members(-5, &mut rng, |member, _| seen.push(member.to_vec()));
+                seen
+            };
+            prop_assert_eq!(picks(&decoded), picks(&zset));
+            for op in &later {
+                prop_assert_eq!(apply(&mut decoded, op), apply(&mut zset, op));
+            }
+            prop_assert_eq!(decoded.pop(End::Max, 2), zset.pop(End::Max, 2));
+            prop_assert_eq!(entries(&decoded), entries(&zset));
+            rejects_every_prefix(&bytes, ZSetValue::decode)?;
+        }
+
+        #[test]
+        fn garbage_never_panics(
+            zset in built(),
+            (position, byte) in (any::<usize>(), any::<u8>()),
+            tail in prop::collection::vec(any::<u8>(), 0..40),
+        ) {
+            let (decode, encode) = (ZSetValue::decode, ZSetValue::encode);
+            canonical_or_rejected(&mutated(&encoded(&zset), position, byte), decode, encode)?;
+            canonical_or_rejected(&versioned(CODEC_VERSION, &tail), decode, encode)?;
+            canonical_or_rejected(&tail, decode, encode)?;
         }
     }
 }

@@ -10,6 +10,7 @@ use fallow_proto::ReplyWriter;
 use fallow_store::Guards;
 use std::sync::atomic::Ordering;
 
+pub mod tier2;
 pub mod txn;
 
 fn unknown_command_error(args: &[&[u8]]) -> String {
@@ -230,11 +231,30 @@ pub fn run_with_guards<'s>(
         in_exec,
     };
     (spec.handler)(&mut ctx, args);
+    if let Some(error) = fallow_store::shard::take_thread_error() {
+        // A persistent write the log refused: the client must not take it as done.
+        ctx.out.buf.truncate(reply_start);
+        ctx.out.error(&tier2_write_error(&error));
+    }
     if in_exec {
         // a command of EXEC or TXN.COMMIT: its reply is an element of theirs
         server.stats.count_error_reply(&ctx.out.buf[reply_start..]);
     }
     ctx.guards
+}
+
+/// The reply to a persistent write that tier 2 could not log.
+fn tier2_write_error(error: &fallow_store::tier2::Tier2Error) -> String {
+    use fallow_store::tier2::Tier2Error;
+    match error {
+        Tier2Error::Full => {
+            "OOM command not allowed: tier 2 is full and persistent data is never dropped".into()
+        }
+        Tier2Error::TooLarge { .. } => {
+            format!("ERR {error} (persistent values must fit a tier-2 region)")
+        }
+        _ => format!("IOERR persistent write not logged: {error}"),
+    }
 }
 
 /// Whether a command that may grow memory fits: the store with the request's own bytes (a cheap estimate

@@ -87,6 +87,8 @@ pub(super) fn debug(ctx: &mut Ctx, args: &[&[u8]]) {
             ctx.out.ok();
         }
         (b"object", 3) => debug_object(ctx, args[2]),
+        (b"tier2-fault", 3) => debug_tier2_fault(ctx, args[2]),
+        (b"tier2-clean", 2) => debug_tier2_clean(ctx),
         (b"help", 2) => help_reply(
             ctx,
             "DEBUG",
@@ -95,9 +97,43 @@ pub(super) fn debug(ctx: &mut Ctx, args: &[&[u8]]) {
                 "    Show low level info about the <key> and associated value.",
                 "SLEEP <seconds>",
                 "    Stop the server for <seconds>. Decimals allowed.",
+                "TIER2-FAULT none|write-error|read-error|vanished",
+                "    Make tier 2's device fail from now on, as a test of fault handling.",
+                "TIER2-CLEAN",
+                "    Clean tier 2's oldest region now (copy what is live, free the region).",
             ],
         ),
         _ => subcommand_error(ctx, args),
+    }
+}
+
+/// Injects a device fault into tier 2 (the EIO and vanished-device tests: root ignores file modes and
+/// there is no device-mapper here).
+fn debug_tier2_fault(ctx: &mut Ctx, name: &[u8]) {
+    let Some(tier2) = ctx
+        .server
+        .durability
+        .get()
+        .and_then(|durability| durability.tier2.as_ref())
+    else {
+        return ctx.out.error("ERR tier 2 is off");
+    };
+    let Some(fault) = fallow_store::tier2::device::Fault::from_name(&String::from_utf8_lossy(name))
+    else {
+        return ctx
+            .out
+            .error("ERR fault must be none, write-error, read-error or vanished");
+    };
+    tier2.set_fault(fault);
+    ctx.out.ok();
+}
+
+fn debug_tier2_clean(ctx: &mut Ctx) {
+    // Cleaning locks shards record by record; DEBUG holds none (its keys are custom).
+    match ctx.server.store.tier2_clean_oldest() {
+        Ok(true) => ctx.out.ok(),
+        Ok(false) => ctx.out.error("ERR tier 2 has no region to clean"),
+        Err(error) => ctx.out.error(&format!("ERR {error}")),
     }
 }
 

@@ -14,7 +14,7 @@ static OPS_SAMPLE: parking_lot::Mutex<Option<(std::time::Instant, u64, u64)>> =
     parking_lot::Mutex::new(None);
 
 /// Sections INFO prints without arguments, in order.
-const DEFAULT_SECTIONS: [&str; 14] = [
+const DEFAULT_SECTIONS: [&str; 15] = [
     "server",
     "clients",
     "memory",
@@ -29,6 +29,7 @@ const DEFAULT_SECTIONS: [&str; 14] = [
     "elastic",
     "tenants",
     "txn",
+    "tier2",
 ];
 
 /// Which sections an INFO call asked for, in the canonical order.
@@ -71,7 +72,7 @@ pub(super) fn info(ctx: &mut Ctx, args: &[&[u8]]) {
 fn info_text(ctx: &mut Ctx, sections: &[&str]) -> String {
     let needs_shards = sections
         .iter()
-        .any(|name| matches!(*name, "memory" | "stats" | "keyspace" | "fallow"));
+        .any(|name| matches!(*name, "memory" | "stats" | "keyspace" | "fallow" | "tier2"));
     let totals = if needs_shards {
         shard_totals(ctx, sections.contains(&"keyspace"))
     } else {
@@ -101,6 +102,7 @@ fn info_text(ctx: &mut Ctx, sections: &[&str]) -> String {
                 drop(config);
                 crate::txn::info_section(&ctx.server.txns, &locks, phasing, &mut text)
             }
+            "tier2" => tier2_section(ctx, &totals, &mut text),
             "commandstats" => commandstats_section(ctx, &mut text),
             "errorstats" => errorstats_section(ctx, &mut text),
             _ => {}
@@ -246,6 +248,18 @@ fn memory_section(ctx: &Ctx, totals: &ShardTotals, text: &mut String) {
     );
     field(text, "fallow_segments_mapped_bytes", totals.mapped_bytes);
     field(text, "fallow_segments_dead_bytes", totals.dead_bytes);
+}
+
+fn tier2_section(ctx: &Ctx, totals: &ShardTotals, text: &mut String) {
+    text.push_str("# Tier2\r\n");
+    let Some(durability) = ctx.server.durability.get() else {
+        field(text, "tier2_enabled", 0);
+        return;
+    };
+    let uptime_s = ctx.server.started.elapsed().as_secs();
+    for (name, value) in durability.info_fields(totals.stats.keyspace_hits, uptime_s) {
+        field(text, name, value);
+    }
 }
 
 fn persistence_section(ctx: &Ctx, text: &mut String) {

@@ -395,6 +395,7 @@ mod tests {
             databases: 1,
             segment_bytes: 1 << 16,
             epoch_ms: NOW_MS,
+            shards: 1,
         };
         Shard::new(0, config, Arc::new(MemoryCounters::default()))
     }

@@ -85,6 +85,16 @@ fn general(server: &Server, db: usize) -> Vec<Stat> {
         stat("evictions", evictions),
         stat("reclaimed", expired),
     ]);
+    // Tier 2 (as extstore's counters are part of memcached's): every numeric INFO tier2 field.
+    if let Some(durability) = server.durability.get() {
+        let hits = server.store.sum_shards(|shard| shard.stats.keyspace_hits);
+        let uptime_s = server.started.elapsed().as_secs();
+        for (name, value) in durability.info_fields(hits, uptime_s) {
+            if value.parse::<f64>().is_ok() {
+                stats.push(stat(name, value));
+            }
+        }
+    }
     stats
 }
 

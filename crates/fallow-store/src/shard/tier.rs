@@ -1,0 +1,683 @@
+//! A shard's side of tier 2: logging persistent tenants' writes (the swap region), turning items whose
+//! value has a tier-2 copy into stubs (demotion: no write when the copy exists), reading stubs back
+//! (promotion), the admission rule for ephemeral data, recovery's replay and cleaning's liveness checks.
+//!
+//! How Ex-Tmem's regions map here: RAM segments in creation order are the FIFO put buffer; an item that a
+//! release keeps because it is hot by recency and frequency is re-appended (the hot region); leaving RAM
+//! sends an ephemeral item to the clean region only when the admission rule says so (read at least
+//! `admit_hits_min` times), else it is dropped; a persistent item's record is already in the swap region,
+//! so it leaves RAM at once. A stub costs `ITEM_HEADER_BYTES` + key + the index's 9 bytes in RAM.
+use super::{slot_of, space_of, Location, Shard};
+use crate::hash_key;
+use crate::memory::segment::{ItemHeader, ITEM_FLAG_STUB};
+use crate::pool::{Address, TenantId};
+use crate::tier2::record::{self, RecordClass, RecordHeader, RecordKind};
+use crate::tier2::{Slot, Tier2, Tier2Error};
+use crate::types::{Collection, Kind};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+thread_local! {
+    /// The newest lsn this thread appended for a persistent write: the dispatcher waits for it to be
+    /// durable before replying under `tier2-fsync always`.
+    static THREAD_LSN: Cell<u64> = const { Cell::new(0) };
+    /// The first tier-2 error a persistent write on this thread met, for its reply.
+    static THREAD_ERROR: Cell<Option<Tier2Error>> = const { Cell::new(None) };
+}
+
+/// Takes (and resets) the newest lsn this thread's persistent writes appended, and the first error they
+/// met.
+pub fn take_thread_log() -> (u64, Option<Tier2Error>) {
+    (take_thread_lsn(), take_thread_error())
+}
+
+/// Takes (and resets) the newest lsn this thread's persistent writes appended.
+pub fn take_thread_lsn() -> u64 {
+    THREAD_LSN.with(|lsn| lsn.replace(0))
+}
+
+/// Takes the first error this thread's persistent writes met since the last call.
+pub fn take_thread_error() -> Option<Tier2Error> {
+    THREAD_ERROR.with(|error| error.take())
+}
+
+fn note_lsn(lsn: u64) {
+    THREAD_LSN.with(|cell| cell.set(cell.get().max(lsn)));
+}
+
+fn note_error(error: Tier2Error) {
+    THREAD_ERROR.with(|cell| {
+        let first = cell.take().unwrap_or(error);
+        cell.set(Some(first));
+    });
+}
+
+/// How a shard uses tier 2.
+#[derive(Clone)]
+pub struct TierLink {
+    pub tier2: Arc<Tier2>,
+    /// An ephemeral item is written to the clean region on leaving RAM only if it was read at least this
+    /// many times (0 = always; LFU counter above its initial value counts as read once).
+    pub admit_hits_min: u8,
+}
+
+/// What became of an item leaving RAM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Departure {
+    /// It is a stub now (or was one and moved).
+    Demoted,
+    /// It could not go to tier 2 and may not be dropped (persistent data, or noeviction): it stays.
+    Kept,
+    /// It may be dropped: the caller evicts it.
+    Evict,
+}
+
+pub use crate::tier2::TierStats;
+
+/// What cleaning found for a record.
+pub enum Liveness {
+    /// Nothing in RAM refers to the record.
+    Dead,
+    /// A stub or a clean RAM item of a persistent tenant refers to it: it must be copied forward.
+    Swap,
+    /// A stub of an ephemeral tenant with this LFU counter refers to it.
+    CleanStub { lfu_counter: u8 },
+    /// A RAM item of an ephemeral tenant holds the same value: the copy can simply be forgotten.
+    CleanResident,
+}
+
+impl Shard {
+    pub fn attach_tier2(&mut self, link: TierLink) {
+        self.tier = Some(link);
+    }
+
+    pub fn has_tier2(&self) -> bool {
+        self.tier.is_some()
+    }
+
+    /// Adds to a tier-2 counter (shared atomics: INFO reads them without shard locks).
+    fn count(&self, counter: impl Fn(&TierStats) -> &AtomicU64, amount: u64) {
+        if let Some(tier) = &self.tier {
+            counter(&tier.tier2.stats.shards).fetch_add(amount, Ordering::Relaxed);
+        }
+    }
+
+    fn is_persistent(&self, tenant: TenantId) -> bool {
+        self.memory.pool.is_persistent(tenant)
+    }
+
+    /// True when a write by `writer` over the item at `old` must be logged.
+    pub(super) fn must_log(&self, writer: TenantId, old: Option<Location>) -> bool {
+        self.tier.is_some()
+            && (self.is_persistent(writer)
+                || old.is_some_and(|old| self.is_persistent(self.segment(slot_of(old)).tenant)))
+    }
+
+    fn append_record(&mut self, header: &RecordHeader, key: &[u8], value: &[u8]) -> Option<Slot> {
+        let tier = self.tier.as_ref()?;
+        match tier.tier2.append(header, key, value) {
+            Ok((slot, lsn)) => {
+                note_lsn(lsn);
+                self.count(|stats| &stats.persistent_records, 1);
+                Some(slot)
+            }
+            Err(error) => {
+                self.count(|stats| &stats.log_errors, 1);
+                note_error(error);
+                None
+            }
+        }
+    }
+
+    /// Logs a write of `key` now held at `location`: its value when its owner is persistent, else a
+    /// tombstone (an ephemeral writer replaced persistent data).
+    pub(super) fn log_write(&mut self, keyspace: usize, key: &[u8], location: Location) {
+        if self.is_persistent(self.segment(slot_of(location)).tenant) {
+            self.log_item(location);
+        } else {
+            self.log_tombstone(keyspace, key);
+        }
+    }
+
+    /// The location of a resident copy of `key`'s item at `location`, promoting a stub (None: its record
+    /// was lost).
+    pub(super) fn materialize(
+        &mut self,
+        keyspace: usize,
+        key: &[u8],
+        location: Location,
+    ) -> Option<Location> {
+        if self.header(location).is_stub() {
+            self.promote(keyspace, hash_key(key), location)
+        } else {
+            Some(location)
+        }
+    }
+
+    /// Logs the current value of the item at `location` (a persistent write) and records its slot.
+    pub(super) fn log_item(&mut self, location: Location) {
+        let header = *self.header(location);
+        if header.is_stub() {
+            // Only metadata changed under a stub (see `set_expire_at`): the value is read back first.
+            return;
+        }
+        let encoded;
+        let value: &[u8] = match Kind::from_u8(header.kind) {
+            Kind::String => self.item_value(location),
+            _ => {
+                let mut bytes = Vec::new();
+                self.collection_at(location).encode(&mut bytes);
+                encoded = bytes;
+                &encoded
+            }
+        };
+        let value = value.to_vec();
+        let key = self.item_key(location).to_vec();
+        let record = crate::tier2::value_header(
+            Kind::from_u8(header.kind),
+            RecordClass::Swap,
+            space_of_item(&header, self.segment(slot_of(location)).tenant),
+            header.expire_at_ms,
+            header.client_flags,
+            key.len(),
+            value.len(),
+        );
+        let slot = self.append_record(&record, &key, &value);
+        self.header_mut(location).tier2_slot = slot.map_or(0, |slot| slot.0);
+    }
+
+    /// Logs that `key` no longer exists in `keyspace`.
+    pub(super) fn log_tombstone(&mut self, keyspace: usize, key: &[u8]) {
+        let record = RecordHeader {
+            kind: RecordKind::Tombstone,
+            class: RecordClass::Swap,
+            keyspace: keyspace as u64,
+            lsn: 0,
+            expire_at_ms: 0,
+            client_flags: 0,
+            key_bytes: key.len() as u32,
+            value_bytes: 0,
+            region_sequence: 0,
+        };
+        self.append_record(&record, key, &[]);
+    }
+
+    /// Logs a keyspace-wide event (FLUSHDB on this shard, SWAPDB) when tier 2 may hold its keys.
+    pub(super) fn log_keyspace_event(&mut self, kind: RecordKind, keyspace: usize, value: &[u8]) {
+        if self.tier.is_none() {
+            return;
+        }
+        let record = RecordHeader {
+            kind,
+            class: RecordClass::Swap,
+            keyspace: keyspace as u64,
+            lsn: 0,
+            expire_at_ms: 0,
+            client_flags: 0,
+            key_bytes: 0,
+            value_bytes: value.len() as u32,
+            region_sequence: 0,
+        };
+        self.append_record(&record, &[], value);
+    }
+
+    /// SWAPDB moved the item at `location` into `keyspace`: its tier-2 record names the old database, so
+    /// a persistent item is logged again where it now is, and an ephemeral one forgets its copy (a stub
+    /// is dropped).
+    pub(super) fn relocate_tier2_copy(&mut self, keyspace: usize, location: Location) {
+        let header = *self.header(location);
+        // Recovery replays SWAPDB before tier 2 is attached; the records logged after it follow.
+        if header.tier2_slot == 0 || self.tier.is_none() {
+            return;
+        }
+        let hash = hash_key(self.item_key(location));
+        if self.is_persistent(self.segment(slot_of(location)).tenant) {
+            if let Some(resident) = self.resident(keyspace, hash, location) {
+                self.log_item(resident);
+            }
+        } else if header.is_stub() {
+            self.remove_item(keyspace, hash, location);
+            self.sync_accounting();
+        } else {
+            self.header_mut(location).tier2_slot = 0;
+        }
+    }
+
+    /// The collection a resident collection item holds.
+    pub(super) fn collection_at(&self, location: Location) -> &Collection {
+        let handle = u32::from_le_bytes(
+            self.item_value(location)
+                .try_into()
+                .expect("a collection item holds a 4-byte handle"),
+        );
+        self.collections[handle as usize]
+            .as_ref()
+            .expect("a collection item owns its handle")
+    }
+
+    // ----- stubs ---------------------------------------------------------------------------------
+
+    /// Replaces the item at `location`, whose value has a tier-2 copy, by a stub; returns the stub's
+    /// location.
+    fn stub_out(&mut self, keyspace: usize, hash: u64, location: Location) -> Location {
+        let mut header = *self.header(location);
+        assert!(
+            header.tier2_slot != 0 && !header.is_stub(),
+            "only a clean item is stubbed"
+        );
+        let tenant = self.segment(slot_of(location)).tenant;
+        let key = self.item_key(location).to_vec();
+        self.free_collection_of(location);
+        header.flags |= ITEM_FLAG_STUB;
+        let stub = self.append(tenant, &header, &key, &[]);
+        self.replace_location(keyspace, hash, location, stub);
+        self.kill_item(location);
+        stub
+    }
+
+    /// Demotes the live item at `location` instead of evicting it (releases and fixed-mode room-making
+    /// with tier 2): a stub stays as it is (moved, as survivors are); a clean item becomes a stub; a dirty
+    /// ephemeral item is written to the clean region when admitted, else evicted. Returns false when the
+    /// item was evicted.
+    /// `may_write` false (the fast release path, which must not wait on anything) demotes only what
+    /// already has a copy.
+    pub(super) fn demote_at(&mut self, location: Location, may_write: bool) -> Departure {
+        let header = *self.header(location);
+        let keyspace = space_of(&header);
+        let hash = hash_key(self.item_key(location));
+        if header.is_stub() {
+            self.move_item(location, header);
+            return Departure::Kept;
+        }
+        if header.tier2_slot == 0 && !(may_write && self.write_clean_copy(location)) {
+            let persistent = self.is_persistent(self.segment(slot_of(location)).tenant);
+            if persistent || self.noeviction() {
+                // Never dropped: without a tier-2 copy it stays in RAM.
+                self.move_item(location, header);
+                return Departure::Kept;
+            }
+            return Departure::Evict;
+        }
+        let bytes = header.item_bytes() as u64;
+        self.stub_out(keyspace, hash, location);
+        self.count(|stats| &stats.demoted_keys, 1);
+        self.count(|stats| &stats.demoted_bytes, bytes);
+        Departure::Demoted
+    }
+
+    /// Fixed mode under maxmemory-policy noeviction: nothing ephemeral is dropped either (the elastic
+    /// pool gives memory back to the host whatever the policy).
+    fn noeviction(&self) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.memory.noeviction.load(Relaxed) && self.memory.pool_limit_bytes.load(Relaxed) == 0
+    }
+
+    /// Writes a dirty item to tier 2 (the clean region for ephemeral data, the swap region for persistent
+    /// data not yet logged); false when the admission rule refuses or tier 2 cannot take it.
+    fn write_clean_copy(&mut self, location: Location) -> bool {
+        let Some(tier) = &self.tier else {
+            return false;
+        };
+        let header = *self.header(location);
+        let tenant = self.segment(slot_of(location)).tenant;
+        if self.is_persistent(tenant) {
+            self.log_item(location);
+            return self.header(location).tier2_slot != 0;
+        }
+        let hits = header.lfu_counter.saturating_sub(5);
+        if !self.noeviction() && hits < tier.admit_hits_min {
+            self.count(|stats| &stats.admissions_refused, 1);
+            return false;
+        }
+        let tier2 = tier.tier2.clone();
+        let encoded;
+        let value: &[u8] = match Kind::from_u8(header.kind) {
+            Kind::String => self.item_value(location),
+            _ => {
+                let mut bytes = Vec::new();
+                self.collection_at(location).encode(&mut bytes);
+                encoded = bytes;
+                &encoded
+            }
+        };
+        let record = crate::tier2::value_header(
+            Kind::from_u8(header.kind),
+            RecordClass::Clean,
+            space_of_item(&header, tenant),
+            header.expire_at_ms,
+            header.client_flags,
+            header.key_len as usize,
+            value.len(),
+        );
+        match tier2.append(&record, self.item_key(location), value) {
+            Ok((slot, _)) => {
+                self.header_mut(location).tier2_slot = slot.0;
+                self.count(|stats| &stats.demotion_writes, 1);
+                true
+            }
+            Err(_) => {
+                self.count(|stats| &stats.admissions_refused, 1);
+                false
+            }
+        }
+    }
+
+    /// Reads a stub's value back into RAM (promotion) and returns the resident item's location; None when
+    /// the record could not be read or was corrupt (the key is then dropped, counted: never served wrong).
+    /// This read happens on the worker, under the shard lock: the dispatcher reads the stubs of a
+    /// command's keys ahead (`stub_slot`, `install_fetched`) on the I/O pool, so this is the fallback for
+    /// keys it cannot see (inside EXEC, memcached, scans), counted as `tier2_sync_reads`.
+    pub(super) fn promote(
+        &mut self,
+        keyspace: usize,
+        hash: u64,
+        stub: Location,
+    ) -> Option<Location> {
+        let slot = Slot(self.header(stub).tier2_slot);
+        self.count(|stats| &stats.sync_reads, 1);
+        let encoded = match &self.tier {
+            Some(tier) => tier.tier2.clone().read(slot),
+            None => Err(Tier2Error::Corrupt),
+        };
+        self.promote_from(keyspace, hash, stub, encoded)
+    }
+
+    /// The tier-2 slot of `key`'s value when the key is a stub (the dispatcher reads it ahead, off the
+    /// worker).
+    pub fn stub_slot(&mut self, keyspace: usize, key: &[u8], now_ms: u64) -> Option<Slot> {
+        let (_, location) = self.lookup(keyspace, key, now_ms)?;
+        let header = self.header(location);
+        header.is_stub().then_some(Slot(header.tier2_slot))
+    }
+
+    /// Promotes `key` with a record read ahead from `slot`, if the key is still a stub of that record;
+    /// false when it changed meanwhile (the command then reads it as it finds it).
+    pub fn install_fetched(
+        &mut self,
+        keyspace: usize,
+        key: &[u8],
+        slot: Slot,
+        encoded: Result<Vec<u8>, Tier2Error>,
+    ) -> bool {
+        let hash = hash_key(key);
+        let Some(stub) = self.find(keyspace, hash, key) else {
+            return false;
+        };
+        let header = self.header(stub);
+        if !header.is_stub() || header.tier2_slot != slot.0 {
+            return false;
+        }
+        self.promote_from(keyspace, hash, stub, encoded).is_some()
+    }
+
+    /// Brings the value of `stub` (read from tier 2 as `encoded`) back into RAM; on a read error or a
+    /// corrupt record the key is dropped and counted.
+    fn promote_from(
+        &mut self,
+        keyspace: usize,
+        hash: u64,
+        stub: Location,
+        encoded: Result<Vec<u8>, Tier2Error>,
+    ) -> Option<Location> {
+        let key = self.item_key(stub).to_vec();
+        let stub_bytes = self.header(stub).value_len as usize;
+        // Room first, so the promoted item is not what gets demoted; the stub may move meanwhile.
+        self.room_for_promotion(stub_bytes);
+        let stub = self.find(keyspace, hash, &key)?;
+        let header = *self.header(stub);
+        debug_assert!(header.is_stub());
+        let value =
+            encoded.and_then(|encoded| decode_value(&encoded, &key, Kind::from_u8(header.kind)));
+        let Ok(value) = value else {
+            self.count(|stats| &stats.tier2_read_errors, 1);
+            self.count(|stats| &stats.lost_keys, 1);
+            self.remove_item(keyspace, hash, stub);
+            self.sync_accounting();
+            return None;
+        };
+        self.count(|stats| &stats.tier2_hits, 1);
+        self.count(|stats| &stats.promoted_keys, 1);
+        let tenant = self.segment(slot_of(stub)).tenant;
+        let mut resident = header;
+        resident.flags &= !ITEM_FLAG_STUB;
+        let location = match value {
+            StubValue::String(bytes) => {
+                debug_assert_eq!(bytes.len(), header.value_len as usize);
+                self.append(tenant, &resident, &key, &bytes)
+            }
+            StubValue::Collection(collection) => {
+                let handle = self.adopt_collection(tenant, collection);
+                self.append(tenant, &resident, &key, &handle.to_le_bytes())
+            }
+        };
+        self.replace_location(keyspace, hash, stub, location);
+        self.kill_item(stub);
+        self.sync_accounting();
+        Some(location)
+    }
+
+    /// Demotes from this shard's oldest segments until `bytes` more fit under maxmemory (fixed mode), or a
+    /// few slices did not get there (the next write's room-making goes on).
+    fn room_for_promotion(&mut self, bytes: usize) {
+        const SLICES_MAX: usize = 8;
+        let limit = self
+            .memory
+            .maxmemory_bytes
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let used = |shard: &Shard| {
+            shard
+                .memory
+                .used_bytes
+                .load(std::sync::atomic::Ordering::Relaxed)
+        };
+        if limit == 0
+            || self
+                .memory
+                .pool_limit_bytes
+                .load(std::sync::atomic::Ordering::Relaxed)
+                != 0
+        {
+            return;
+        }
+        for _ in 0..SLICES_MAX {
+            if used(self) + bytes <= limit {
+                return;
+            }
+            let step = self.demote_step(crate::now_ms());
+            if !step.progressed || step.objects == 0 {
+                return;
+            }
+        }
+    }
+
+    /// The location of a resident copy of the item at `location`, promoting a stub.
+    pub(super) fn resident(
+        &mut self,
+        keyspace: usize,
+        hash: u64,
+        location: Location,
+    ) -> Option<Location> {
+        if self.header(location).is_stub() {
+            self.promote(keyspace, hash, location)
+        } else {
+            Some(location)
+        }
+    }
+
+    /// Fixed mode with tier 2: one careful release slice over the shard's oldest segment, whoever owns it
+    /// (the FIFO put buffer's tail): hot items are kept (re-appended), the rest demoted to stubs or, when
+    /// the admission rule refuses an ephemeral item, evicted.
+    pub fn demote_step(&mut self, now_ms: u64) -> super::ReclaimStep {
+        let tenant = match self.draining_slot {
+            Some(slot) => self.segment(slot).tenant,
+            None => {
+                let oldest = self
+                    .by_sequence
+                    .values()
+                    .copied()
+                    .find(|&slot| !self.is_active(slot))
+                    .or_else(|| self.by_sequence.values().copied().next());
+                match oldest {
+                    Some(slot) => self.segment(slot).tenant,
+                    None => return super::release::ReclaimStep::default(),
+                }
+            }
+        };
+        self.careful_release_step(tenant, now_ms)
+    }
+
+    // ----- recovery and cleaning -----------------------------------------------------------------
+
+    /// Recovery: puts a stub for a value record at `slot`, replacing whatever the key held.
+    pub fn recover_value(&mut self, slot: Slot, record: &RecordHeader, key: &[u8], now_ms: u64) {
+        let RecordKind::Value(kind) = record.kind else {
+            panic!("only value records become stubs");
+        };
+        let keyspace = record.keyspace as usize;
+        let hash = hash_key(key);
+        let old = self.find(keyspace, hash, key);
+        if record.expire_at_ms != 0 && record.expire_at_ms <= now_ms {
+            if let Some(old) = old {
+                self.remove_item(keyspace, hash, old);
+            }
+            return;
+        }
+        let address = Address::of(keyspace);
+        let mut header = ItemHeader::new(kind as u8, address.db as u8, key.len(), 0);
+        header.value_len = record.value_bytes;
+        if kind != Kind::String {
+            header.value_len = 4;
+        }
+        header.namespace = address.namespace;
+        header.expire_at_ms = record.expire_at_ms;
+        header.client_flags = record.client_flags;
+        header.tier2_slot = slot.0;
+        header.flags = ITEM_FLAG_STUB;
+        header.lfu_counter = 5;
+        header.access_s = self.access_clock_s(now_ms);
+        header.cas = self.next_cas();
+        if let Some(old) = old {
+            self.free_collection_of(old);
+        }
+        let stub = self.append(address.tenant, &header, key, &[]);
+        match old {
+            Some(old) => {
+                self.replace_location(keyspace, hash, old, stub);
+                self.kill_item(old);
+            }
+            None => self.insert_location(keyspace, hash, stub),
+        }
+        self.sync_accounting();
+    }
+
+    /// Recovery: a tombstone.
+    pub fn recover_tombstone(&mut self, keyspace: usize, key: &[u8]) {
+        let hash = hash_key(key);
+        if let Some(old) = self.find(keyspace, hash, key) {
+            self.remove_item(keyspace, hash, old);
+            self.sync_accounting();
+        }
+    }
+
+    /// Recovery: FLUSHDB as one shard of `shard_count` did it: removes the keys of `keyspace` that hashed
+    /// to that shard then (this store may have another shard count).
+    pub fn recover_flush(&mut self, keyspace: usize, shard: u32, shard_count: u32) {
+        let Some(space) = self.keyspace_at(keyspace) else {
+            return;
+        };
+        let doomed: Vec<Location> = space.index.iter().copied().collect();
+        for location in doomed {
+            let key_hash = hash_key(self.item_key(location));
+            if crate::shard_of_hash(key_hash, shard_count as usize) == shard as usize {
+                self.remove_item(keyspace, key_hash, location);
+            }
+        }
+        self.sync_accounting();
+    }
+
+    /// Appends the tier-2 slots of this shard's ephemeral items that have a clean copy.
+    pub fn collect_clean_slots(&self, slots: &mut Vec<u64>) {
+        for keyspace in self.namespaces.iter().flatten() {
+            for &location in keyspace.index.iter() {
+                let slot = self.header(location).tier2_slot;
+                if slot != 0 && !self.is_persistent(self.segment(slot_of(location)).tenant) {
+                    slots.push(slot);
+                }
+            }
+        }
+    }
+
+    /// Cleaning: does anything in RAM still refer to the record at `slot` for `key`?
+    pub fn liveness(&self, keyspace: usize, key: &[u8], slot: Slot) -> Liveness {
+        let Some(location) = self.find(keyspace, hash_key(key), key) else {
+            return Liveness::Dead;
+        };
+        let header = self.header(location);
+        if header.tier2_slot != slot.0 {
+            return Liveness::Dead;
+        }
+        let persistent = self.is_persistent(self.segment(slot_of(location)).tenant);
+        match (persistent, header.is_stub()) {
+            (true, _) => Liveness::Swap,
+            (false, true) => Liveness::CleanStub {
+                lfu_counter: header.lfu_counter,
+            },
+            (false, false) => Liveness::CleanResident,
+        }
+    }
+
+    /// Cleaning: the record moved from `old` to `new`.
+    pub fn repoint(&mut self, keyspace: usize, key: &[u8], old: Slot, new: Slot) {
+        if let Some(location) = self.find(keyspace, hash_key(key), key) {
+            if self.header(location).tier2_slot == old.0 {
+                self.header_mut(location).tier2_slot = new.0;
+            }
+        }
+    }
+
+    /// Cleaning: the clean record at `slot` is discarded: a stub pointing at it goes (an eviction), a
+    /// resident item forgets its copy.
+    pub fn discard_clean(&mut self, keyspace: usize, key: &[u8], slot: Slot) {
+        let hash = hash_key(key);
+        let Some(location) = self.find(keyspace, hash, key) else {
+            return;
+        };
+        let header = *self.header(location);
+        if header.tier2_slot != slot.0 {
+            return;
+        }
+        if header.is_stub() {
+            self.remove_item(keyspace, hash, location);
+            self.stats.evicted_keys += 1;
+            self.sync_accounting();
+        } else {
+            self.header_mut(location).tier2_slot = 0;
+        }
+    }
+}
+
+/// The keyspace address of an item written by `tenant` (items record namespace and database).
+fn space_of_item(header: &ItemHeader, tenant: TenantId) -> usize {
+    crate::pool::keyspace(tenant, header.namespace, header.db as usize)
+}
+
+enum StubValue {
+    String(Vec<u8>),
+    Collection(Collection),
+}
+
+/// The value of an encoded record, checked against the key and kind the stub expects.
+fn decode_value(encoded: &[u8], key: &[u8], kind: Kind) -> Result<StubValue, Tier2Error> {
+    let header = record::decode(encoded).map_err(|_| Tier2Error::Corrupt)?;
+    if record::key_of(&header, encoded) != key || header.kind != RecordKind::Value(kind) {
+        return Err(Tier2Error::Corrupt);
+    }
+    let value = record::value_of(&header, encoded);
+    match kind {
+        Kind::String => Ok(StubValue::String(value.to_vec())),
+        _ => Collection::decode(kind, value)
+            .map(StubValue::Collection)
+            .map_err(|_| Tier2Error::Corrupt),
+    }
+}

@@ -1,0 +1,861 @@
+//! Tier 2 (Ex-Tmem): a log of records on flash holding what RAM cannot: persistent data (the swap
+//! region: every write of a persistent tenant is logged here, so it survives `kill -9`) and copies of
+//! ephemeral data demoted out of RAM (the clean region: may be discarded).
+//!
+//! File layout: a 4 KiB file header, then regions of `region_bytes` (MiB-sized). A region starts with a
+//! 64-byte region header (magic, sequence, CRC) followed by records (`record`), written front to back in
+//! large sequential writes from a RAM buffer; the file grows as regions are first used, up to
+//! `size_bytes`. Regions are used oldest-first as a circular log: when free regions run low, the store
+//! cleans the oldest region (`Store::tier2_clean_oldest`: live persistent records and clean records worth
+//! keeping are copied to the head, the rest are dropped), which also means a deletion's tombstone never
+//! outlives the records it hides. Recovery replays regions by sequence.
+//!
+//! A record's place is a `Slot` (position and length in 8 bytes), which RAM items keep in their header:
+//! an item with a slot is clean (it leaves RAM without a write), a stub is an item whose value is only
+//! at its slot.
+pub mod device;
+pub mod record;
+
+use device::{AlignedBuf, Device, BLOCK_BYTES};
+use parking_lot::{Condvar, Mutex};
+use record::{RecordClass, RecordHeader, RECORD_ALIGN_BYTES};
+use std::collections::{BTreeSet, VecDeque};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub const FILE_HEADER_BYTES: u64 = 4096;
+pub const REGION_HEADER_BYTES: usize = 64;
+const FILE_MAGIC: &[u8; 8] = b"FALLOWT2";
+const REGION_MAGIC: &[u8; 8] = b"FALLOWRG";
+const FILE_VERSION: u32 = 1;
+/// Pending bytes that wake the writer before its interval (under `everysec` and `no`).
+const WRITE_BATCH_BYTES: usize = 256 << 10;
+/// How often the writer looks for pending bytes when nobody wakes it.
+const WRITE_INTERVAL: Duration = Duration::from_millis(20);
+
+/// When written records are made durable, as Redis's `appendfsync`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FsyncPolicy {
+    /// A write is acknowledged after its record is durable (group commit: one fdatasync for every
+    /// record written meanwhile).
+    Always,
+    /// fdatasync once a second: a crash loses at most about the last second.
+    EverySec,
+    /// Never fdatasync (the records still reach the device without the page cache).
+    No,
+}
+
+impl FsyncPolicy {
+    pub fn name(self) -> &'static str {
+        match self {
+            FsyncPolicy::Always => "always",
+            FsyncPolicy::EverySec => "everysec",
+            FsyncPolicy::No => "no",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<FsyncPolicy> {
+        [FsyncPolicy::Always, FsyncPolicy::EverySec, FsyncPolicy::No]
+            .into_iter()
+            .find(|policy| policy.name().eq_ignore_ascii_case(name))
+    }
+}
+
+/// How tier 2 is set up.
+#[derive(Clone, Debug)]
+pub struct Tier2Config {
+    pub path: PathBuf,
+    /// Most bytes the file grows to (file header included).
+    pub size_bytes: u64,
+    pub region_bytes: usize,
+    pub fsync: FsyncPolicy,
+}
+
+impl Tier2Config {
+    pub const REGION_BYTES_DEFAULT: usize = 4 << 20;
+
+    pub fn regions(&self) -> usize {
+        (self.size_bytes.saturating_sub(FILE_HEADER_BYTES) / self.region_bytes as u64) as usize
+    }
+
+    /// The largest record a region holds: a value bigger than this cannot go to tier 2.
+    pub fn record_bytes_max(&self) -> usize {
+        self.region_bytes - REGION_HEADER_BYTES
+    }
+}
+
+/// Where a record lies: byte position (8-aligned) and padded length (8-aligned, below 8 MiB), packed as
+/// `position / 8 << 20 | length / 8`. 0 is no slot (position 0 is the file header).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Slot(pub u64);
+
+impl Slot {
+    pub const NONE: Slot = Slot(0);
+    const LENGTH_BITS: u32 = 20;
+
+    pub fn new(position: u64, padded_bytes: usize) -> Slot {
+        assert!(position.is_multiple_of(8) && padded_bytes.is_multiple_of(8) && position > 0);
+        assert!(
+            padded_bytes / 8 < 1 << Self::LENGTH_BITS,
+            "records are below 8 MiB"
+        );
+        Slot((position / 8) << Self::LENGTH_BITS | (padded_bytes / 8) as u64)
+    }
+
+    pub fn position(self) -> u64 {
+        (self.0 >> Self::LENGTH_BITS) * 8
+    }
+
+    pub fn padded_bytes(self) -> usize {
+        ((self.0 & ((1 << Self::LENGTH_BITS) - 1)) * 8) as usize
+    }
+
+    pub fn is_none(self) -> bool {
+        self.0 == 0
+    }
+}
+
+/// Why tier 2 refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Tier2Error {
+    /// No free region is left (every region holds live persistent data, or cleaning is behind).
+    Full,
+    /// The record is larger than a region.
+    TooLarge {
+        record_bytes: usize,
+        max_bytes: usize,
+    },
+    /// The device failed (EIO, ENOSPC, vanished); writes stay refused until restart.
+    Io(String),
+    /// The record at a slot is torn, corrupt or not the one expected.
+    Corrupt,
+}
+
+impl std::fmt::Display for Tier2Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Tier2Error::Full => write!(f, "tier 2 is full"),
+            Tier2Error::TooLarge {
+                record_bytes,
+                max_bytes,
+            } => write!(
+                f,
+                "a record of {record_bytes} bytes exceeds tier 2's {max_bytes}-byte limit"
+            ),
+            Tier2Error::Io(error) => write!(f, "tier-2 I/O error: {error}"),
+            Tier2Error::Corrupt => write!(f, "tier-2 record is corrupt"),
+        }
+    }
+}
+
+/// What the shards did with tier 2 (counted where it happens, summed nowhere: atomics).
+#[derive(Debug, Default)]
+pub struct TierStats {
+    pub demoted_keys: AtomicU64,
+    pub demoted_bytes: AtomicU64,
+    /// Demotions that needed a write (ephemeral items admitted to the clean region).
+    pub demotion_writes: AtomicU64,
+    pub admissions_refused: AtomicU64,
+    pub promoted_keys: AtomicU64,
+    /// Reads served from tier 2 (stubs read back).
+    pub tier2_hits: AtomicU64,
+    pub tier2_read_errors: AtomicU64,
+    /// Stubs dropped because their record could not be read or was corrupt.
+    pub lost_keys: AtomicU64,
+    pub persistent_records: AtomicU64,
+    pub log_errors: AtomicU64,
+    /// Stubs read on a worker under the shard lock (keys the dispatcher could not read ahead).
+    pub sync_reads: AtomicU64,
+    /// Stubs read ahead on the I/O pool.
+    pub async_reads: AtomicU64,
+}
+
+/// Counters of tier 2's events (INFO tier2, memcached stats, Prometheus).
+#[derive(Debug, Default)]
+pub struct Tier2Stats {
+    pub shards: TierStats,
+    pub records_written: AtomicU64,
+    pub record_bytes_written: AtomicU64,
+    /// Bytes written to the device (whole blocks, rewrites of a partial last block included).
+    pub device_bytes_written: AtomicU64,
+    pub device_writes: AtomicU64,
+    pub syncs: AtomicU64,
+    pub reads: AtomicU64,
+    pub read_bytes: AtomicU64,
+    pub read_errors: AtomicU64,
+    pub write_errors: AtomicU64,
+    pub corrupt_records: AtomicU64,
+    /// Records copied forward by cleaning (part of write amplification).
+    pub cleaned_records: AtomicU64,
+    pub cleaned_bytes: AtomicU64,
+    pub regions_cleaned: AtomicU64,
+    /// Clean records discarded by cleaning.
+    pub clean_discarded: AtomicU64,
+    /// Read latency histogram: bucket i counts reads of < 2^i µs (the last bucket: the rest).
+    pub read_latency_us: [AtomicU64; 16],
+}
+
+impl Tier2Stats {
+    pub fn record_read_latency(&self, elapsed: Duration) {
+        let micros = elapsed.as_micros() as u64;
+        let bucket = (64 - micros.leading_zeros() as usize).min(15);
+        self.read_latency_us[bucket].fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// The region being filled, or one sealed but not yet fully written.
+struct OpenRegion {
+    index: u32,
+    sequence: u64,
+    buffer: AlignedBuf,
+    /// Bytes of `buffer` holding the region header and records.
+    filled: usize,
+    /// Bytes of `buffer` known to be on the device (block-aligned except at the end of a write).
+    written: usize,
+    /// The newest lsn in the region.
+    last_lsn: u64,
+}
+
+impl OpenRegion {
+    fn contains(&self, slot: Slot, region_bytes: usize) -> Option<usize> {
+        let start = FILE_HEADER_BYTES + self.index as u64 * region_bytes as u64;
+        let position = slot.position();
+        (position >= start && position < start + self.filled as u64)
+            .then(|| (position - start) as usize)
+    }
+}
+
+struct LogState {
+    open: Option<OpenRegion>,
+    sealing: VecDeque<OpenRegion>,
+    /// Sealed and written regions, oldest first: (index, sequence).
+    used: VecDeque<(u32, u64)>,
+    free: BTreeSet<u32>,
+    next_sequence: u64,
+    next_lsn: u64,
+    /// The newest lsn appended.
+    appended_lsn: u64,
+    failed: Option<String>,
+    scratch: Vec<u8>,
+    shutdown: bool,
+}
+
+/// Told the new durable lsn (u64::MAX: the device failed).
+pub type DurableCallback = Box<dyn Fn(u64) + Send + Sync>;
+
+/// Tier 2: the log file, its writer thread and its counters.
+pub struct Tier2 {
+    pub config: Tier2Config,
+    device: Arc<Device>,
+    state: Mutex<LogState>,
+    /// Wakes the writer.
+    pending: Condvar,
+    /// Wakes those waiting for durability.
+    durable_changed: Condvar,
+    durable_lsn: AtomicU64,
+    pub stats: Tier2Stats,
+    /// Called (from the writer thread) with the new durable lsn after each advance, and with u64::MAX
+    /// when the device failed.
+    on_durable: Mutex<Option<DurableCallback>>,
+    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Serialises `write_pending` between the writer thread and callers of `flush_and_sync`.
+    write_lock: Mutex<()>,
+}
+
+/// What opening found on the device: regions in replay order.
+pub struct Opened {
+    pub tier2: Arc<Tier2>,
+    /// (index, sequence) of the regions holding records, oldest first.
+    pub regions: Vec<(u32, u64)>,
+}
+
+impl Tier2 {
+    /// Opens or creates the tier-2 file. Existing regions are listed for recovery (`Opened::regions`);
+    /// nothing is written until `start` has been called after recovery.
+    pub fn open(config: Tier2Config) -> Result<Opened, String> {
+        assert!(config.region_bytes.is_multiple_of(BLOCK_BYTES) && config.region_bytes >= 64 << 10);
+        if config.regions() < 2 {
+            return Err(format!(
+                "tier-2 size {} holds fewer than 2 regions of {} bytes",
+                config.size_bytes, config.region_bytes
+            ));
+        }
+        let device = Device::open(&config.path)
+            .map_err(|error| format!("cannot open {}: {error}", config.path.display()))?;
+        let mut header = AlignedBuf::zeroed(BLOCK_BYTES);
+        device
+            .read_at(&mut header, 0)
+            .map_err(|error| format!("cannot read {}: {error}", config.path.display()))?;
+        let regions = if &header[..8] == FILE_MAGIC {
+            let region_bytes = u32::from_le_bytes(header[12..16].try_into().unwrap()) as usize;
+            if region_bytes != config.region_bytes {
+                return Err(format!(
+                    "{} was made with {region_bytes}-byte regions, not {}",
+                    config.path.display(),
+                    config.region_bytes
+                ));
+            }
+            list_regions(&device, &config)?
+        } else {
+            header[..8].copy_from_slice(FILE_MAGIC);
+            header[8..12].copy_from_slice(&FILE_VERSION.to_le_bytes());
+            header[12..16].copy_from_slice(&(config.region_bytes as u32).to_le_bytes());
+            device
+                .write_at(&header, 0)
+                .and_then(|()| device.sync_data())
+                .map_err(|error| format!("cannot write {}: {error}", config.path.display()))?;
+            Vec::new()
+        };
+        let in_use: BTreeSet<u32> = regions.iter().map(|&(index, _)| index).collect();
+        let free = (0..config.regions() as u32)
+            .filter(|index| !in_use.contains(index))
+            .collect();
+        let next_sequence = regions.last().map_or(1, |&(_, sequence)| sequence + 1);
+        let tier2 = Arc::new(Tier2 {
+            state: Mutex::new(LogState {
+                open: None,
+                sealing: VecDeque::new(),
+                used: regions.iter().copied().collect(),
+                free,
+                next_sequence,
+                next_lsn: 1,
+                appended_lsn: 0,
+                failed: None,
+                scratch: Vec::new(),
+                shutdown: false,
+            }),
+            config,
+            device: Arc::new(device),
+            pending: Condvar::new(),
+            durable_changed: Condvar::new(),
+            durable_lsn: AtomicU64::new(0),
+            stats: Tier2Stats::default(),
+            on_durable: Mutex::new(None),
+            writer: Mutex::new(None),
+            write_lock: Mutex::new(()),
+        });
+        Ok(Opened { tier2, regions })
+    }
+
+    /// Starts the writer thread; `next_lsn` follows the newest lsn recovery saw.
+    pub fn start(self: &Arc<Self>, next_lsn: u64) {
+        {
+            let mut state = self.state.lock();
+            state.next_lsn = state.next_lsn.max(next_lsn);
+            state.appended_lsn = state.next_lsn - 1;
+            self.durable_lsn
+                .store(state.appended_lsn, Ordering::Release);
+        }
+        // The thread holds a weak reference: it ends once tier 2 is dropped.
+        let tier2 = Arc::downgrade(self);
+        let handle = std::thread::Builder::new()
+            .name("fallow-tier2".into())
+            .spawn(move || writer_loop(tier2))
+            .expect("spawn the tier-2 writer");
+        *self.writer.lock() = Some(handle);
+    }
+
+    /// Registers the durability callback (the server wakes waiting clients with it).
+    pub fn on_durable(&self, callback: DurableCallback) {
+        *self.on_durable.lock() = Some(callback);
+    }
+
+    pub fn is_direct(&self) -> bool {
+        self.device.direct
+    }
+
+    pub fn set_fault(&self, fault: device::Fault) {
+        self.device.set_fault(fault);
+    }
+
+    pub fn fault(&self) -> device::Fault {
+        self.device.fault()
+    }
+
+    pub fn durable_lsn(&self) -> u64 {
+        self.durable_lsn.load(Ordering::Acquire)
+    }
+
+    /// The device error that stopped writes, if any.
+    pub fn failure(&self) -> Option<String> {
+        self.state.lock().failed.clone()
+    }
+
+    /// Free regions and all regions.
+    pub fn regions_free_total(&self) -> (usize, usize) {
+        (self.state.lock().free.len(), self.config.regions())
+    }
+
+    /// Bytes of regions holding records (open and sealed).
+    pub fn used_bytes(&self) -> u64 {
+        let (free, total) = self.regions_free_total();
+        ((total - free) * self.config.region_bytes) as u64
+    }
+
+    pub fn file_bytes(&self) -> u64 {
+        self.device.file_bytes()
+    }
+
+    /// Appends a record; returns its slot and lsn. The record is readable at once and durable once
+    /// `durable_lsn` reaches the lsn.
+    pub fn append(
+        &self,
+        header: &RecordHeader,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<(Slot, u64), Tier2Error> {
+        let record_bytes = header.record_bytes();
+        if record_bytes > self.config.record_bytes_max() {
+            return Err(Tier2Error::TooLarge {
+                record_bytes,
+                max_bytes: self.config.record_bytes_max(),
+            });
+        }
+        let mut state = self.state.lock();
+        if let Some(error) = &state.failed {
+            return Err(Tier2Error::Io(error.clone()));
+        }
+        let lsn = state.next_lsn;
+        let mut scratch = std::mem::take(&mut state.scratch);
+        scratch.clear();
+        let stamped = RecordHeader { lsn, ..*header };
+        record::encode(&stamped, key, value, &mut scratch);
+        // Client writes leave one free region to cleaning, which needs room to copy live records into.
+        let result = self.place(&mut state, &mut scratch, lsn, 1);
+        state.scratch = scratch;
+        result
+    }
+
+    /// Appends an already encoded record (cleaning copies records forward this way), keeping its lsn.
+    pub fn append_encoded(&self, encoded: &[u8]) -> Result<Slot, Tier2Error> {
+        let header = record::decode(encoded).map_err(|_| Tier2Error::Corrupt)?;
+        let mut state = self.state.lock();
+        if let Some(error) = &state.failed {
+            return Err(Tier2Error::Io(error.clone()));
+        }
+        let mut scratch = encoded[..header.padded_bytes()].to_vec();
+        // Its own lsn: cleaning may run while newer records of other keys are appended.
+        let lsn = state.next_lsn;
+        self.place(&mut state, &mut scratch, lsn, 0)
+            .map(|(slot, _)| slot)
+    }
+
+    /// Puts an encoded record into the open region (opening a new one when it does not fit).
+    fn place(
+        &self,
+        state: &mut LogState,
+        encoded: &mut [u8],
+        lsn: u64,
+        free_regions_kept: usize,
+    ) -> Result<(Slot, u64), Tier2Error> {
+        let padded = encoded.len();
+        debug_assert!(padded.is_multiple_of(RECORD_ALIGN_BYTES));
+        let fits = |open: &OpenRegion| open.filled + padded <= open.buffer.len();
+        if !state.open.as_ref().is_some_and(fits) {
+            if state.free.len() <= free_regions_kept {
+                return Err(Tier2Error::Full);
+            }
+            self.open_next_region(state)?;
+        }
+        let region_bytes = self.config.region_bytes;
+        let open = state.open.as_mut().expect("a region is open");
+        record::set_region_sequence(encoded, open.sequence as u32);
+        let offset = open.filled;
+        open.buffer[offset..offset + padded].copy_from_slice(encoded);
+        open.filled += padded;
+        open.last_lsn = lsn;
+        let position = FILE_HEADER_BYTES + open.index as u64 * region_bytes as u64 + offset as u64;
+        let pending = open.filled - open.written;
+        state.next_lsn = lsn + 1;
+        state.appended_lsn = lsn;
+        self.stats.records_written.fetch_add(1, Ordering::Relaxed);
+        self.stats
+            .record_bytes_written
+            .fetch_add(padded as u64, Ordering::Relaxed);
+        if self.config.fsync == FsyncPolicy::Always || pending >= WRITE_BATCH_BYTES {
+            self.pending.notify_one();
+        }
+        Ok((Slot::new(position, padded), lsn))
+    }
+
+    /// Seals the open region (the writer finishes writing it) and opens the lowest free one.
+    fn open_next_region(&self, state: &mut LogState) -> Result<(), Tier2Error> {
+        let index = *state.free.first().ok_or(Tier2Error::Full)?;
+        state.free.remove(&index);
+        if let Some(full) = state.open.take() {
+            state.sealing.push_back(full);
+        }
+        let sequence = state.next_sequence;
+        state.next_sequence += 1;
+        let mut buffer = AlignedBuf::zeroed(self.config.region_bytes);
+        buffer[..8].copy_from_slice(REGION_MAGIC);
+        buffer[8..16].copy_from_slice(&sequence.to_le_bytes());
+        let crc = crc32fast::hash(&buffer[..16]);
+        buffer[16..20].copy_from_slice(&crc.to_le_bytes());
+        state.open = Some(OpenRegion {
+            index,
+            sequence,
+            buffer,
+            filled: REGION_HEADER_BYTES,
+            written: 0,
+            last_lsn: state.appended_lsn,
+        });
+        self.pending.notify_one();
+        Ok(())
+    }
+
+    /// The encoded record at `slot` (padded bytes), checked: from the region buffers while the record is
+    /// not yet (or not fully) written, else from the device.
+    pub fn read(&self, slot: Slot) -> Result<Vec<u8>, Tier2Error> {
+        let started = Instant::now();
+        let padded = slot.padded_bytes();
+        {
+            let state = self.state.lock();
+            let regions = state.open.iter().chain(state.sealing.iter());
+            for region in regions {
+                if let Some(offset) = region.contains(slot, self.config.region_bytes) {
+                    let bytes = region.buffer[offset..offset + padded].to_vec();
+                    return self.checked(bytes, slot, started);
+                }
+            }
+        }
+        let position = slot.position();
+        let first_block = position / BLOCK_BYTES as u64 * BLOCK_BYTES as u64;
+        let end = (position + padded as u64).next_multiple_of(BLOCK_BYTES as u64);
+        let mut buffer = AlignedBuf::zeroed((end - first_block) as usize);
+        if let Err(error) = self.device.read_at(&mut buffer, first_block) {
+            self.stats.read_errors.fetch_add(1, Ordering::Relaxed);
+            return Err(Tier2Error::Io(error.to_string()));
+        }
+        let start = (position - first_block) as usize;
+        self.checked(buffer[start..start + padded].to_vec(), slot, started)
+    }
+
+    fn checked(&self, bytes: Vec<u8>, slot: Slot, started: Instant) -> Result<Vec<u8>, Tier2Error> {
+        self.stats.reads.fetch_add(1, Ordering::Relaxed);
+        self.stats
+            .read_bytes
+            .fetch_add(slot.padded_bytes() as u64, Ordering::Relaxed);
+        self.stats.record_read_latency(started.elapsed());
+        match record::decode(&bytes) {
+            Ok(header) if header.padded_bytes() == slot.padded_bytes() => Ok(bytes),
+            _ => {
+                self.stats.corrupt_records.fetch_add(1, Ordering::Relaxed);
+                Err(Tier2Error::Corrupt)
+            }
+        }
+    }
+
+    /// Reads a whole region (recovery and cleaning).
+    pub fn read_region(&self, index: u32) -> Result<AlignedBuf, Tier2Error> {
+        let mut buffer = AlignedBuf::zeroed(self.config.region_bytes);
+        self.device
+            .read_at(&mut buffer, region_position(&self.config, index))
+            .map_err(|error| {
+                self.stats.read_errors.fetch_add(1, Ordering::Relaxed);
+                Tier2Error::Io(error.to_string())
+            })?;
+        Ok(buffer)
+    }
+
+    /// The oldest sealed, written region: the next to clean.
+    pub fn oldest_region(&self) -> Option<(u32, u64)> {
+        self.state.lock().used.front().copied()
+    }
+
+    /// Returns the oldest region to the free list once cleaning moved what it keeps: first makes the
+    /// copies durable, so a crash never finds the region reused before its live records were safe.
+    pub fn free_oldest_region(&self, index: u32) -> Result<(), Tier2Error> {
+        self.flush_and_sync()?;
+        let mut state = self.state.lock();
+        assert_eq!(
+            state.used.front().map(|&(oldest, _)| oldest),
+            Some(index),
+            "regions are freed oldest first"
+        );
+        state.used.pop_front();
+        state.free.insert(index);
+        self.stats.regions_cleaned.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Writes everything appended so far and makes it durable, whatever the policy (cleaning, shutdown).
+    pub fn flush_and_sync(&self) -> Result<(), Tier2Error> {
+        let target = self.state.lock().appended_lsn;
+        self.write_pending(true)?;
+        debug_assert!(self.durable_lsn() >= target);
+        Ok(())
+    }
+
+    /// Blocks until `lsn` is durable or the device failed (tests and shutdown; clients wait through
+    /// `on_durable` instead).
+    pub fn wait_durable(&self, lsn: u64, timeout: Duration) -> Result<(), Tier2Error> {
+        let deadline = Instant::now() + timeout;
+        let mut state = self.state.lock();
+        loop {
+            if let Some(error) = &state.failed {
+                return Err(Tier2Error::Io(error.clone()));
+            }
+            if self.durable_lsn() >= lsn {
+                return Ok(());
+            }
+            self.pending.notify_one();
+            if self
+                .durable_changed
+                .wait_until(&mut state, deadline)
+                .timed_out()
+            {
+                return Err(Tier2Error::Io("timed out waiting for durability".into()));
+            }
+        }
+    }
+
+    /// One round of the writer thread: waits for pending bytes (at most `WRITE_INTERVAL`), writes them,
+    /// fdatasyncs as the policy says. False once tier 2 is shut down.
+    fn writer_round(&self, last_sync: &mut Instant) -> bool {
+        {
+            let mut state = self.state.lock();
+            if state.shutdown {
+                return false;
+            }
+            let idle = state
+                .open
+                .as_ref()
+                .is_none_or(|open| open.written == open.filled)
+                && state.sealing.is_empty();
+            if idle {
+                self.pending.wait_for(&mut state, WRITE_INTERVAL);
+            }
+            if state.shutdown {
+                return false;
+            }
+        }
+        let sync = match self.config.fsync {
+            FsyncPolicy::Always => true,
+            FsyncPolicy::EverySec => last_sync.elapsed() >= Duration::from_secs(1),
+            FsyncPolicy::No => false,
+        };
+        if self.write_pending(sync).is_ok() && sync {
+            *last_sync = Instant::now();
+        }
+        true
+    }
+
+    /// Writes what the region buffers hold beyond what was written, then (when `sync`) fdatasyncs, and
+    /// advances the durable lsn. Serialised by the device lock so the writer thread and a caller of
+    /// `flush_and_sync` never interleave.
+    fn write_pending(&self, sync: bool) -> Result<(), Tier2Error> {
+        let _serial = self.write_lock.lock();
+        // Copy out, under the state lock, the blocks to write: (position, bytes, region index, new written).
+        let (jobs, lsn) = {
+            let state = self.state.lock();
+            if let Some(error) = &state.failed {
+                return Err(Tier2Error::Io(error.clone()));
+            }
+            let mut jobs = Vec::new();
+            for region in state.sealing.iter().chain(state.open.iter()) {
+                if region.written == region.filled {
+                    continue;
+                }
+                let from = region.written / BLOCK_BYTES * BLOCK_BYTES;
+                let to = region.filled.next_multiple_of(BLOCK_BYTES);
+                let mut bytes = AlignedBuf::zeroed(to - from);
+                bytes.copy_from_slice(&region.buffer[from..to]);
+                let position = region_position(&self.config, region.index) + from as u64;
+                jobs.push((position, bytes, region.index, region.filled));
+            }
+            (jobs, state.appended_lsn)
+        };
+        let result = self.write_jobs(&jobs, sync);
+        let mut state = self.state.lock();
+        if let Err(error) = &result {
+            state.failed.get_or_insert_with(|| error.to_string());
+            self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
+            drop(state);
+            self.durable_changed.notify_all();
+            if let Some(callback) = self.on_durable.lock().as_ref() {
+                callback(u64::MAX);
+            }
+            return result;
+        }
+        let log = &mut *state;
+        for (_, _, index, filled) in &jobs {
+            for region in log.sealing.iter_mut().chain(log.open.iter_mut()) {
+                if region.index == *index {
+                    region.written = region.written.max(*filled);
+                }
+            }
+        }
+        // Sealed regions fully written join the used list; their buffers go.
+        while state
+            .sealing
+            .front()
+            .is_some_and(|region| region.written == region.filled)
+        {
+            let region = state.sealing.pop_front().expect("checked");
+            state.used.push_back((region.index, region.sequence));
+        }
+        drop(state);
+        if sync || self.config.fsync == FsyncPolicy::No {
+            // Under `no`, written is as durable as it gets.
+            if self.durable_lsn.fetch_max(lsn, Ordering::AcqRel) < lsn {
+                // Under the state lock, so a waiter between its check and its wait cannot miss it.
+                let _state = self.state.lock();
+                self.durable_changed.notify_all();
+                drop(_state);
+                if let Some(callback) = self.on_durable.lock().as_ref() {
+                    callback(lsn);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn write_jobs(
+        &self,
+        jobs: &[(u64, AlignedBuf, u32, usize)],
+        sync: bool,
+    ) -> Result<(), Tier2Error> {
+        for (position, bytes, _, _) in jobs {
+            self.device
+                .write_at(bytes, *position)
+                .map_err(|error| Tier2Error::Io(error.to_string()))?;
+            self.stats.device_writes.fetch_add(1, Ordering::Relaxed);
+            self.stats
+                .device_bytes_written
+                .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        }
+        if sync && !jobs.is_empty() {
+            self.device
+                .sync_data()
+                .map_err(|error| Tier2Error::Io(error.to_string()))?;
+            self.stats.syncs.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Writes and syncs everything, then stops the writer (clean shutdown).
+    pub fn shutdown(&self) -> Result<(), Tier2Error> {
+        let result = self.flush_and_sync();
+        self.state.lock().shutdown = true;
+        self.pending.notify_all();
+        if let Some(handle) = self.writer.lock().take() {
+            let _ = handle.join();
+        }
+        result
+    }
+}
+
+/// The writer thread: rounds until tier 2 is shut down or dropped.
+fn writer_loop(tier2: std::sync::Weak<Tier2>) {
+    let mut last_sync = Instant::now();
+    while let Some(tier2) = tier2.upgrade() {
+        if !tier2.writer_round(&mut last_sync) {
+            return;
+        }
+    }
+}
+
+fn region_position(config: &Tier2Config, index: u32) -> u64 {
+    FILE_HEADER_BYTES + index as u64 * config.region_bytes as u64
+}
+
+/// The regions whose header is valid, by sequence.
+fn list_regions(device: &Device, config: &Tier2Config) -> Result<Vec<(u32, u64)>, String> {
+    let mut regions = Vec::new();
+    let mut header = AlignedBuf::zeroed(BLOCK_BYTES);
+    let file_bytes = device.file_bytes();
+    for index in 0..config.regions() as u32 {
+        let position = region_position(config, index);
+        if position >= file_bytes {
+            break;
+        }
+        device
+            .read_at(&mut header, position)
+            .map_err(|error| format!("cannot read tier-2 region {index}: {error}"))?;
+        if let Some(sequence) = region_sequence(&header) {
+            regions.push((index, sequence));
+        }
+    }
+    regions.sort_by_key(|&(_, sequence)| sequence);
+    Ok(regions)
+}
+
+/// The sequence in a region header, if the header is valid.
+pub fn region_sequence(region: &[u8]) -> Option<u64> {
+    let crc = u32::from_le_bytes(region[16..20].try_into().unwrap());
+    (&region[..8] == REGION_MAGIC && crc32fast::hash(&region[..16]) == crc)
+        .then(|| u64::from_le_bytes(region[8..16].try_into().unwrap()))
+}
+
+/// Walks the records of a region read whole: calls `visit(slot, header, encoded)` for each valid record
+/// written in this life of the region; returns the number of corrupt records skipped. A walk stops at the
+/// first place where no record starts, or where a corrupt header gives no length to skip by.
+pub fn walk_region(
+    config: &Tier2Config,
+    index: u32,
+    region: &[u8],
+    mut visit: impl FnMut(Slot, &RecordHeader, &[u8]),
+) -> u64 {
+    let Some(sequence) = region_sequence(region) else {
+        return 0;
+    };
+    let base = region_position(config, index);
+    let mut offset = REGION_HEADER_BYTES;
+    let mut corrupt = 0;
+    while offset + record::RECORD_HEADER_BYTES <= region.len() {
+        let bytes = &region[offset..];
+        match record::decode(bytes) {
+            Ok(header) if header.region_sequence == sequence as u32 => {
+                let padded = header.padded_bytes();
+                visit(
+                    Slot::new(base + offset as u64, padded),
+                    &header,
+                    &bytes[..padded],
+                );
+                offset += padded;
+            }
+            // A record of the region's earlier life: what follows is older still.
+            Ok(_) | Err(record::RecordError::NoRecord) => break,
+            Err(record::RecordError::Corrupt) => {
+                corrupt += 1;
+                // The length field may be what was torn: skip by it only when it stays in the region.
+                let claimed = u32::from_le_bytes(bytes[8..12].try_into().unwrap()) as usize;
+                let padded = claimed.next_multiple_of(RECORD_ALIGN_BYTES);
+                if claimed < record::RECORD_HEADER_BYTES || offset + padded > region.len() {
+                    break;
+                }
+                offset += padded;
+            }
+        }
+    }
+    corrupt
+}
+
+/// A record of the swap class with a value.
+pub fn value_header(
+    kind: crate::types::Kind,
+    class: RecordClass,
+    keyspace: usize,
+    expire_at_ms: u64,
+    client_flags: u32,
+    key_bytes: usize,
+    value_bytes: usize,
+) -> RecordHeader {
+    RecordHeader {
+        kind: record::RecordKind::Value(kind),
+        class,
+        keyspace: keyspace as u64,
+        lsn: 0,
+        expire_at_ms,
+        client_flags,
+        key_bytes: key_bytes as u32,
+        value_bytes: value_bytes as u32,
+        region_sequence: 0,
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

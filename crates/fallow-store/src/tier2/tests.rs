@@ -1,0 +1,282 @@
+use super::device::Fault;
+use super::record::{RecordClass, RecordKind};
+use super::*;
+use crate::types::Kind;
+
+/// A temporary directory removed on drop.
+pub(crate) struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub(crate) fn new(name: &str) -> TempDir {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "fallow-{name}-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&path).unwrap();
+        TempDir(path)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+pub(crate) fn config(dir: &TempDir, regions: usize, fsync: FsyncPolicy) -> Tier2Config {
+    let region_bytes = 64 << 10;
+    Tier2Config {
+        path: dir.0.join("tier2"),
+        size_bytes: FILE_HEADER_BYTES + (regions * region_bytes) as u64,
+        region_bytes,
+        fsync,
+    }
+}
+
+fn header(key: &[u8], value: &[u8]) -> RecordHeader {
+    value_header(
+        Kind::String,
+        RecordClass::Swap,
+        0,
+        0,
+        0,
+        key.len(),
+        value.len(),
+    )
+}
+
+fn opened(config: Tier2Config) -> (Arc<Tier2>, Vec<(u32, u64)>) {
+    let opened = Tier2::open(config).unwrap();
+    opened.tier2.start(1);
+    (opened.tier2, opened.regions)
+}
+
+/// (key, value) of a record.
+type KeyValue = (Vec<u8>, Vec<u8>);
+
+/// Every record of every region, in replay order, and the corrupt records skipped.
+fn replay(tier2: &Tier2, regions: &[(u32, u64)]) -> (Vec<KeyValue>, u64) {
+    let mut records = Vec::new();
+    let mut corrupt = 0;
+    for &(index, _) in regions {
+        let region = tier2.read_region(index).unwrap();
+        corrupt += walk_region(&tier2.config, index, &region, |_, header, encoded| {
+            records.push((
+                record::key_of(header, encoded).to_vec(),
+                record::value_of(header, encoded).to_vec(),
+            ));
+        });
+    }
+    (records, corrupt)
+}
+
+#[test]
+fn slots_pack_position_and_length() {
+    let slot = Slot::new(FILE_HEADER_BYTES + 72, 4096);
+    assert_eq!((slot.position(), slot.padded_bytes()), (4168, 4096));
+    assert!(!slot.is_none() && Slot::NONE.is_none());
+}
+
+#[test]
+fn records_read_back_before_and_after_they_are_written_and_after_a_restart() {
+    let dir = TempDir::new("tier2-rw");
+    let (tier2, regions) = opened(config(&dir, 8, FsyncPolicy::Always));
+    assert!(regions.is_empty());
+    let mut slots = Vec::new();
+    for i in 0..200u32 {
+        let value = vec![i as u8; 1000 + i as usize];
+        let (slot, lsn) = tier2
+            .append(&header(&i.to_le_bytes(), &value), &i.to_le_bytes(), &value)
+            .unwrap();
+        assert_eq!(lsn, i as u64 + 1);
+        slots.push(slot);
+        // Readable at once, from the region buffer.
+        let encoded = tier2.read(slot).unwrap();
+        let decoded = record::decode(&encoded).unwrap();
+        assert_eq!(record::value_of(&decoded, &encoded), &value[..]);
+    }
+    tier2.wait_durable(200, Duration::from_secs(5)).unwrap();
+    assert!(tier2.stats.syncs.load(Ordering::Relaxed) >= 1);
+    let encoded = tier2.read(slots[3]).unwrap();
+    assert_eq!(
+        record::key_of(&record::decode(&encoded).unwrap(), &encoded),
+        3u32.to_le_bytes()
+    );
+    tier2.shutdown().unwrap();
+    drop(tier2);
+
+    let (tier2, regions) = opened(config(&dir, 8, FsyncPolicy::Always));
+    assert!(
+        regions.len() >= 3,
+        "200 records of ~1 KB fill several 64 KiB regions"
+    );
+    let (records, corrupt) = replay(&tier2, &regions);
+    assert_eq!(corrupt, 0);
+    assert_eq!(records.len(), 200);
+    assert!(records
+        .iter()
+        .enumerate()
+        .all(|(i, (key, value))| key == &(i as u32).to_le_bytes() && value.len() == 1000 + i));
+    let encoded = tier2.read(slots[150]).unwrap();
+    assert_eq!(
+        record::value_of(&record::decode(&encoded).unwrap(), &encoded)[0],
+        150
+    );
+}
+
+#[test]
+fn a_full_log_refuses_client_appends_but_keeps_a_region_for_cleaning() {
+    let dir = TempDir::new("tier2-full");
+    let (tier2, _) = opened(config(&dir, 3, FsyncPolicy::No));
+    let value = vec![7u8; 30_000];
+    let mut appended = 0;
+    let error = loop {
+        match tier2.append(&header(b"k", &value), b"k", &value) {
+            Ok(_) => appended += 1,
+            Err(error) => break error,
+        }
+    };
+    assert_eq!(error, Tier2Error::Full);
+    assert_eq!(
+        appended, 4,
+        "two 64 KiB regions of two 30 KB records; the third is kept"
+    );
+    let mut encoded = Vec::new();
+    record::encode(&header(b"k", &value), b"k", &value, &mut encoded);
+    tier2.append_encoded(&encoded).unwrap();
+}
+
+#[test]
+fn records_too_large_for_a_region_are_refused() {
+    let dir = TempDir::new("tier2-large");
+    let (tier2, _) = opened(config(&dir, 3, FsyncPolicy::No));
+    let value = vec![0u8; 64 << 10];
+    assert!(matches!(
+        tier2.append(&header(b"k", &value), b"k", &value),
+        Err(Tier2Error::TooLarge { .. })
+    ));
+}
+
+#[test]
+fn a_write_error_stops_writes_and_wakes_waiters_with_the_error() {
+    let dir = TempDir::new("tier2-eio");
+    let (tier2, _) = opened(config(&dir, 4, FsyncPolicy::Always));
+    tier2.set_fault(Fault::WriteError);
+    let (_, lsn) = tier2.append(&header(b"k", b"v"), b"k", b"v").unwrap();
+    assert!(matches!(
+        tier2.wait_durable(lsn, Duration::from_secs(5)),
+        Err(Tier2Error::Io(_))
+    ));
+    assert!(tier2.failure().unwrap().contains("Input/output error"));
+    assert!(matches!(
+        tier2.append(&header(b"k", b"v"), b"k", b"v"),
+        Err(Tier2Error::Io(_))
+    ));
+    assert!(tier2.stats.write_errors.load(Ordering::Relaxed) >= 1);
+}
+
+#[test]
+fn read_errors_and_corrupt_records_are_reported_not_served() {
+    let dir = TempDir::new("tier2-corrupt");
+    let (tier2, _) = opened(config(&dir, 4, FsyncPolicy::Always));
+    let mut slots = Vec::new();
+    for i in 0..3u8 {
+        let value = [i; 100];
+        slots.push(tier2.append(&header(&[i], &value), &[i], &value).unwrap().0);
+    }
+    tier2.shutdown().unwrap();
+    drop(tier2);
+    // Flip a byte of the second record's value on the device.
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(dir.0.join("tier2"))
+        .unwrap();
+    use std::os::unix::fs::FileExt;
+    file.write_all_at(&[0xff], slots[1].position() + 60)
+        .unwrap();
+    drop(file);
+    let (tier2, regions) = opened(config(&dir, 4, FsyncPolicy::Always));
+    let (records, corrupt) = replay(&tier2, &regions);
+    assert_eq!(corrupt, 1);
+    assert_eq!(
+        records.iter().map(|(key, _)| key[0]).collect::<Vec<_>>(),
+        [0, 2]
+    );
+    assert_eq!(tier2.read(slots[1]), Err(Tier2Error::Corrupt));
+    tier2.set_fault(Fault::ReadError);
+    assert!(matches!(tier2.read(slots[0]), Err(Tier2Error::Io(_))));
+}
+
+#[test]
+fn a_truncated_file_loses_only_what_was_cut() {
+    let dir = TempDir::new("tier2-truncated");
+    let (tier2, _) = opened(config(&dir, 8, FsyncPolicy::Always));
+    let value = vec![1u8; 5000];
+    for i in 0..40u32 {
+        tier2
+            .append(&header(&i.to_le_bytes(), &value), &i.to_le_bytes(), &value)
+            .unwrap();
+    }
+    tier2.shutdown().unwrap();
+    drop(tier2);
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(dir.0.join("tier2"))
+        .unwrap();
+    let length = file.metadata().unwrap().len();
+    file.set_len(length - 10_000).unwrap();
+    drop(file);
+    let (tier2, regions) = opened(config(&dir, 8, FsyncPolicy::Always));
+    let (records, _) = replay(&tier2, &regions);
+    assert!(
+        records.len() >= 35 && records.len() < 40,
+        "{} records",
+        records.len()
+    );
+    assert!(records
+        .iter()
+        .enumerate()
+        .all(|(i, (key, _))| key == &(i as u32).to_le_bytes()));
+}
+
+#[test]
+fn freed_regions_are_reused_and_their_old_records_never_replayed() {
+    let dir = TempDir::new("tier2-reuse");
+    let (tier2, _) = opened(config(&dir, 4, FsyncPolicy::Always));
+    let value = vec![3u8; 20_000];
+    for i in 0..6u32 {
+        tier2
+            .append(&header(&i.to_le_bytes(), &value), &i.to_le_bytes(), &value)
+            .unwrap();
+    }
+    tier2.flush_and_sync().unwrap();
+    // The oldest region (records 0..3) is cleaned away, then new, smaller records fill it again.
+    let (oldest, _) = tier2.oldest_region().unwrap();
+    tier2.free_oldest_region(oldest).unwrap();
+    let small = vec![4u8; 100];
+    for i in 100..400u32 {
+        if tier2
+            .append(&header(&i.to_le_bytes(), &small), &i.to_le_bytes(), &small)
+            .is_err()
+        {
+            break;
+        }
+    }
+    tier2.shutdown().unwrap();
+    drop(tier2);
+    let (tier2, regions) = opened(config(&dir, 4, FsyncPolicy::Always));
+    let (records, corrupt) = replay(&tier2, &regions);
+    assert_eq!(corrupt, 0);
+    let keys: Vec<u32> = records
+        .iter()
+        .map(|(key, _)| u32::from_le_bytes(key[..].try_into().unwrap()))
+        .collect();
+    assert!(
+        !keys.iter().any(|&key| key < 3),
+        "records of the freed region stay gone: {keys:?}"
+    );
+    assert!(keys.contains(&3) && keys.contains(&100));
+    let _ = RecordKind::Tombstone;
+}
