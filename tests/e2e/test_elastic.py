@@ -274,9 +274,10 @@ def test_late_tenant_reclaims_its_share(elastic):
 
 
 def test_persistent_tenant_is_never_evicted_and_gets_oom(elastic):
+    # Without tier 2 persistent bytes are a floor (with it they leave RAM as stubs: test_tier2.py).
     pool = 128 * MiB
     s = elastic("--memory-mode", "elastic", "--elastic-reserve", "0", "--elastic-max", pool, "--shards", "4",
-                "--elastic-grow-bytes-per-sec", "8gb")
+                "--elastic-grow-bytes-per-sec", "8gb", "--tier2-size", "0")
     value = b"p" * (16 * 1024)
     with RawConn(port=s.port, timeout=30) as admin:
         define_tenant(admin, "keep", 100, "persistent")

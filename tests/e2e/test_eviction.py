@@ -20,7 +20,8 @@ def _fill(c, prefix, n, size=1000, batch=200):
 
 
 def test_noeviction_oom(server_factory):
-    s = server_factory(maxmemory="10mb", maxmemory_policy="noeviction")
+    # Without tier 2, as Redis: the limit refuses writes (test_tier2.py covers noeviction with tier 2).
+    s = server_factory(maxmemory="10mb", maxmemory_policy="noeviction", tier2_size=0)
     with RawConn(port=s.port, timeout=10) as c:
         replies = _fill(c, "k", 20000)
         oks = [x for x in replies if x == "OK"]
@@ -56,7 +57,7 @@ def test_allkeys_lru_keeps_writing(server_factory):
 
 
 def test_config_set_maxmemory_runtime(server_factory):
-    s = server_factory()
+    s = server_factory(tier2_size=0)
     with RawConn(port=s.port, timeout=10) as c:
         assert _fill(c, "a", 3000) == ["OK"] * 3000
         assert c.cmd("CONFIG", "SET", "maxmemory-policy", "noeviction") == "OK"

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import random
-import re
 import shutil
 import signal
 import subprocess
@@ -47,6 +46,7 @@ def launch():
         started.append(s)
         return s.start()
 
+    start.servers = started  # type: ignore[attr-defined]
     yield start
     for s in started:
         s.cleanup()
@@ -60,10 +60,6 @@ def kill9(s: ServerProc) -> None:
 def info(c: RawConn, section: str = "tier2") -> dict[str, str]:
     text = c.cmd("INFO", section, timeout=10).decode()
     return dict(line.split(":", 1) for line in text.split("\r\n") if ":" in line)
-
-
-def counter(c: RawConn, field: str) -> int:
-    return int(info(c)[field])
 
 
 def make_persistent_tenant(s: ServerProc, name: str = TENANT) -> None:
@@ -98,6 +94,14 @@ def value_for(key: bytes, size: int) -> bytes:
     return (head + body)[:size]
 
 
+def run_fallow(cwd: Path, *flags) -> tuple[subprocess.CompletedProcess, str]:
+    """Runs a fallow expected to refuse to start (bounded); returns it and its output."""
+    argv = [str(fallow_bin()), "--bind", "127.0.0.1", "--port", str(free_port()), "--memcache-port",
+            str(free_port()), "--unixsocket", str(cwd / f"refused-{free_port()}.sock"), "--log-level", "warn"]
+    r = subprocess.run(argv + [str(f) for f in flags], capture_output=True, text=True, timeout=20, cwd=cwd)
+    return r, r.stdout + r.stderr
+
+
 def rss_bytes(pid: int) -> int:
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -110,7 +114,8 @@ def classify(replies, expected) -> tuple[int, int, int, list]:
     """(correct, missing, errors, wrong) of GET replies against expected values."""
     correct = missing = errors = 0
     wrong = []
-    for key, (reply, want) in zip(list(expected), zip(replies, expected.values())):
+    assert len(replies) == len(expected)
+    for (key, want), reply in zip(expected.items(), replies):
         if reply == want:
             correct += 1
         elif reply is None:
@@ -141,34 +146,39 @@ def try_write(s: ServerProc, *cmd):
 
 # --------------------------------------------------------------------------- loop-mounted ext4
 class LoopFs:
-    """A small ext4 image loop-mounted at `mnt` (root only); skips the test when that is not possible."""
+    """A small ext4 image on a loop device mounted at `mnt` (root only); skips the test when that is not
+    possible here."""
 
-    def __init__(self, base: Path, size_mb: int, options: str = "loop"):
+    def __init__(self, base: Path, size_mb: int, options: str = "rw"):
         if os.geteuid() != 0:
             pytest.skip("loop mounts need root")
-        for tool in ("mkfs.ext4", "mount", "umount"):
+        for tool in ("mkfs.ext4", "mount", "umount", "losetup", "blockdev", "findmnt"):
             if shutil.which(tool) is None:
                 pytest.skip(f"{tool} not installed")
         self.image = base / "fs.img"
         self.mnt = base / "mnt"
         self.mnt.mkdir()
+        self.dev = None
         self.mounted = False
         subprocess.run(["truncate", "-s", f"{size_mb}M", str(self.image)], check=True)
         r = subprocess.run(["mkfs.ext4", "-q", "-F", str(self.image)], capture_output=True, text=True)
         if r.returncode != 0:
             pytest.skip(f"mkfs.ext4 failed: {r.stderr.strip()}")
+        r = subprocess.run(["losetup", "--find", "--show", str(self.image)], capture_output=True, text=True)
+        if r.returncode != 0:
+            pytest.skip(f"no loop device here: {r.stderr.strip()}")
+        self.dev = r.stdout.strip()
+        # A loop device keeps a read-only flag set by an earlier user: clear it.
+        subprocess.run(["blockdev", "--setrw", self.dev], capture_output=True)
         self.mount(options)
 
     def mount(self, options: str) -> None:
-        r = subprocess.run(["mount", "-o", options, str(self.image), str(self.mnt)], capture_output=True,
+        r = subprocess.run(["mount", "-t", "ext4", "-o", options, self.dev, str(self.mnt)], capture_output=True,
                            text=True)
         if r.returncode != 0:
-            pytest.skip(f"cannot loop-mount an ext4 image here: {r.stderr.strip()}")
+            self.close()
+            pytest.skip(f"cannot mount an ext4 loop device here: {r.stderr.strip()}")
         self.mounted = True
-
-    def device(self) -> str:
-        return subprocess.run(["findmnt", "-n", "-o", "SOURCE", str(self.mnt)], capture_output=True,
-                              text=True, check=True).stdout.strip()
 
     def options(self) -> str:
         return subprocess.run(["findmnt", "-n", "-o", "OPTIONS", str(self.mnt)], capture_output=True,
@@ -183,6 +193,12 @@ class LoopFs:
             else:
                 subprocess.run(["umount", "-l", str(self.mnt)], capture_output=True)
             self.mounted = False
+
+    def close(self) -> None:
+        self.umount()
+        if self.dev:
+            subprocess.run(["losetup", "-d", self.dev], capture_output=True)
+            self.dev = None
 
 
 # --------------------------------------------------------------------------- 1. kill -9, exact contents
@@ -218,7 +234,7 @@ def test_persistent_data_survives_kill9(launch, tmp_path):
         assert not isinstance(tenant, Err), f"tenant lost over kill -9: {tenant!r}"
         tenant = dict(zip(tenant[::2], tenant[1::2]))
         assert tenant[b"kind"] == b"persistent", tenant
-        assert any(TENANT in u.decode() for u in admin.cmd("ACL", "LIST")), admin.cmd("ACL", "LIST")
+        assert any(u.startswith(b"user vault on ") for u in admin.cmd("ACL", "LIST")), admin.cmd("ACL", "LIST")
         assert admin.cmd("GET", "s1") is None  # the default user's keyspace is another one
     with tenant_conn(s) as c:  # AUTH works without re-creating the user
         assert c.cmd("GET", "s1") == b"hello!!"
@@ -238,7 +254,8 @@ def test_persistent_data_survives_kill9(launch, tmp_path):
         assert c.cmd("TTL", "s1") == -1
         assert c.cmd("DBSIZE") == 13
         assert c.cmd("SELECT", "1") == "OK"
-        assert c.cmd("KEYS", "*") == [b"d1c"], "FLUSHDB in db 1 was not replayed in order"
+        # FLUSHDB replayed in order: what came before it is gone, what came after it is there.
+        assert (c.cmd("DBSIZE"), c.cmd("EXISTS", "d1a", "d1b"), c.cmd("GET", "d1c")) == (1, 0, b"3")
         assert c.cmd("SELECT", "2") == "OK"
         assert c.cmd("GET", "d2") == b"keep"
         assert c.cmd("SELECT", "0") == "OK"
@@ -247,14 +264,42 @@ def test_persistent_data_survives_kill9(launch, tmp_path):
         assert int(info(admin)["tier2_recovery_keys"]) >= 13
 
 
+def test_keys_and_scan_list_recovered_keys(launch, tmp_path):
+    """After a restart every recovered key is a stub (its value only on tier 2): KEYS and SCAN list them
+    (a worker once panicked here, "a stub's value is on tier 2", closing the connection)."""
+    data = tmp_path / "data"
+    s = launch(data)
+    make_persistent_tenant(s)
+    names = sorted(b"k%02d" % i for i in range(20))
+    with tenant_conn(s) as c:
+        assert all(c.cmd("SET", k, "v") == "OK" for k in names)
+    assert s.stop() == 0
+    s = launch(data)
+    with tenant_conn(s) as c:
+        assert sorted(c.cmd("KEYS", "*")) == names
+    with tenant_conn(s) as c:
+        cursor, seen = b"0", []
+        while True:
+            cursor, keys = c.cmd("SCAN", cursor, "COUNT", 7)
+            seen.extend(keys)
+            if cursor == b"0":
+                break
+        assert sorted(set(seen)) == names
+    assert s.alive()
+
+
 # --------------------------------------------------------------------------- 2. kill -9 loop
 class Writer(threading.Thread):
     """Pipelines SETs on its own tenant connection until the server dies; a key counts as acknowledged only
-    once its +OK arrived. mode 'unique': every key new; mode 'overwrite': a few keys, rising sequence."""
+    once its +OK arrived. mode 'unique': every key new; mode 'overwrite': a few keys, rising sequence.
+    Paced to about `rate` SETs a second, at most `limit` in all, so every cycle is killed mid-load and stays
+    small enough to verify."""
 
-    def __init__(self, port: int, cycle: int, mode: str, seq_start: int, rng: random.Random):
+    def __init__(self, port: int, cycle: int, mode: str, seq_start: int, rng: random.Random,
+                 rate: float = 6000, limit: int = 3000):
         super().__init__(daemon=True)
         self.port, self.cycle, self.mode, self.seq, self.rng = port, cycle, mode, seq_start, rng
+        self.rate, self.limit = rate, limit
         self.sent: list[tuple[bytes, bytes]] = []
         self.acked: list[tuple[bytes, bytes]] = []
         self.error: str | None = None
@@ -263,7 +308,7 @@ class Writer(threading.Thread):
         self.seq += 1
         if self.mode == "unique":
             key = b"u:%d:%d" % (self.cycle, self.seq)
-            return key, value_for(key, 16 + zlib.crc32(key) % 3000)
+            return key, value_for(key, 16 + zlib.crc32(key) % 1200)
         key = b"o:%d" % (self.seq % 17)
         return key, b"%s=%d" % (key, self.seq)
 
@@ -274,16 +319,12 @@ class Writer(threading.Thread):
             return  # killed before it connected
         try:
             reply = c.cmd("AUTH", TENANT, PASSWORD)
-        except (OSError, ConnectionError, TimeoutError):
-            c.close()
-            return  # killed before it answered
-        if reply != "OK":
-            self.error = f"AUTH: {reply!r}"
-            c.close()
-            return
-        try:
-            while True:
-                items = [self.next_item() for _ in range(self.rng.randint(1, 48))]
+            if reply != "OK":
+                self.error = f"AUTH: {reply!r}"
+                return
+            started = time.monotonic()
+            while len(self.sent) < self.limit:
+                items = [self.next_item() for _ in range(self.rng.randint(1, 16))]
                 self.sent.extend(items)
                 c.send(b"".join(encode("SET", k, v) for k, v in items))
                 for item in items:
@@ -292,6 +333,10 @@ class Writer(threading.Thread):
                         self.error = f"SET {item[0]!r}: {reply!r}"
                         return
                     self.acked.append(item)
+                ahead = len(self.sent) / self.rate - (time.monotonic() - started)
+                if ahead > 0:
+                    time.sleep(ahead)
+            c.read_until_closed(timeout=10)  # done: wait for the kill
         except TimeoutError as e:
             self.error = f"no reply in 10 s from a live server: {e}"
         except (OSError, ConnectionError):
@@ -300,25 +345,59 @@ class Writer(threading.Thread):
             c.close()
 
 
+def mget_all(s: ServerProc, c: RawConn, keys: list[bytes], batch: int = 250) -> list:
+    """MGET in batches. A reply that never comes is reported with what releases it (another client)."""
+    got = []
+    for i in range(0, len(keys), batch):
+        try:
+            got.extend(c.cmd("MGET", *keys[i:i + batch], timeout=10))
+        except TimeoutError:
+            with RawConn(port=s.port) as other:
+                other.cmd("PING")
+            try:
+                c.read_reply(timeout=3)
+                released = "a PING on another connection released it"
+            except TimeoutError:
+                released = "a PING on another connection did not release it"
+            pytest.fail(f"server bug: MGET of {batch} keys (tier-2 stubs after a restart) got no reply in 10 s "
+                        f"while the server was idle; {released}")
+    return got
+
+
 def test_kill9_loop_loses_no_acknowledged_write(launch, tmp_path):
     data = tmp_path / "data"
     rng = random.Random(0x5EED)
     flags = {"tier2_fsync": "always", "tier2_region_size": "256kb", "shards": 4}
     unique: dict[bytes, bytes] = {}  # every unique key sent -> its value
-    unique_acked: set[bytes] = set()
-    over_acked: dict[bytes, int] = {}  # overwrite key -> newest acknowledged sequence
+    by_cycle: list[list[bytes]] = []
+    durable: set[bytes] = set()  # acknowledged, or read back after a restart: must never go missing
+    over_floor: dict[bytes, int] = {}  # overwrite key -> lowest sequence it may read back as
     over_sent: dict[bytes, int] = {}  # overwrite key -> newest sequence sent
     seq = 0
-    cycles = total_acked = unacked_present = 0
+    cycles = total_acked = unacked_present = verified = 0
+
+    def verify(c: RawConn, keys: list[bytes], when: str) -> None:
+        nonlocal unacked_present, verified
+        got = mget_all(s, c, keys)
+        lost = [k for k, v in zip(keys, got) if k in durable and v != unique[k]]
+        wrong = [k for k, v in zip(keys, got) if v is not None and v != unique[k]]
+        assert not lost and not wrong, (
+            f"{when}: {len(lost)} acknowledged keys lost (e.g. {lost[:3]}), {len(wrong)} with a wrong value "
+            f"(e.g. {wrong[:3]}); {len(durable)} acknowledged so far")
+        found = [k for k, v in zip(keys, got) if v is not None and k not in durable]
+        unacked_present += len(found)
+        durable.update(found)
+        verified += len(keys)
+
     started = time.monotonic()
     s = launch(data, **flags)
     make_persistent_tenant(s)
-    while cycles < 20 or (cycles < 30 and time.monotonic() - started < 25):
+    while cycles < 20 or (cycles < 30 and time.monotonic() - started < 20):
         writers = [Writer(s.port, cycles, "unique", 0, random.Random(rng.random())),
-                   Writer(s.port, cycles, "overwrite", seq, random.Random(rng.random()))]
+                   Writer(s.port, cycles, "overwrite", seq, random.Random(rng.random()), rate=3000)]
         for w in writers:
             w.start()
-        time.sleep(rng.uniform(0.05, 0.5))
+        time.sleep(rng.uniform(0.03, 0.35))
         kill9(s)
         for w in writers:
             w.join(15)
@@ -327,9 +406,10 @@ def test_kill9_loop_loses_no_acknowledged_write(launch, tmp_path):
         u, o = writers
         seq = o.seq
         unique.update(u.sent)
-        unique_acked.update(k for k, _ in u.acked)
+        by_cycle.append([k for k, _ in u.sent])
+        durable.update(k for k, _ in u.acked)
         for key, value in o.acked:
-            over_acked[key] = int(value.split(b"=")[1])
+            over_floor[key] = max(over_floor.get(key, 0), int(value.split(b"=")[1]))
         for key, value in o.sent:
             over_sent[key] = max(over_sent.get(key, 0), int(value.split(b"=")[1]))
         total_acked += len(u.acked) + len(o.acked)
@@ -337,66 +417,66 @@ def test_kill9_loop_loses_no_acknowledged_write(launch, tmp_path):
 
         s = launch(data, **flags)
         with tenant_conn(s, timeout=20) as c:
-            keys = list(unique)
-            got = []
-            for i in range(0, len(keys), 500):
-                got.extend(c.cmd("MGET", *keys[i:i + 500], timeout=20))
-            lost = [k for k, v in zip(keys, got) if k in unique_acked and v != unique[k]]
-            wrong = [k for k, v in zip(keys, got) if v is not None and v != unique[k]]
-            unacked_present += sum(1 for k, v in zip(keys, got) if k not in unique_acked and v is not None)
-            assert not lost and not wrong, (
-                f"cycle {cycles}: {len(lost)} acknowledged keys lost (e.g. {lost[:3]}), {len(wrong)} wrong "
-                f"(e.g. {wrong[:3]}) of {len(unique_acked)} acknowledged")
-            # Newly recovered unacked keys are acknowledged-equivalent from now on (they were read back).
-            unique_acked.update(k for k, v in zip(keys, got) if v is not None)
+            # This cycle's and the previous cycle's keys, and a sample of all older ones.
+            older = [k for keys in by_cycle[:-2] for k in keys]
+            sample = rng.sample(older, min(len(older), 1500))
+            verify(c, [k for keys in by_cycle[-2:] for k in keys] + sample, f"after kill {cycles}")
             for key in over_sent:
                 v = c.cmd("GET", key)
                 got_seq = None if v is None else int(v.split(b"=")[1])
-                floor = over_acked.get(key)
+                floor = over_floor.get(key)
                 assert (got_seq is None and floor is None) or (
                     got_seq is not None and (floor or 0) <= got_seq <= over_sent[key]), (
-                    f"cycle {cycles}: {key!r} read back seq {got_seq}, acknowledged {floor}, "
-                    f"newest sent {over_sent[key]}")
+                    f"after kill {cycles}: {key!r} read back as sequence {got_seq}; newest acknowledged "
+                    f"{floor}, newest sent {over_sent[key]}")
                 if got_seq is not None:
-                    over_acked[key] = got_seq
-                    over_sent[key] = got_seq  # what later cycles must not go below
+                    over_floor[key] = over_sent[key] = got_seq
+    with tenant_conn(s, timeout=20) as c:
+        verify(c, list(unique), "at the end")
+        assert c.cmd("DBSIZE") == len(durable) + len(over_floor)
     elapsed = time.monotonic() - started
-    summary = (f"{cycles} kill -9 cycles in {elapsed:.1f} s, {total_acked} acknowledged SETs, 0 lost, "
-               f"{unacked_present} unacknowledged found after restart")
+    summary = (f"{cycles} kill -9 cycles in {elapsed:.1f} s: {total_acked} acknowledged SETs, 0 lost, "
+               f"{unacked_present} unacknowledged ones found after a restart, {verified} reads verified")
     print(summary)
-    assert cycles >= 20 and total_acked > 1000, summary
-    with RawConn(port=s.port) as admin:
-        i = info(admin)
-        assert i["tier2_status"] == "ok" and int(i["tier2_recovery_corrupt_records"]) >= 0, i
+    assert cycles >= 20 and total_acked >= 20 * 100, summary
 
 
 # --------------------------------------------------------------------------- 3. beyond RAM
 def test_persistent_data_beyond_ram(launch, tmp_path):
+    maxmemory = 32 * MIB
     s = launch(tmp_path / "data", maxmemory="32mb", tier2_fsync="everysec", shards=4)
     make_persistent_tenant(s)
     base_rss = rss_bytes(s.pid)
-    n, size = 4096, 16 * KIB  # 64 MiB of values into a 32 MiB budget
+    # 128 MiB of values into a 32 MiB budget: 4x, so "resident memory well under the data" means something
+    # beside the process's own base and buffers.
+    n, size = 8192, 16 * KIB
+    data_bytes = n * size
     expected = {b"p:%05d" % i: value_for(b"p:%05d" % i, size) for i in range(n)}
+    peak_rss = 0
     with tenant_conn(s, timeout=30) as c:
-        replies = pipeline(c, (("SET", k, v) for k, v in expected.items()), batch=32)
-        assert all(r == "OK" for r in replies), [r for r in replies if r != "OK"][:3]
-        mem = info(c, "memory")
-        used, maxmemory = int(mem["used_memory"]), 32 * MIB
-        rss = rss_bytes(s.pid)
+        items = list(expected.items())
+        for i in range(0, n, 1024):
+            replies = pipeline(c, (("SET", k, v) for k, v in items[i:i + 1024]), batch=32)
+            assert all(r == "OK" for r in replies), [r for r in replies if r != "OK"][:3]
+            peak_rss = max(peak_rss, rss_bytes(s.pid))
+        used = int(info(c, "memory")["used_memory"])
         got = pipeline(c, (("GET", k) for k in expected), batch=32)
         correct, missing, errors, wrong = classify(got, expected)
         assert (correct, missing, errors, wrong) == (n, 0, 0, []), (correct, missing, errors, wrong[:3])
         t2 = info(c)
         used_after = int(info(c, "memory")["used_memory"])
-        rss_after = rss_bytes(s.pid)
-    data_bytes = n * size
+    # Once tier 2's writer has caught up, what stays resident is the RAM budget plus the process's own.
+    limit = base_rss + maxmemory + 32 * MIB
+    settled = wait_for(lambda: rss_bytes(s.pid) < limit, 5.0, 0.1)
+    rss = rss_bytes(s.pid)
+    report = (f"VmRSS {rss >> 20} MiB settled, {peak_rss >> 20} MiB peak while writing (base {base_rss >> 20} MiB) "
+              f"for {data_bytes >> 20} MiB of data under maxmemory {maxmemory >> 20} MiB")
+    print(report)
     assert used <= maxmemory + 2 * MIB and used_after <= maxmemory + 2 * MIB, (used, used_after, maxmemory)
-    assert max(rss, rss_after) < base_rss + maxmemory + 16 * MIB, (
-        f"RSS {rss >> 20} / {rss_after >> 20} MiB (base {base_rss >> 20} MiB) for {data_bytes >> 20} MiB of data")
-    assert max(rss, rss_after) < 0.8 * data_bytes
-    assert int(t2["tier2_demotions"]) >= n // 4, t2["tier2_demotions"]
-    assert int(t2["tier2_hits"]) >= n // 4, t2["tier2_hits"]
-    assert int(t2["tier2_lost_keys"]) == 0 and int(t2["tier2_read_errors"]) == 0
+    assert settled and rss < 0.6 * data_bytes, report
+    assert int(t2["tier2_demotions"]) >= n // 2, t2["tier2_demotions"]
+    assert int(t2["tier2_hits"]) >= n // 2, t2["tier2_hits"]
+    assert int(t2["tier2_lost_keys"]) == 0 and int(t2["tier2_read_errors"]) == 0, t2
 
 
 # --------------------------------------------------------------------------- 4. noeviction spills to tier 2
@@ -442,9 +522,6 @@ def test_fault_write_error(launch, tmp_path):
         assert admin.cmd("DEBUG", "TIER2-FAULT", "none") == "OK"
     with tenant_conn(s) as c:
         assert [c.cmd("GET", f"k{i}") for i in range(20)] == [b"v%d" % i for i in range(20)]
-        # A write answered with an error left nothing behind.
-        assert c.cmd("GET", "failed2") is None
-        assert c.cmd("EXISTS", "hnew") == 0
     kill9(s)
     s = launch(data, tier2_fsync="always")
     with tenant_conn(s) as c:
@@ -454,9 +531,28 @@ def test_fault_write_error(launch, tmp_path):
         assert c.cmd("SET", "again", "ok") == "OK"  # a restart brings writes back
 
 
+def test_failed_persistent_write_is_not_applied(launch, tmp_path):
+    s = launch(tmp_path / "data", tier2_fsync="always")
+    make_persistent_tenant(s)
+    with tenant_conn(s) as c:
+        assert c.cmd("SET", "kept", "1") == "OK"
+        assert c.cmd("RPUSH", "list", "a") == 1
+    with RawConn(port=s.port) as admin:
+        assert admin.cmd("DEBUG", "TIER2-FAULT", "write-error") == "OK"
+    first = try_write(s, "SET", "probe", "x")  # the write that finds the device failed
+    assert first == "closed" or is_write_failure(first), first
+    with tenant_conn(s) as c:
+        replies = [c.cmd("SET", "new", "y"), c.cmd("RPUSH", "list", "b"), c.cmd("HSET", "h", "f", "v"),
+                   c.cmd("DEL", "kept")]
+        assert all(isinstance(r, Err) and r.startswith("IOERR") for r in replies), replies
+        # Refused writes left nothing behind: the state readers see is the state a restart finds.
+        state = (c.cmd("GET", "new"), c.cmd("LRANGE", "list", 0, -1), c.cmd("EXISTS", "h"), c.cmd("GET", "kept"))
+        assert state == (None, [b"a"], 0, b"1"), state
+
+
 def _demoted_persistent(launch, data: Path):
     """A server whose persistent tenant holds 32 MiB in a 16 MiB budget (most of it only on tier 2)."""
-    s = launch(data, maxmemory="16mb", tier2_fsync="everysec", shards=4)
+    s = launch(data, maxmemory="16mb", tier2_fsync="always", shards=4)
     make_persistent_tenant(s)
     expected = {b"d:%05d" % i: value_for(b"d:%05d" % i, 16 * KIB) for i in range(2048)}
     with tenant_conn(s, timeout=30) as c:
@@ -481,16 +577,22 @@ def test_fault_reading_demoted_keys(launch, tmp_path, fault):
         t2 = info(admin)
         assert int(t2["tier2_read_errors"]) + int(t2["tier2_lost_keys"]) >= 1, t2
         if fault == "vanished":
-            w = try_write(s, "SET", "new", "x")
-            assert w == "closed" or is_write_failure(w), w
-            assert t2["tier2_status"].startswith("failed") or info(admin)["tier2_status"].startswith("failed")
+            # Under everysec the first write may be acknowledged before the writer meets the missing device;
+            # once it has, writes are refused.
+            first = try_write(s, "SET", "new", "x")
+            assert first in ("OK", "closed") or is_write_failure(first), first
+            assert wait_for(lambda: info(admin)["tier2_status"].startswith("failed"), 5), info(admin)
+            second = try_write(s, "SET", "new2", "y")
+            assert isinstance(second, Err) and second.startswith("IOERR"), second
+            assert int(info(admin)["tier2_write_errors"]) >= 1
         assert admin.cmd("DEBUG", "TIER2-FAULT", "none") == "OK"
         got = pipeline(c, (("GET", k) for k in expected), batch=32)
         after = classify(got, expected)
         assert not after[3], f"after the fault cleared: wrong values {after[3][:3]}"
-    # The log still holds every record: a restart brings back every key (nothing was lost for good).
+    # Every write was acknowledged durable before the fault, and a key dropped for a failed read is only
+    # dropped from RAM: a restart brings back every key.
     s.stop()
-    s = launch(data, maxmemory="16mb", tier2_fsync="everysec", shards=4)
+    s = launch(data, maxmemory="16mb", tier2_fsync="always", shards=4)
     with tenant_conn(s, timeout=30) as c:
         got = pipeline(c, (("GET", k) for k in expected), batch=32)
         restarted = classify(got, expected)
@@ -551,12 +653,14 @@ def test_enospc_gives_clear_errors(launch, tmp_path):
             assert result == (len(acked), 0, 0, []), result[:3]
         s.stop()
     finally:
-        fs.umount()
+        for server in launch.servers:  # nothing may hold the filesystem when it is unmounted
+            server.stop(signal.SIGKILL)
+        fs.close()
 
 
 # --------------------------------------------------------------------------- 7. read-only filesystem
 def test_readonly_filesystem(launch, tmp_path):
-    fs = LoopFs(tmp_path, 24, options="loop,errors=remount-ro")
+    fs = LoopFs(tmp_path, 24, options="rw,errors=remount-ro")
     try:
         data = tmp_path / "data"
         path = fs.mnt / "tier2.dat"
@@ -569,11 +673,12 @@ def test_readonly_filesystem(launch, tmp_path):
         # itself read-only on an error under errors=remount-ro, which the test triggers through sysfs.
         r = subprocess.run(["mount", "-o", "remount,ro", str(fs.mnt)], capture_output=True, text=True)
         if r.returncode != 0:
-            trigger = Path("/sys/fs/ext4") / Path(fs.device()).name / "trigger_fs_error"
+            trigger = Path("/sys/fs/ext4") / Path(fs.dev).name / "trigger_fs_error"
             if not trigger.exists():
                 pytest.skip(f"cannot remount read-only ({r.stderr.strip()}) and no {trigger}")
             trigger.write_text("fallow test: remount read-only\n")
-        assert wait_for(lambda: fs.options().startswith("ro"), 5), fs.options()
+        # Linux 6.x marks an ext4 that remounted itself read-only after an error "emergency_ro".
+        assert wait_for(lambda: fs.options().startswith("ro") or "emergency_ro" in fs.options(), 5), fs.options()
         first = try_write(s, "SET", "after-ro", "x")
         assert first == "closed" or is_write_failure(first), first
         second = try_write(s, "SET", "after-ro2", "y")
@@ -590,17 +695,16 @@ def test_readonly_filesystem(launch, tmp_path):
 
         # Starting on a read-only mount: a clear refusal, not a panic.
         fs.umount()
-        fs.mount("loop,ro")
-        r = subprocess.run([str(fallow_bin()), "--port", str(free_port()), "--memcache-port", str(free_port()), "--unixsocket",
-                            str(tmp_path / "ro.sock"), "--dir", str(tmp_path / "data2"), "--tier2-path", str(path),
-                            "--tier2-size", "16mb", "--tier2-region-size", "1mb", "--log-level", "warn"],
-                           capture_output=True, text=True, timeout=20, cwd=tmp_path)
-        out = r.stdout + r.stderr
+        fs.mount("ro")
+        r, out = run_fallow(tmp_path, "--dir", tmp_path / "data2", "--tier2-path", path, "--tier2-size", "16mb",
+                            "--tier2-region-size", "1mb")
         assert r.returncode != 0, out
         assert "panicked" not in out and "RUST_BACKTRACE" not in out, out
         assert str(path) in out and "Read-only file system" in out, out
     finally:
-        fs.umount()
+        for server in launch.servers:  # nothing may hold the filesystem when it is unmounted
+            server.stop(signal.SIGKILL)
+        fs.close()
 
 
 # --------------------------------------------------------------------------- 8. corrupt / truncated file
@@ -624,7 +728,7 @@ def _read_all(s: ServerProc, expected: dict) -> tuple:
 
 def test_corrupt_and_truncated_tier2_file(launch, tmp_path):
     region = 256 * KIB
-    flags = {"tier2_region_size": "256kb", "tier2_fsync": "everysec", "shards": 4}
+    flags = {"tier2_region_size": "256kb", "tier2_fsync": "always", "shards": 4}
     clean = tmp_path / "clean"
     expected = _write_then_stop(launch, clean, 3000, flags)  # ~6.5 MiB: ~27 regions
     size = (clean / "tier2.dat").stat().st_size
@@ -683,10 +787,7 @@ def test_second_server_on_same_dir_refused(launch, tmp_path):
     s = launch(data)
     with RawConn(port=s.port) as c:
         assert c.cmd("SET", "k", "v") == "OK"
-    r = subprocess.run([str(fallow_bin()), "--port", str(free_port()), "--memcache-port", str(free_port()), "--unixsocket",
-                        str(tmp_path / "second.sock"), "--dir", str(data), "--log-level", "warn"],
-                       capture_output=True, text=True, timeout=20, cwd=tmp_path)
-    out = r.stdout + r.stderr
+    r, out = run_fallow(tmp_path, "--dir", data)
     assert r.returncode == 2, (r.returncode, out)
     assert "in use by another fallow" in out, out
     assert "panicked" not in out

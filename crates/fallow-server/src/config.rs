@@ -177,6 +177,10 @@ pub struct Cli {
     /// tenant can store is a little below it), e.g. 4mb (64kb..8mb).
     #[arg(long, env = "FALLOW_TIER2_REGION_SIZE")]
     pub tier2_region_size: Option<String>,
+    /// Clean-ahead: bytes per second of cold ephemeral values copied to tier 2 before RAM runs short, so
+    /// a shrink keeps them as stubs instead of dropping them (0 = off). Changeable with CONFIG SET.
+    #[arg(long, env = "FALLOW_TIER2_CLEAN_AHEAD_BYTES_PER_SEC")]
+    pub tier2_clean_ahead_bytes_per_sec: Option<String>,
 }
 
 /// Every setting of a running fallow, after defaults, file, environment and flags were merged.
@@ -263,6 +267,8 @@ pub struct Config {
     #[serde(deserialize_with = "deserialize_bytes")]
     #[serde(rename = "tier2-region-size")]
     pub tier2_region_size_bytes: u64,
+    #[serde(deserialize_with = "deserialize_bytes")]
+    pub tier2_clean_ahead_bytes_per_sec: u64,
     /// The TOML file the settings were read from (INFO config_file); not a setting itself.
     #[serde(skip)]
     pub config_file: Option<String>,
@@ -320,6 +326,7 @@ impl Default for Config {
             tier2_fsync: "everysec".into(),
             tier2_admit_hits: 1,
             tier2_region_size_bytes: 4 << 20,
+            tier2_clean_ahead_bytes_per_sec: 8 << 20,
             config_file: None,
         }
     }
@@ -412,7 +419,8 @@ impl Config {
             elastic_max => elastic_max_bytes,
             elastic_grow_bytes_per_sec => elastic_grow_bytes_per_sec,
             reclaim_fast_threshold => reclaim_fast_threshold_bytes,
-            tier2_region_size => tier2_region_size_bytes
+            tier2_region_size => tier2_region_size_bytes,
+            tier2_clean_ahead_bytes_per_sec => tier2_clean_ahead_bytes_per_sec
         );
         plain!(elastic_poll_interval_ms, host_memory_trace, metrics_port);
         plain!(
@@ -720,6 +728,10 @@ impl Config {
             (
                 "tier2-region-size",
                 self.tier2_region_size_bytes.to_string(),
+            ),
+            (
+                "tier2-clean-ahead-bytes-per-sec",
+                self.tier2_clean_ahead_bytes_per_sec.to_string(),
             ),
             // Settings Redis clients and tools ask for: no RDB snapshots or AOF (persistent tenants
             // are logged to tier 2 instead).

@@ -169,6 +169,15 @@ impl Durability {
         }))
     }
 
+    /// Before replies to persistent writes that reached `lsn` leave: under `tier2-fsync always`, waits
+    /// until it is durable (Err when the device failed first); otherwise at once.
+    pub async fn before_reply(&self, lsn: u64) -> Result<(), String> {
+        if lsn == 0 || !self.waits_for_sync() {
+            return Ok(());
+        }
+        self.wait_durable(lsn).await
+    }
+
     /// Waits until `lsn` is durable; Err when the device failed first.
     pub async fn wait_durable(&self, lsn: u64) -> Result<(), String> {
         let mut receiver = self.durable.subscribe();
@@ -297,6 +306,10 @@ impl Durability {
             (
                 "tier2_demotion_writes",
                 load(&shards.demotion_writes).to_string(),
+            ),
+            (
+                "tier2_clean_ahead_bytes",
+                load(&shards.clean_ahead_bytes).to_string(),
             ),
             (
                 "tier2_admissions_refused",
@@ -432,8 +445,15 @@ fn take_clean_manifest(dir: &Path) -> Option<std::collections::HashSet<u64>> {
 
 /// Writes `bytes` beside `path`, syncs them and renames them over `path`.
 fn replace_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
     let temporary = path.with_extension("tmp");
-    let mut file = File::create(&temporary)?;
+    // Owner-only: users.acl holds password hashes.
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&temporary)?;
     file.write_all(bytes)?;
     file.sync_all()?;
     std::fs::rename(&temporary, path)?;

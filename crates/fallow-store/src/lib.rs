@@ -415,6 +415,10 @@ impl Store {
             .collect();
         let mut cursor = first / stride;
         let mut ran_since = Instant::now();
+        // Steps that only moved items (survivors, stubs) release nothing net; a run of them means what
+        // is left cannot go (all hot, or stubs of persistent data): stop rather than churn.
+        const FRUITLESS_STEPS_MAX: usize = 256;
+        let mut fruitless_steps = 0;
         while progress.net_released_bytes() < progress.wanted_bytes
             && self.resident_bytes() > progress.resident_floor_bytes
         {
@@ -444,6 +448,10 @@ impl Store {
                     ran_since = Instant::now();
                 }
                 if step.progressed {
+                    fruitless_steps = match step.released_bytes > step.grown_bytes {
+                        true => 0,
+                        false => fruitless_steps + 1,
+                    };
                     progress
                         .released_bytes
                         .fetch_add(step.released_bytes, Ordering::Relaxed);
@@ -457,7 +465,7 @@ impl Store {
                     break;
                 }
             }
-            if !progressed {
+            if !progressed || fruitless_steps > FRUITLESS_STEPS_MAX {
                 return;
             }
         }
@@ -521,26 +529,21 @@ impl Store {
     const EVICT_ITEMS_PER_HOLD: usize = 256;
 
     /// One round of bringing memory under maxmemory after it was lowered (fixed mode): each shard in turn,
-    /// one lock hold of at most `EVICT_ITEMS_PER_HOLD` items each, evicts its share of the excess; once used
-    /// bytes are under the limit, spare segments go back to the OS while resident bytes are over their
-    /// target (compaction, `compact_shard_slice`, takes care of dead space). Returns true while there is
-    /// more to do: the caller yields between rounds, so no client waits behind the whole excess.
+    /// one bounded lock hold each, evicts its share of the excess (`EVICT_ITEMS_PER_HOLD` items at most) or,
+    /// with tier 2, demotes one slice of its oldest segment; once used bytes are under the limit, spare
+    /// segments go back to the OS while resident bytes are over their target (compaction,
+    /// `compact_shard_slice`, takes care of dead space). Returns true while there is more to do: the caller
+    /// yields between rounds, so no client waits behind the whole excess.
     pub fn enforce_maxmemory(&self) -> bool {
         let maxmemory = self.maxmemory_bytes();
         if maxmemory == 0 || self.pool_limit_bytes() != 0 {
-            return false;
-        }
-        if self.tier2.get().is_some() {
-            // Tier 2 demotes whole segments (the data moves to flash, it is not evicted).
-            if self.over_maxmemory() {
-                let _ = self.lock_all().make_room();
-            }
             return false;
         }
         let excess = self.excess_bytes(0);
         if excess > 0 {
             let policy = self.policy();
             let now = now_ms();
+            let tier2 = self.tier2.get().is_some();
             let share = excess.div_ceil(self.shards.len());
             let first = self.reclaim_cursor.fetch_add(1, Ordering::Relaxed);
             let mut progressed = false;
@@ -550,10 +553,20 @@ impl Store {
                     break;
                 }
                 let index = (first + turn) % self.shards.len();
-                progressed |= self.shards[index]
-                    .lock()
-                    .evict(policy, now, share.min(excess), Store::EVICT_ITEMS_PER_HOLD)
-                    .is_some();
+                if tier2 {
+                    // Tier 2 demotes the oldest segments (values move to flash as stubs).
+                    let step = self.shards[index].lock().demote_step(now);
+                    // A slice that only re-appended hot items releases nothing: not progress.
+                    progressed |= step.progressed
+                        && (step.objects > 0 || step.released_bytes > step.grown_bytes);
+                    // Unmapped here, after the shard lock was released.
+                    drop(step.detached);
+                } else {
+                    progressed |= self.shards[index]
+                        .lock()
+                        .evict(policy, now, share.min(excess), Store::EVICT_ITEMS_PER_HOLD)
+                        .is_some();
+                }
             }
             // Nothing the policy may evict (noeviction, no volatile key): writes get -OOM meanwhile.
             return progressed;

@@ -196,6 +196,8 @@ pub struct Pool {
     careful: PathCounters,
     fast: PathCounters,
     last: parking_lot::Mutex<Option<ReclaimReport>>,
+    /// Tier 2 is attached: persistent data has a copy there, so it may leave RAM (as stubs) too.
+    tier2: AtomicBool,
 }
 
 impl Default for Pool {
@@ -210,6 +212,7 @@ impl Default for Pool {
             careful: PathCounters::default(),
             fast: PathCounters::default(),
             last: parking_lot::Mutex::new(None),
+            tier2: AtomicBool::new(false),
         }
     }
 }
@@ -300,8 +303,17 @@ impl Pool {
             .map_or(TenantKind::Ephemeral, |tenant| tenant.spec.kind)
     }
 
-    /// Bytes held by persistent tenants: the floor a shrink cannot go under.
+    /// Persistent data has a tier-2 copy from now on: it is a victim like the rest, and no floor.
+    pub fn set_tier2_attached(&self) {
+        self.tier2.store(true, Ordering::Relaxed);
+    }
+
+    /// Bytes held by persistent tenants: the floor a shrink cannot go under (none with tier 2, where
+    /// their RAM copies leave at once as stubs).
     pub fn persistent_bytes(&self) -> usize {
+        if self.tier2.load(Ordering::Relaxed) {
+            return 0;
+        }
         let tenants = self.tenants.read();
         tenants
             .iter()
@@ -311,13 +323,15 @@ impl Pool {
             .sum()
     }
 
-    /// The ephemeral tenant with the largest fairness f_i that holds bytes, if any.
+    /// The tenant with the largest fairness f_i that holds bytes, if any: an ephemeral one, or with tier 2
+    /// any (persistent data leaves RAM as stubs, its records already on tier 2).
     pub fn victim(&self) -> Option<TenantId> {
         let tenants = self.tenants.read();
+        let tier2 = self.tier2.load(Ordering::Relaxed);
         tenants
             .iter()
             .enumerate()
-            .filter(|(_, tenant)| tenant.spec.kind == TenantKind::Ephemeral)
+            .filter(|(_, tenant)| tier2 || tenant.spec.kind == TenantKind::Ephemeral)
             .map(|(id, tenant)| {
                 let resident = self.counters[id].resident_bytes.load(Ordering::Relaxed);
                 // P and Σw cancel out when comparing f_i, so c_i / w_i ranks the tenants.
@@ -330,10 +344,9 @@ impl Pool {
             .filter(|&(_, resident, _)| resident > 0)
             .max_by(|left, right| left.0.total_cmp(&right.0))
             .map(|(_, _, id)| {
-                debug_assert_eq!(
-                    tenants[id as usize].spec.kind,
-                    TenantKind::Ephemeral,
-                    "a persistent tenant is never a victim"
+                debug_assert!(
+                    tier2 || tenants[id as usize].spec.kind == TenantKind::Ephemeral,
+                    "a persistent tenant is a victim only with tier 2"
                 );
                 id
             })

@@ -15,9 +15,17 @@ impl crate::Guards<'_> {
         &mut self,
         additional_bytes: usize,
     ) -> Result<(), crate::OutOfMemory> {
+        // One write does a bounded share of a large excess (after CONFIG SET cut maxmemory): the
+        // housekeeping task demotes the rest within a tick, so no write stalls behind gigabytes.
+        const STEPS_PER_WRITE_MAX: usize = 32;
         let now = now_ms();
         let over = |store: &Store| store.would_exceed_maxmemory(additional_bytes);
+        let mut steps = 0;
         while over(self.store) {
+            if steps >= STEPS_PER_WRITE_MAX {
+                return Ok(());
+            }
+            steps += 1;
             let mut progressed = false;
             for (_, shard) in self.guards.iter_mut() {
                 let step = shard.demote_step(now);
@@ -81,6 +89,7 @@ impl Store {
             shard.lock().attach_tier2(link.clone());
         }
         let _ = self.tier2.set(link.tier2.clone());
+        self.memory.pool.set_tier2_attached();
     }
 
     pub fn tier2(&self) -> Option<&Arc<Tier2>> {
@@ -188,6 +197,28 @@ impl Store {
             shard.lock().collect_clean_slots(&mut slots);
         }
         slots
+    }
+
+    /// Clean-ahead over every shard, at most `budget_bytes` in all, while resident bytes are at least 3/4
+    /// of the RAM limit (the elastic pool's, or maxmemory): below that no shrink is near. Returns bytes
+    /// written.
+    pub fn tier2_clean_ahead(&self, budget_bytes: usize) -> usize {
+        let limit = match self.pool_limit_bytes() {
+            0 => self.maxmemory_bytes(),
+            limit => limit,
+        };
+        if self.tier2.get().is_none() || limit == 0 || self.resident_bytes() < limit / 4 * 3 {
+            return 0;
+        }
+        let per_shard = budget_bytes.div_ceil(self.shards.len());
+        let mut written = 0;
+        for shard in self.shards.iter() {
+            if written >= budget_bytes {
+                break;
+            }
+            written += shard.lock().clean_ahead_step(per_shard);
+        }
+        written
     }
 
     /// Cleans tier 2 while its free regions are below `free_regions_min`, at most `regions_max` regions
@@ -389,6 +420,11 @@ mod tests {
                 .lock_all()
                 .iter_mut()
                 .for_each(|shard| shard.flush_db(keep_db1));
+            set(&store, keyspace(1, 1, 2), b"moved", b"to db 3");
+            store
+                .lock_all()
+                .iter_mut()
+                .for_each(|shard| shard.swap_dbs(keyspace(1, 1, 2), keyspace(1, 1, 3)));
             let (lsn, error) = crate::shard::take_thread_log();
             assert!(error.is_none() && lsn > 300);
             tier2.wait_durable(lsn, Duration::from_secs(5)).unwrap();
@@ -398,7 +434,7 @@ mod tests {
         let (_, report) = attach(&store, &dir, 64);
         assert_eq!(report.corrupt_records, 0);
         assert_eq!(
-            report.keys, 300,
+            report.keys, 301,
             "299 strings + the hash; ephemeral data and flushed keys are gone"
         );
         assert_eq!(
@@ -407,6 +443,11 @@ mod tests {
         );
         assert_eq!(get(&store, keep, b"k9"), None);
         assert_eq!(get(&store, keep_db1, b"gone"), None);
+        assert_eq!(get(&store, keyspace(1, 1, 2), b"moved"), None);
+        assert_eq!(
+            get(&store, keyspace(1, 1, 3), b"moved").as_deref(),
+            Some(&b"to db 3"[..])
+        );
         assert_eq!(get(&store, cache, b"c1"), None);
         assert!((0..300).filter(|&i| i != 7 && i != 9).all(|i| get(
             &store,

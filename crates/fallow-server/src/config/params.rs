@@ -146,6 +146,14 @@ pub static PARAMS: &[Param] = &[
         |config, value| config.elastic_poll_interval_ms = value.number(),
     ),
     param(
+        "tier2-clean-ahead-bytes-per-sec",
+        Kind::Bytes {
+            min: 0,
+            max: BYTES_MAX,
+        },
+        |config, value| config.tier2_clean_ahead_bytes_per_sec = value.number(),
+    ),
+    param(
         "reclaim-fast-threshold",
         Kind::Bytes {
             min: 0,

@@ -260,7 +260,9 @@ where
                 return Ok(Flow::Close);
             }
             let may_execute = flow == Flow::More && conn.reply_not_before.is_none();
-            let may_read = flow == Flow::Read
+            // Reading on while the next command waits for tier 2 keeps a client that writes a whole
+            // pipeline before reading from deadlocking against its replies (the command is re-checked).
+            let may_read = matches!(flow, Flow::Read | Flow::Tier2Read)
                 && conn.reply_not_before.is_none()
                 && input.len() <= limits.query_buffer_bytes_max;
             let event = std::future::poll_fn(|cx| {
@@ -523,13 +525,10 @@ fn process_input(
 /// the connection closes without acknowledging them.
 async fn await_durability(server: &Server, conn: &mut ConnState) -> bool {
     let wanted = std::mem::take(&mut conn.durable_lsn_wanted);
-    let Some(durability) = server.durability.get().filter(|_| wanted != 0) else {
+    let Some(durability) = server.durability.get() else {
         return true;
     };
-    if !durability.waits_for_sync() {
-        return true;
-    }
-    match durability.wait_durable(wanted).await {
+    match durability.before_reply(wanted).await {
         Ok(()) => true,
         Err(error) => {
             tracing::error!(%error, client = conn.id(), "persistent writes could not be made durable; closing without acknowledging them");

@@ -2,9 +2,9 @@
 //! `maxmemory-policy` (fixed mode), and compaction of mostly dead segments.
 //!
 //! Eviction under the `allkeys-*` policies empties whole segments, oldest first: an item of the oldest
-//! segment is evicted unless it is hot by the policy (accessed more recently, or more often, than half of
-//! a sample of the shard), in which case it is carried forward into the active segment, as compaction
-//! moves items. So evictions do not leave dead space scattered over every segment (it would stay resident:
+//! segment is evicted unless it is hot by the policy (read since it was written, and more recently or
+//! more often than half of a sample of the shard: see `Hotness`), in which case it is carried forward
+//! into the active segment, as compaction moves items. So evictions do not leave dead space scattered over every segment (it would stay resident:
 //! a segment goes back to the OS only when nothing in it lives), and the mapped bytes follow the used
 //! bytes down when maxmemory is lowered and stay near them while writes go on at the limit.
 use super::{location, slot_of, space_of, Location, Shard};
@@ -23,6 +23,12 @@ const COMPACT_LIVE_RATIO_MAX_OVER_TARGET: f64 = 0.9;
 /// Items of the shard whose recency or frequency an eviction judges hotness against.
 const HOTNESS_SAMPLE_SEGMENTS: usize = 16;
 const HOTNESS_SAMPLE_ITEMS_PER_SEGMENT: usize = 4;
+/// The LFU counter every new item starts at (Redis's LFU_INIT_VAL, set by `put_item`); the first read
+/// raises it, so an item above it was read since it was written.
+const LFU_INITIAL: u8 = 5;
+/// Bytes of hot items one eviction call may carry forward per byte it is asked to free (and at most a
+/// segment's worth): a write that needs one item's room copies at most a few items.
+const MOVED_BYTES_PER_WANTED_BYTE: usize = 4;
 
 /// Eviction policies of `maxmemory-policy`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -246,8 +252,9 @@ impl Shard {
     }
 
     /// `evict` for the `allkeys-*` policies: walks the oldest evictable segment, evicting its cold items
-    /// (and expired ones) and carrying its hot ones forward, then the next oldest. At most one segment's
-    /// worth of hot items is carried per call; past that, items go whatever their hotness, so a call always
+    /// (and expired ones) and carrying its hot ones forward, then the next oldest. At most
+    /// `MOVED_BYTES_PER_WANTED_BYTE` times the bytes wanted (and a segment's worth) of hot items are carried
+    /// per call; past that, items go whatever their hotness, so a call's work is bounded and it always
     /// evicts something when anything is evictable.
     fn evict_by_segment(
         &mut self,
@@ -257,6 +264,9 @@ impl Shard {
         items_max: usize,
     ) -> Option<usize> {
         let hotness = self.hotness_line(policy);
+        let move_budget = bytes_wanted
+            .saturating_mul(MOVED_BYTES_PER_WANTED_BYTE)
+            .min(self.config.segment_bytes);
         let used_before = self.used_bytes();
         let freed = |shard: &Shard| used_before.saturating_sub(shard.used_bytes());
         let (mut handled, mut removed, mut moved_bytes) = (0, 0, 0);
@@ -279,10 +289,7 @@ impl Shard {
                     self.remove_item(space_of(&header), hash, item);
                     self.stats.expired_keys += 1;
                     removed += 1;
-                } else if may_move
-                    && moved_bytes < self.config.segment_bytes
-                    && hotness.is_hot(&header)
-                {
+                } else if may_move && moved_bytes < move_budget && hotness.is_hot(&header) {
                     moved_bytes += header.item_bytes();
                     self.move_item(item, header);
                 } else {
@@ -511,9 +518,11 @@ impl Shard {
     }
 }
 
-/// A sorted sample of the shard's recency (LRU) or frequency (LFU) figures; an item is hot when its figure
-/// is above at least half of the sample (ties are cold, so a shard written once and never read is evicted
-/// oldest first). `allkeys-random` has no sample: nothing is hot.
+/// A sorted sample of the shard's recency (LRU) or frequency (LFU) figures. An item is hot when it was
+/// read since it was written (its LFU counter is past the initial value) and its figure is above at least
+/// half of the sample: never-read items are evicted oldest first whatever the seconds-resolution clock
+/// says, and a read item survives only if it is more recent (or more frequent) than most of the shard.
+/// `allkeys-random` has no sample: nothing is hot.
 struct Hotness {
     policy: EvictionPolicy,
     sample: Vec<u32>,
@@ -528,9 +537,12 @@ impl Hotness {
     }
 
     fn is_hot(&self, header: &ItemHeader) -> bool {
+        if self.sample.is_empty() || header.lfu_counter <= LFU_INITIAL {
+            return false;
+        }
         let figure = Self::figure(self.policy, header);
         let below = self.sample.partition_point(|&seen| seen < figure);
-        !self.sample.is_empty() && below * 2 >= self.sample.len()
+        below * 2 >= self.sample.len()
     }
 }
 
@@ -628,11 +640,20 @@ mod tests {
                 "a recently read key survives"
             );
         }
-        assert!(
-            !shard.exists(0, b"k10", now),
-            "an old unread key goes first"
-        );
-        assert!(shard.exists(0, b"k599", now), "the newest keys stay");
+        // Never-read keys go in write order (none is carried forward for being in a later second than
+        // most of the shard): the oldest half went, the newest half stays.
+        for index in 5..280u32 {
+            assert!(
+                !shard.exists(0, format!("k{index}").as_bytes(), now),
+                "k{index} went"
+            );
+        }
+        for index in 320..600u32 {
+            assert!(
+                shard.exists(0, format!("k{index}").as_bytes(), now),
+                "k{index} stays"
+            );
+        }
         assert!(shard.stats.evicted_keys >= 290);
     }
 
@@ -778,6 +799,28 @@ mod tests {
                 store.lock(index).assert_consistent();
             }
         }
+    }
+
+    #[test]
+    fn a_write_under_a_much_lowered_limit_evicts_from_every_shard() {
+        let store = store(0, EvictionPolicy::AllKeysLru);
+        let value = vec![7u8; 4000];
+        for index in 0..4000u32 {
+            write(&store, format!("k{index}").as_bytes(), &value, 0);
+        }
+        let before: Vec<usize> = (0..4).map(|index| store.lock(index).used_bytes()).collect();
+        store.set_maxmemory_bytes(store.used_bytes() / 2);
+        write(&store, b"trigger", b"1", 0);
+        assert!(store.used_bytes() <= store.maxmemory_bytes());
+        for (index, before) in before.into_iter().enumerate() {
+            let after = store.lock(index).used_bytes();
+            assert!(
+                after * 10 >= before * 3 && after * 10 <= before * 7,
+                "shard {index} kept {after} of {before} bytes: each gives its share"
+            );
+        }
+        // Whole segments went: what is mapped is what is used, give or take a few segments per shard.
+        assert!(store.resident_bytes() <= store.used_bytes() + 4 * 4 * (64 << 10));
     }
 
     #[test]

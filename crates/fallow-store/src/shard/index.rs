@@ -332,7 +332,10 @@ impl Shard {
             Address::of(second).namespace,
             "SWAPDB swaps the keyspaces of one namespace"
         );
-        self.log_keyspace_event(RecordKind::SwapDb, first, &(second as u64).to_le_bytes());
+        // SWAPDB runs on every shard under all their locks: one record (replayed on every shard) says it.
+        if self.id == 0 {
+            self.log_keyspace_event(RecordKind::SwapDb, first, &(second as u64).to_le_bytes());
+        }
         self.keyspace_at_mut(first);
         let keyspaces = &mut self.namespaces[namespace as usize];
         keyspaces.swap(Address::of(first).db, Address::of(second).db);
@@ -361,7 +364,7 @@ impl Shard {
         now_ms: u64,
         mut visit: impl FnMut(&[u8], Kind),
     ) -> u64 {
-        self.scan_items(keyspace, cursor, count, now_ms, |key, kind, _| {
+        self.walk_items(keyspace, cursor, count, now_ms, false, |key, kind, _| {
             visit(key, kind)
         })
     }
@@ -373,6 +376,19 @@ impl Shard {
         cursor: u64,
         count: usize,
         now_ms: u64,
+        visit: impl FnMut(&[u8], Kind, &[u8]),
+    ) -> u64 {
+        self.walk_items(keyspace, cursor, count, now_ms, true, visit)
+    }
+
+    /// The walk of `scan` and `scan_items`; values (read from tier 2 for stubs) only `with_values`.
+    fn walk_items(
+        &mut self,
+        keyspace: usize,
+        cursor: u64,
+        count: usize,
+        now_ms: u64,
+        with_values: bool,
         mut visit: impl FnMut(&[u8], Kind, &[u8]),
     ) -> u64 {
         let mut sequence = cursor >> 22;
@@ -395,11 +411,19 @@ impl Shard {
                 let header = segment.header(offset);
                 let expired = header.expire_at_ms != 0 && header.expire_at_ms <= now_ms;
                 if header.alive == 1 && space_id(space_of(header)) == space && !expired {
-                    visit(
-                        segment.key(offset),
-                        Kind::from_u8(header.kind),
-                        segment.value(offset),
-                    );
+                    let kind = Kind::from_u8(header.kind);
+                    if !header.is_stub() {
+                        visit(segment.key(offset), kind, segment.value(offset));
+                    } else if !with_values {
+                        visit(segment.key(offset), kind, &[]);
+                    } else if let Some(value) =
+                        super::tier::stub_string(self.tier.as_ref(), header, segment.key(offset))
+                    {
+                        // Read on this worker without promoting (a promotion would move the item
+                        // ahead of the scan, to be seen twice); a collection's handle means nothing
+                        // to callers, so a collection stub lends no bytes.
+                        visit(segment.key(offset), kind, &value);
+                    }
                     visited += 1;
                 }
                 match segment.next_offset(offset) {

@@ -159,6 +159,8 @@ pub struct Shard {
     waiters: hashbrown::HashMap<(u32, Box<[u8]>), Waiters>,
     /// Tier 2, when the store has one.
     tier: Option<TierLink>,
+    /// Clean-ahead has copied every admitted item of the segments up to this sequence.
+    clean_ahead_after: u64,
 }
 
 /// The space (namespace and database) of a keyspace address, as the waiters map and headers know it.
@@ -207,6 +209,7 @@ impl Shard {
             draining_slot: None,
             waiters: hashbrown::HashMap::new(),
             tier: None,
+            clean_ahead_after: 0,
         }
     }
 

@@ -527,6 +527,47 @@ impl Shard {
         self.careful_release_step(tenant, now_ms)
     }
 
+    /// Clean-ahead: writes tier-2 copies of admitted ephemeral items in the oldest half of this shard's
+    /// segments (the FIFO tail, what a reclaim takes first), up to `budget_bytes`, so a later elastic
+    /// shrink turns them into stubs at once instead of dropping them. Resumes after the last segment it
+    /// finished (items never change in place, so a finished segment stays clean). Returns bytes written.
+    pub fn clean_ahead_step(&mut self, budget_bytes: usize) -> usize {
+        let Some(tier) = &self.tier else {
+            return 0;
+        };
+        let admit_hits_min = tier.admit_hits_min;
+        let sealed: Vec<(u64, u32)> = self
+            .by_sequence
+            .range(self.clean_ahead_after + 1..)
+            .map(|(&sequence, &slot)| (sequence, slot))
+            .filter(|&(_, slot)| !self.is_active(slot) && !self.is_draining(slot))
+            .collect();
+        let oldest_half = self.by_sequence.len() / 2;
+        let mut written = 0;
+        for (sequence, slot) in sealed.into_iter().take(oldest_half) {
+            let mut offset = self.segment(slot).first_offset();
+            while let Some(at) = offset {
+                if written >= budget_bytes {
+                    return written;
+                }
+                let header = *self.segment(slot).header(at);
+                offset = self.segment(slot).next_offset(at);
+                let location = super::location(slot, at);
+                let wanted = header.alive == 1
+                    && !header.is_stub()
+                    && header.tier2_slot == 0
+                    && header.lfu_counter.saturating_sub(5) >= admit_hits_min
+                    && !self.is_persistent(self.segment(slot).tenant);
+                if wanted && self.write_clean_copy(location) {
+                    written += header.item_bytes();
+                    self.count(|stats| &stats.clean_ahead_bytes, header.item_bytes() as u64);
+                }
+            }
+            self.clean_ahead_after = sequence;
+        }
+        written
+    }
+
     // ----- recovery and cleaning -----------------------------------------------------------------
 
     /// Recovery: puts a stub for a value record at `slot`, replacing whatever the key held.
@@ -654,6 +695,30 @@ impl Shard {
         } else {
             self.header_mut(location).tier2_slot = 0;
         }
+    }
+}
+
+/// A stub's value as a scan lends it: a string read from tier 2 (on the calling thread, counted as a
+/// sync read), nothing for a collection; None when the record cannot be read (the scan skips the key).
+pub(super) fn stub_string(
+    tier: Option<&TierLink>,
+    header: &ItemHeader,
+    key: &[u8],
+) -> Option<Vec<u8>> {
+    let tier = tier?;
+    let kind = Kind::from_u8(header.kind);
+    if kind != Kind::String {
+        return Some(Vec::new());
+    }
+    tier.tier2
+        .stats
+        .shards
+        .sync_reads
+        .fetch_add(1, Ordering::Relaxed);
+    let encoded = tier.tier2.read(Slot(header.tier2_slot)).ok()?;
+    match decode_value(&encoded, key, kind).ok()? {
+        StubValue::String(bytes) => Some(bytes),
+        StubValue::Collection(_) => None,
     }
 }
 

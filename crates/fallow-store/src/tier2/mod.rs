@@ -170,6 +170,8 @@ pub struct TierStats {
     pub sync_reads: AtomicU64,
     /// Stubs read ahead on the I/O pool.
     pub async_reads: AtomicU64,
+    /// Bytes of items copied to tier 2 ahead of need (clean-ahead).
+    pub clean_ahead_bytes: AtomicU64,
 }
 
 /// Counters of tier 2's events (INFO tier2, memcached stats, Prometheus).
@@ -671,7 +673,11 @@ impl Tier2 {
         let result = self.write_jobs(&jobs, sync);
         let mut state = self.state.lock();
         if let Err(error) = &result {
-            state.failed.get_or_insert_with(|| error.to_string());
+            let message = match error {
+                Tier2Error::Io(message) => message.clone(),
+                other => other.to_string(),
+            };
+            state.failed.get_or_insert(message);
             self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
             drop(state);
             self.durable_changed.notify_all();

@@ -213,6 +213,14 @@ pub fn run_with_guards<'s>(
     in_exec: bool,
 ) -> Guards<'s> {
     let reply_start = out.buf.len();
+    if let Some(error) = persistent_write_refusal(server, conn, spec, args) {
+        // Refused before it runs: a write answered with an error changes nothing.
+        out.error(&tier2_write_error(server, &error));
+        if in_exec {
+            server.stats.count_error_reply(&out.buf[reply_start..]);
+        }
+        return guards;
+    }
     if spec.flags & flags::DENYOOM != 0 && !room_for_request(server, &mut guards, args) {
         server.stats.oom_rejections.fetch_add(1, Ordering::Relaxed);
         out.error(&oom_error(server, conn.tenant.tenant));
@@ -234,7 +242,7 @@ pub fn run_with_guards<'s>(
     if let Some(error) = fallow_store::shard::take_thread_error() {
         // A persistent write the log refused: the client must not take it as done.
         ctx.out.buf.truncate(reply_start);
-        ctx.out.error(&tier2_write_error(&error));
+        ctx.out.error(&tier2_write_error(server, &error));
     }
     if in_exec {
         // a command of EXEC or TXN.COMMIT: its reply is an element of theirs
@@ -243,12 +251,50 @@ pub fn run_with_guards<'s>(
     ctx.guards
 }
 
+/// Why a write of a persistent tenant cannot be logged, known before it runs: tier 2 has failed, or the
+/// request alone is larger than a tier-2 record may be.
+fn persistent_write_refusal(
+    server: &Server,
+    conn: &ConnState,
+    spec: &CommandSpec,
+    args: &[&[u8]],
+) -> Option<fallow_store::tier2::Tier2Error> {
+    use fallow_store::tier2::Tier2Error;
+    if spec.flags & flags::WRITE == 0 || !server.store.memory.pool.is_persistent(conn.tenant.tenant)
+    {
+        return None;
+    }
+    let tier2 = server.store.tier2()?;
+    if let Some(error) = tier2.failure() {
+        return Some(Tier2Error::Io(error));
+    }
+    let request_bytes: usize = args[1..].iter().map(|arg| arg.len()).sum();
+    let max_bytes = tier2.config.record_bytes_max();
+    (request_bytes > max_bytes).then_some(Tier2Error::TooLarge {
+        record_bytes: request_bytes,
+        max_bytes,
+    })
+}
+
 /// The reply to a persistent write that tier 2 could not log.
-fn tier2_write_error(error: &fallow_store::tier2::Tier2Error) -> String {
+fn tier2_write_error(server: &Server, error: &fallow_store::tier2::Tier2Error) -> String {
     use fallow_store::tier2::Tier2Error;
     match error {
         Tier2Error::Full => {
-            "OOM command not allowed: tier 2 is full and persistent data is never dropped".into()
+            let store = &server.store;
+            let tier2 = store.tier2().map_or(String::new(), |tier2| {
+                let (free, total) = tier2.regions_free_total();
+                format!(
+                    " ({} of {} bytes in use, {free} of {total} regions free)",
+                    tier2.used_bytes(),
+                    tier2.config.size_bytes
+                )
+            });
+            format!(
+                "OOM command not allowed: tier 2 is full{tier2} and RAM holds {} of maxmemory {} bytes; persistent data is never dropped",
+                store.used_bytes(),
+                store.maxmemory_bytes()
+            )
         }
         Tier2Error::TooLarge { .. } => {
             format!("ERR {error} (persistent values must fit a tier-2 region)")

@@ -34,7 +34,7 @@ pub fn faults(server: &Server, conn: &ConnState, args: &[&[u8]]) -> Vec<Fault> {
     }
     let keyspace = conn.tenant.address(conn.db);
     let mut faults = Vec::new();
-    for position in key_positions(&spec.info, args) {
+    for position in key_positions(spec.info, args) {
         let key = args[position];
         let mut guards = store.lock_key(key);
         if let Some(slot) = guards.shard(key).stub_slot(keyspace, key, conn.now_ms) {

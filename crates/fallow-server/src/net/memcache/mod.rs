@@ -244,12 +244,14 @@ where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let mut flow = Flow::Read;
+    let mut durable_wanted = 0;
     loop {
         if handle.is_killed() {
             return Ok(());
         }
         if flow == Flow::More {
             flow = process_input(server, conn);
+            durable_wanted = durable_wanted.max(fallow_store::shard::take_thread_lsn());
         } else {
             conn.input.reserve(READ_CHUNK_BYTES);
             tokio::select! {
@@ -265,7 +267,18 @@ where
                     conn.limits.refresh(server);
                     discard_skipped(conn);
                     flow = process_input(server, conn);
+                    durable_wanted = durable_wanted.max(fallow_store::shard::take_thread_lsn());
                 }
+            }
+        }
+        // Under tier2-fsync always, persistent writes are acknowledged once their records are durable.
+        if let Some(durability) = server.durability.get() {
+            if let Err(error) = durability
+                .before_reply(std::mem::take(&mut durable_wanted))
+                .await
+            {
+                tracing::error!(%error, "persistent writes could not be made durable; closing without acknowledging them");
+                return Ok(());
             }
         }
         show_user(handle, &mut conn.login);
