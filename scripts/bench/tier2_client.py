@@ -93,6 +93,8 @@ def _work(index: int, procs: int, port: int, prefix: bytes, value_size: int, dur
         mine = keys[index::procs]
     value = os.urandom(max(1, value_size))
     set_on_miss = opts["set_on_miss"]
+    prefixes = [p.encode() for p in opts.get("prefixes") or []]
+    by_prefix = [array("q") for _ in prefixes]
     conn = _Conn(port)
     get = conn.resp_get if opts["protocol"] == "resp" else conn.get
     drop_fd = os.open(opts["drop_path"], os.O_RDONLY) if opts["drop_path"] else None
@@ -113,7 +115,12 @@ def _work(index: int, procs: int, port: int, prefix: bytes, value_size: int, dur
                 break
         elif (i & 63) == 0 and time.monotonic() >= deadline:
             break
-        key = prefix + b"%d" % mine[i % n]
+        k = int(mine[i % n])
+        if prefixes:  # interleaved key sets: k encodes (number, prefix index)
+            which = k % len(prefixes)
+            key = prefixes[which] + b"%d" % (k // len(prefixes))
+        else:
+            key = prefix + b"%d" % k
         i += 1
         if drop_fd is not None:  # the page cache holds none of the tier-2 file (not timed)
             os.posix_fadvise(drop_fd, 0, 0, os.POSIX_FADV_DONTNEED)
@@ -135,6 +142,8 @@ def _work(index: int, procs: int, port: int, prefix: bytes, value_size: int, dur
         bucket = buckets.get(second)
         if bucket is None:
             bucket = buckets[second] = [0, 0]
+        if prefixes:
+            by_prefix[which].append(b - a if hit else -(b - a))
         if hit:
             hits += 1
             bucket[0] += 1
@@ -160,6 +169,7 @@ def _work(index: int, procs: int, port: int, prefix: bytes, value_size: int, dur
     end = time.monotonic()
     queue.put({"index": index, "hits": hits, "misses": misses, "sets": sets, "set_errors": set_errors,
                "conn_errors": conn_errors, "first_error": first_error,
+               "by_prefix": [a.tobytes() for a in by_prefix],
                "begin": begin, "end": end, "buckets": buckets,
                "lat_hit": lat_hit.tobytes(), "lat_miss": lat_miss.tobytes()})
 
@@ -167,13 +177,16 @@ def _work(index: int, procs: int, port: int, prefix: bytes, value_size: int, dur
 def read_through(port: int, keys: np.ndarray, prefix: str, value_size: int, procs: int = 4,
                  duration_s: float = 0.0, record_latency: bool = True, timeout_s: float = 900.0,
                  set_on_miss: bool = True, protocol: str = "memcache", partition: str = "key",
-                 drop_path: str | None = None) -> dict:
+                 drop_path: str | None = None, prefixes: list[str] | None = None) -> dict:
     """Replays `keys` (each process its share once, or cyclically for `duration_s` seconds when > 0).
 
     partition "key": process i gets the keys with key % procs == i (each key's order kept); "index": every
     procs-th request. protocol "memcache" (text) or "resp" (GET only: set_on_miss must be False).
-    drop_path: a file whose page cache is dropped before every GET (outside the timed part)."""
-    opts = {"set_on_miss": set_on_miss, "protocol": protocol, "partition": partition, "drop_path": drop_path}
+    drop_path: a file whose page cache is dropped before every GET (outside the timed part).
+    prefixes: interleave several key sets in one run: key k means number k // len(prefixes) with prefix
+    prefixes[k % len(prefixes)]; latencies are then also reported per prefix ("by_prefix")."""
+    opts = {"set_on_miss": set_on_miss, "protocol": protocol, "partition": partition, "drop_path": drop_path,
+            "prefixes": prefixes}
     global _KEYS
     _KEYS = np.asarray(keys, dtype=np.int64)
     ctx = mp.get_context("fork")
@@ -219,6 +232,18 @@ def read_through(port: int, keys: np.ndarray, prefix: str, value_size: int, proc
     def p(a, q):
         return float(np.percentile(a, q)) if len(a) else None
 
+    by_prefix = {}
+    for j, name in enumerate(prefixes or []):
+        a = np.concatenate([np.frombuffer(r["by_prefix"][j], dtype=np.int64) for r in results])
+        lat = np.abs(a) / 1e3
+        hits_j = int((a > 0).sum())
+        hit_lat = a[a > 0] / 1e3
+        by_prefix[name] = {"gets": int(len(a)), "hits": hits_j, "hit_ratio": hits_j / max(1, len(a)),
+                           "p50": float(np.percentile(lat, 50)) if len(a) else None,
+                           "p99": float(np.percentile(lat, 99)) if len(a) else None,
+                           "mean": float(lat.mean()) if len(a) else None,
+                           "hit_p50": float(np.percentile(hit_lat, 50)) if len(hit_lat) else None,
+                           "hit_p99": float(np.percentile(hit_lat, 99)) if len(hit_lat) else None}
     if duration_s > 0:  # the last bucket is a sliver past the deadline
         timeline = {t: v for t, v in timeline.items() if t < int(duration_s)}
     return {"processes": procs, "requests": hits + misses + sets, "gets": hits + misses, "sets": sets,
@@ -231,7 +256,7 @@ def read_through(port: int, keys: np.ndarray, prefix: str, value_size: int, proc
             "gets_per_sec": (hits + misses) / wall if wall > 0 else None,
             "get_latency_us": {"p50": p(lat_all, 50), "p99": p(lat_all, 99), "mean": float(lat_all.mean())
                                if len(lat_all) else None},
-            "get_hit_latency_us": {"p50": p(lat_hit, 50), "p99": p(lat_hit, 99)},
+            "get_hit_latency_us": {"p50": p(lat_hit, 50), "p99": p(lat_hit, 99)}, "by_prefix": by_prefix,
             "get_miss_latency_us": {"p50": p(lat_miss, 50), "p99": p(lat_miss, 99)},
             "timeline": [{"t_s": s, "hits": h, "misses": m, "hit_ratio": h / max(1, h + m)}
                          for s, (h, m) in sorted(timeline.items())]}

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import array
-import bisect
 import datetime as dt
 import gzip
 import heapq
@@ -982,9 +981,6 @@ def configurations(sweep: bool) -> list[tuple[str, str, dict]]:
         for quantile in (0.25, 0.75):
             runs.append((f"fallow hot-quantile={quantile}", "fallow",
                          {**DEFAULT_FALLOW, "hot_quantile": quantile}))
-        for admit in (0, 1):
-            runs.append((f"fallow admit={admit} reinsert=6", "fallow",
-                         {**DEFAULT_FALLOW, "admit_hits_min": admit, "reinsert_min": 6}))
         for fraction in (0.25, 0.75):
             runs.append((f"fallow-regions hot={fraction}", "fallow-regions",
                          {**DEFAULT_REGIONS, "hot_fraction": fraction}))
@@ -993,6 +989,9 @@ def configurations(sweep: bool) -> list[tuple[str, str, dict]]:
                          {**DEFAULT_REGIONS, "admit_hits_min": admit}))
     return runs
 
+
+#: The policies the plot and the main table show.
+PLOTTED = list(BASELINES) + ["fallow", "fallow-regions", "fallow admit=0"]
 
 TRACES: dict[str, tuple[array.array, int]] = {}  # filled before the workers fork
 
@@ -1201,7 +1200,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=ROOT / "docs" / "bench-results" / "tier-sim.json")
     parser.add_argument("--plot", type=Path, default=ROOT / "docs" / "bench-results" / "tier-sim.png")
     parser.add_argument("--no-plot", action="store_true")
+    parser.add_argument("--replot", type=Path, metavar="JSON",
+                        help="draw the plot and print the tables of an earlier run's JSON; simulate nothing")
     args = parser.parse_args(argv)
+    if args.replot:
+        document = json.loads(args.replot.read_text())
+        results, traces = document["results"], list(document["traces"])
+        fractions = document["ram_fractions"]
+        if not args.no_plot:
+            plot(results, traces, fractions, PLOTTED, args.plot)
+        print(markdown_table(results, traces, fractions, PLOTTED))
+        print(markdown_sweep(results, traces, fractions, list(document["targets_by_config"])))
+        print(markdown_config_summary(document["targets_by_config"]))
+        return 0
 
     started = time.perf_counter()
     ram_fractions = [float(f) for f in args.ram_fractions.split(",") if f]
@@ -1287,7 +1298,7 @@ def main(argv: list[str] | None = None) -> int:
                          for label in fallow_labels}
     wall = time.perf_counter() - started
     cpu = sum(r["cpu_seconds"] for r in results)
-    policies_main = list(BASELINES) + ["fallow", "fallow-regions"]
+    policies_main = PLOTTED
     document = {
         "benchmark": "tier-2 policy simulation on real traces (issue 18, benchmark 1)",
         "date": dt.date.today().isoformat(),

@@ -179,7 +179,8 @@ def test_malformed_csv_and_truncated_sort_record(server, r, tmp_path):
 
 
 def test_error_replies_are_counted_not_ignored(server_factory, tmp_path):
-    small = server_factory(maxmemory="2mb")
+    # Without tier 2, so the limit refuses writes (with it, noeviction demotes them to flash).
+    small = server_factory(maxmemory="2mb", tier2_size=0)
     records = [(b"key:%06d" % i, b"v" * 1000) for i in range(5000)]
     (tmp_path / "big.tsv").write_bytes(encode(records, "tsv"))
     p = load(small, tmp_path / "big.tsv", "--batch", "1", check=False)

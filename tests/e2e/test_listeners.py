@@ -217,7 +217,8 @@ def test_loopback_bind_does_not_warn(launch, tmp):
 def test_second_server_refuses_a_live_socket(launch, tmp):
     path = tmp / "s.sock"
     first = launch("--unixsocket", path)
-    second = launch("--unixsocket", path, ready=False)
+    # Its own --dir: the data directory's lock would refuse it before the socket is tried.
+    second = launch("--unixsocket", path, "--dir", tmp / "second-data", ready=False)
     assert second.proc.wait(10) != 0
     assert f"another server is listening on {path}; use --unixsocket to choose another path" in \
         second.logtext(), second.logtext()

@@ -388,8 +388,9 @@ def test_persistent_tenant_gets_oom_after_ephemeral_data_is_evicted():
                     "crates/fallow-server/tests/tenants.rs covers this in process")
     pool_bytes = 32 << 20
     value = "x" * (32 << 10)
+    # Without tier 2 persistent bytes are a floor; with it they leave RAM as stubs (test_tier2.py).
     server = start(["--tenant", "alpha:100", "--tenant", "vault:100:persistent", "--shards", "2",
-                    "--memory-mode", "elastic", "--elastic-max", str(pool_bytes)])
+                    "--memory-mode", "elastic", "--elastic-max", str(pool_bytes), "--tier2-size", "0"])
     try:
         with RawConn(port=server.port) as admin, RawConn(port=server.port) as alpha, \
                 RawConn(port=server.port) as vault:

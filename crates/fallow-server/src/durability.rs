@@ -25,6 +25,8 @@ pub const CLEAN_MANIFEST_FILE: &str = "tier2.clean";
 const CLEAN_MANIFEST_MAGIC: &[u8; 8] = b"FALLOWCM";
 /// Share of the free disk space that the default tier-2 size may take.
 const TIER2_DISK_SHARE_PERCENT: u64 = 50;
+/// Regions `tier2-size auto` gives tier 2 at least (a small maxmemory still gets a workable log).
+const AUTO_REGIONS_MIN: u64 = 16;
 /// Free regions cleaning keeps ready (at least this many, and at least 1/16 of all).
 const TIER2_FREE_REGIONS_MIN: usize = 4;
 
@@ -153,7 +155,18 @@ impl Durability {
             )
         })?;
         let size_bytes = match config.tier2_size.as_str() {
-            "auto" => default_tier2_bytes(config, path.parent().unwrap_or(&self.dir)),
+            "auto" => {
+                let bytes = default_tier2_bytes(config, path.parent().unwrap_or(&self.dir));
+                // A small pool still gets a workable log; a disk without room for one gets none.
+                let floor = AUTO_REGIONS_MIN * config.tier2_region_size_bytes + 4096;
+                match bytes.max(floor) {
+                    bytes if bytes <= free_disk_bytes(&self.dir).unwrap_or(0) / 2 => bytes,
+                    _ => {
+                        tracing::warn!("too little free disk for tier 2: it is off");
+                        0
+                    }
+                }
+            }
             text => {
                 crate::units::parse_bytes(text).map_err(|error| format!("tier2-size: {error}"))?
             }
