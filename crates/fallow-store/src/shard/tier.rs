@@ -162,17 +162,7 @@ impl Shard {
             // Only metadata changed under a stub (see `set_expire_at`): the value is read back first.
             return;
         }
-        let encoded;
-        let value: &[u8] = match Kind::from_u8(header.kind) {
-            Kind::String => self.item_value(location),
-            _ => {
-                let mut bytes = Vec::new();
-                self.collection_at(location).encode(&mut bytes);
-                encoded = bytes;
-                &encoded
-            }
-        };
-        let value = value.to_vec();
+        let value = self.record_value(location);
         let key = self.item_key(location).to_vec();
         let record = crate::tier2::value_header(
             Kind::from_u8(header.kind),
@@ -241,6 +231,19 @@ impl Shard {
             self.sync_accounting();
         } else {
             self.header_mut(location).tier2_slot = 0;
+        }
+    }
+
+    /// The bytes a record of the resident item at `location` holds: a string's value, or its collection
+    /// encoded (`Collection::encode`).
+    fn record_value(&self, location: Location) -> Vec<u8> {
+        match Kind::from_u8(self.header(location).kind) {
+            Kind::String => self.item_value(location).to_vec(),
+            _ => {
+                let mut bytes = Vec::new();
+                self.collection_at(location).encode(&mut bytes);
+                bytes
+            }
         }
     }
 
@@ -331,16 +334,7 @@ impl Shard {
             return false;
         }
         let tier2 = tier.tier2.clone();
-        let encoded;
-        let value: &[u8] = match Kind::from_u8(header.kind) {
-            Kind::String => self.item_value(location),
-            _ => {
-                let mut bytes = Vec::new();
-                self.collection_at(location).encode(&mut bytes);
-                encoded = bytes;
-                &encoded
-            }
-        };
+        let value = self.record_value(location);
         let record = crate::tier2::value_header(
             Kind::from_u8(header.kind),
             RecordClass::Clean,
@@ -350,7 +344,7 @@ impl Shard {
             header.key_len as usize,
             value.len(),
         );
-        match tier2.append(&record, self.item_key(location), value) {
+        match tier2.append(&record, self.item_key(location), &value) {
             Ok((slot, _)) => {
                 self.header_mut(location).tier2_slot = slot.0;
                 self.count(|stats| &stats.demotion_writes, 1);
