@@ -16,7 +16,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -376,6 +375,3 @@ def write_json(path: Path, data: dict) -> None:
 def rel(path: Path) -> str:
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
-
-__all__ = [name for name in dir() if not name.startswith("__")]
-_ = sys  # keep the import for callers that use tier2_common.sys
