@@ -20,22 +20,29 @@ impl crate::Guards<'_> {
         const STEPS_PER_WRITE_MAX: usize = 32;
         let now = now_ms();
         let over = |store: &Store| store.would_exceed_maxmemory(additional_bytes);
-        let mut steps = 0;
+        // Slices that only move what stays (stubs, hot items) still progress: they empty the oldest
+        // segments (recovered stubs sit there) on the way to ones with values to demote.
+        let (mut steps, mut demoted_any) = (0, false);
         while over(self.store) {
             if steps >= STEPS_PER_WRITE_MAX {
-                return Ok(());
+                return if demoted_any {
+                    Ok(())
+                } else {
+                    Err(crate::OutOfMemory)
+                };
             }
             steps += 1;
             let mut progressed = false;
             for (_, shard) in self.guards.iter_mut() {
                 let step = shard.demote_step(now);
-                progressed |= step.progressed && step.objects > 0;
+                progressed |= step.progressed;
+                demoted_any |= step.objects > 0;
                 if !over(self.store) {
                     return Ok(());
                 }
             }
             if !progressed {
-                progressed = self.demote_unlocked(now);
+                progressed = self.demote_unlocked(now, &mut demoted_any);
             }
             if !progressed {
                 return Err(crate::OutOfMemory);
@@ -45,7 +52,7 @@ impl crate::Guards<'_> {
     }
 
     /// One demotion slice on a shard this command does not hold (try_lock); false when none progressed.
-    fn demote_unlocked(&self, now: u64) -> bool {
+    fn demote_unlocked(&self, now: u64, demoted_any: &mut bool) -> bool {
         for (index, shard) in self.store.shards.iter().enumerate() {
             if self.guards.iter().any(|(held, _)| *held == index) {
                 continue;
@@ -55,7 +62,8 @@ impl crate::Guards<'_> {
             };
             let step = shard.demote_step(now);
             drop(shard);
-            if step.progressed && step.objects > 0 {
+            *demoted_any |= step.objects > 0;
+            if step.progressed {
                 return true;
             }
         }
@@ -489,6 +497,35 @@ mod tests {
         assert!((0..2000).all(|i| get(&store, keep, format!("k{i}").as_bytes()) == Some(value(i))));
         assert!(store.used_bytes() <= maxmemory + 4096);
         assert!(tier2.stats.reads.load(Ordering::Relaxed) > 1000);
+    }
+
+    #[test]
+    fn writes_after_a_restart_demote_past_the_recovered_stubs() {
+        let dir = TempDir::new("tiering-restart-overflow");
+        let keep = keyspace(1, 1, 0);
+        let maxmemory = 256 << 10;
+        {
+            let store = store(maxmemory);
+            let (tier2, _) = attach(&store, &dir, 64);
+            for i in 0..1500 {
+                set(&store, keep, format!("a{i}").as_bytes(), &value(i));
+            }
+            let (lsn, _) = crate::shard::take_thread_log();
+            tier2.wait_durable(lsn, Duration::from_secs(5)).unwrap();
+        }
+        let store = store(maxmemory);
+        attach(&store, &dir, 64);
+        // The oldest segments now hold only stubs: room comes from moving them on to real values.
+        for i in 0..1500 {
+            set(&store, keep, format!("b{i}").as_bytes(), &value(i));
+            assert!(
+                store.used_bytes() <= maxmemory + 4096,
+                "{} used",
+                store.used_bytes()
+            );
+        }
+        assert!((0..1500).all(|i| get(&store, keep, format!("a{i}").as_bytes()) == Some(value(i))));
+        assert!((0..1500).all(|i| get(&store, keep, format!("b{i}").as_bytes()) == Some(value(i))));
     }
 
     #[test]

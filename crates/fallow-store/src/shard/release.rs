@@ -166,6 +166,14 @@ impl Shard {
             let Some(plan) = plan else {
                 return ReclaimStep::nothing();
             };
+            // Compaction half-way through this segment would unmap it under the release: the release
+            // takes it over (what compaction moved already is simply elsewhere).
+            if self
+                .compacting
+                .is_some_and(|(slot, _, _)| slot == plan.slot)
+            {
+                self.compacting = None;
+            }
             self.draining_slot = Some(plan.slot);
             self.release_plan = Some(plan);
         }

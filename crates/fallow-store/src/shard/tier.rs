@@ -479,7 +479,7 @@ impl Shard {
                 return;
             }
             let step = self.demote_step(crate::now_ms());
-            if !step.progressed || step.objects == 0 {
+            if !step.progressed {
                 return;
             }
         }
