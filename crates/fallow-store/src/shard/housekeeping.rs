@@ -7,6 +7,7 @@
 //! into the active segment, as compaction moves items. So evictions do not leave dead space scattered over every segment (it would stay resident:
 //! a segment goes back to the OS only when nothing in it lives), and the mapped bytes follow the used
 //! bytes down when maxmemory is lowered and stay near them while writes go on at the limit.
+use super::LFU_INITIAL;
 use super::{location, slot_of, space_of, Location, Shard};
 use crate::hash_key;
 use crate::memory::segment::{ItemHeader, ITEM_ALIGN_BYTES};
@@ -23,9 +24,6 @@ const COMPACT_LIVE_RATIO_MAX_OVER_TARGET: f64 = 0.9;
 /// Items of the shard whose recency or frequency an eviction judges hotness against.
 const HOTNESS_SAMPLE_SEGMENTS: usize = 16;
 const HOTNESS_SAMPLE_ITEMS_PER_SEGMENT: usize = 4;
-/// The LFU counter every new item starts at (Redis's LFU_INIT_VAL, set by `put_item`); the first read
-/// raises it, so an item above it was read since it was written.
-const LFU_INITIAL: u8 = 5;
 /// Bytes of hot items one eviction call may carry forward per byte it is asked to free (and at most a
 /// segment's worth): a write that needs one item's room copies at most a few items.
 const MOVED_BYTES_PER_WANTED_BYTE: usize = 4;

@@ -163,7 +163,7 @@ impl Shard {
             .lfu_counter
             .saturating_sub(idle_minutes.min(255) as u8);
         if counter < 255 {
-            let base = counter.saturating_sub(5) as f64;
+            let base = counter.saturating_sub(super::LFU_INITIAL) as f64;
             if random < 1.0 / (base * 10.0 + 1.0) {
                 counter += 1;
             }

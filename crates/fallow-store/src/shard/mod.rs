@@ -63,6 +63,10 @@ fn offset_of(location: Location) -> u32 {
     location as u32
 }
 
+/// The LFU counter every new item starts at (Redis's LFU_INIT_VAL, set by `put_item`); the first read
+/// raises it, so an item above it was read since it was written.
+pub(super) const LFU_INITIAL: u8 = 5;
+
 /// How a shard is built.
 #[derive(Clone, Debug)]
 pub struct ShardConfig {

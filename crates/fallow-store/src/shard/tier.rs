@@ -328,7 +328,7 @@ impl Shard {
             self.log_item(location);
             return self.header(location).tier2_slot != 0;
         }
-        let hits = header.lfu_counter.saturating_sub(5);
+        let hits = header.lfu_counter.saturating_sub(super::LFU_INITIAL);
         if !self.noeviction() && hits < tier.admit_hits_min {
             self.count(|stats| &stats.admissions_refused, 1);
             return false;
@@ -550,7 +550,7 @@ impl Shard {
                 let wanted = header.alive == 1
                     && !header.is_stub()
                     && header.tier2_slot == 0
-                    && header.lfu_counter.saturating_sub(5) >= admit_hits_min
+                    && header.lfu_counter.saturating_sub(super::LFU_INITIAL) >= admit_hits_min
                     && !self.is_persistent(self.segment(slot).tenant);
                 if wanted && self.write_clean_copy(location) {
                     written += header.item_bytes();
@@ -589,7 +589,7 @@ impl Shard {
         header.client_flags = record.client_flags;
         header.tier2_slot = slot.0;
         header.flags = ITEM_FLAG_STUB;
-        header.lfu_counter = 5;
+        header.lfu_counter = super::LFU_INITIAL;
         header.access_s = self.access_clock_s(now_ms);
         header.cas = self.next_cas();
         if let Some(old) = old {

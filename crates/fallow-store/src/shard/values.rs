@@ -90,7 +90,7 @@ impl Shard {
         let cas = self.next_cas();
         header.cas = cas;
         header.access_s = self.access_clock_s(now_ms);
-        header.lfu_counter = 5; // Redis's LFU_INIT_VAL: new keys are not evicted first.
+        header.lfu_counter = super::LFU_INITIAL; // new keys are not evicted first
         let old = self.find(keyspace, hash, key);
         let writer = Address::of(keyspace).tenant;
         let log = self.must_log(writer, old);
