@@ -10,8 +10,8 @@
     (SIGKILL again after each), and --verify random keys are read back as `keep` and compared byte for byte.
     fio's sequential O_DIRECT read of 1 GiB on the same filesystem gives the floor (reading the file once).
 
-(2) Warm restart. An ephemeral workload (the default tenant, --maxmemory-policy allkeys-lru, tier2-admit-hits
-    1: values read at least once are written to tier 2 when they leave RAM) over 2x RAM of 4 KiB values: a
+(2) Warm restart. An ephemeral workload (the default tenant, --maxmemory-policy allkeys-lru, the default
+    tier2-admission frequency: values leaving RAM are written while tier 2 has room, then those read often) over 2x RAM of 4 KiB values: a
     read-through client (tier2_client.py: GET, SET on a miss, zipf 0.9, 4 processes, memcached text) runs
     --warmup-s, then 10 s measured before the stop; the server is stopped either cleanly (SIGTERM: the manifest
     of clean records is written and they are replayed at start) or killed (SIGKILL: clean records are not
@@ -210,7 +210,7 @@ def warm_trial(kind: str, n: int, args, bins, tmp: Path) -> dict:
     d.mkdir()
     port, mport = C.free_port(), C.free_port()
     server = Fallow(bins, d, port, mport, ["--maxmemory", f"{args.ram_mb}mb", "--tier2-size", f"{args.file_mb}mb",
-                                           "--maxmemory-policy", "allkeys-lru", "--tier2-admit-hits", "1"],
+                                           "--maxmemory-policy", "allkeys-lru"],
                     tmp / f"warm-{kind}-{n}.log")
     keys_n = int(args.data_factor * args.ram_mb * 2**20 / args.value_bytes)
     out = {"kind": kind, "trial": n, "argv": [str(a) for a in server.argv], "keys": keys_n,

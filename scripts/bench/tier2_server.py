@@ -2,9 +2,10 @@
 """fallow's tier 2 against memcached + extstore, same RAM, same flash file, same run (issue 18, benchmark 2).
 
 Servers (each started fresh for each sequence, on free loopback ports, files under --tmp):
-  fallow-a0   fallow --memory-mode fixed --maxmemory RAM --tier2-size FILE --tier2-admit-hits 0 (every value
-              leaving RAM is written to tier 2, as extstore does)
-  fallow-a1   the same with the default --tier2-admit-hits 1 (only values read at least once are written)
+  fallow      fallow --memory-mode fixed --maxmemory RAM --tier2-size FILE (the default --tier2-admission
+              frequency: everything while tier 2 has room, then values read often, docs/tier2.md)
+  fallow-all  the same with --tier2-admission all (every value leaving RAM is written, as extstore does)
+  fallow-hits1  --tier2-admission hits --tier2-admit-hits 1 (only values read in RAM; the earlier default)
   memcached   memcached -t 2 -m RAM -o ext_path=FILE:SIZE,ext_threads=4 (extstore's other settings default:
               items go to flash only when RAM runs short, as fallow's)
 Both are driven over the memcached text protocol by `fallow-bench run --protocol memcache-text` (2 threads x 25
@@ -12,7 +13,7 @@ connections unless stated), the traces by tier2_client.py (GET, SET on a miss).
 
 One sequence per server and value size (V = 4 KiB and 50 KiB), main data 3x RAM:
   setup      SET four "cold" key sets c1..c4 (c1, c3: min(--lat-keys, 5% of RAM); c2, c4: 10% of RAM), then GET
-             each key once (so fallow's default admission rule admits them when they leave RAM)
+             each key once (so every admission rule admits them when they leave RAM)
   load       SET every main key once (k:0 .. k:N-1, N = 3 x RAM / V), sequential, open loop at --load-mibps
              (80 MiB/s: memcached evicts instead of flushing when written faster, see the JSON's notes)
   ram        SET a fresh hot set h: (5% of RAM), GET it uniformly, fallow-bench on 1 connection
@@ -20,12 +21,12 @@ One sequence per server and value size (V = 4 KiB and 50 KiB), main data 3x RAM:
              key (each once, random order; tier 2), the page cache of the tier-2 file dropped before every GET:
              RAM and tier-2 GET latency, unloaded, under the same machine conditions
   t2-par     GET each c2 key once, --cold-procs processes, random order: tier-2 read throughput
-  t2-resp, t2-resp-par (fallow only): the same over RESP on c3/c4 (RESP reads tier 2 off the worker thread;
-             memcached requests read it on the worker, INFO tier2_sync_reads)
+  t2-resp, t2-resp-par (fallow only): the same over RESP on c3/c4 (both protocols read tier 2 ahead, off the
+             worker thread: INFO tier2_async_reads; a first read is served without promotion)
   mixed      zipf 0.9 over the N keys, 10% SET / 90% GET, 2 s warm-up then --mixed-s: ops/s, CPU/op, hit ratio
   get        zipf 0.9, GET only, --get-s: GET p50/p99 overall (50 connections, closed loop)
 fallow runs with --maxmemory-policy allkeys-lru (a cache, as memcached: under the default noeviction
-tier2-admit-hits is ignored and everything leaving RAM is written). INFO tier2 (ram_hits, tier2_hits) and
+the admission rule is ignored and everything leaving RAM is written). INFO tier2 (ram_hits, tier2_hits) and
 memcached's stats (get_hits, get_extstore) before and after each phase say which tier served it. The page
 cache of both tier-2 files is dropped every 50 ms (memcached's extstore reads and writes through the page cache,
 fallow uses O_DIRECT; without it memcached would get the host's spare RAM as a third tier).
@@ -65,6 +66,14 @@ MC_KEYS = ["cmd_get", "cmd_set", "get_hits", "get_misses", "get_extstore", "get_
            "extstore_compact_rescues", "extstore_compact_lost"]
 
 
+#: fallow's admission flags per server name.
+ADMISSION_FLAGS = {
+    "fallow": [],
+    "fallow-all": ["--tier2-admission", "all"],
+    "fallow-hits1": ["--tier2-admission", "hits", "--tier2-admit-hits", "1"],
+}
+
+
 class Server:
     def __init__(self, kind: str, args, tmp: Path, bins: dict, tag: str):
         self.kind = kind
@@ -76,12 +85,12 @@ class Server:
         ram, file_mb = args.ram_mb, args.file_mb
         if kind.startswith("fallow"):
             self.rport = C.free_port()
-            admit = kind.split("-a")[1]
+            admission = ADMISSION_FLAGS[kind]
             self.tier_file = self.dir / "tier2.dat"
             self.argv = [bins["fallow"]["path"], "--bind", "127.0.0.1", "--port", self.rport,
                          "--memcache-port", self.mport, "--unixsocket", "", "--memory-mode", "fixed",
                          "--maxmemory", f"{ram}mb", "--tier2-size", f"{file_mb}mb", "--dir", self.dir,
-                         "--tier2-admit-hits", admit, "--maxmemory-policy", args.fallow_policy]
+                         "--maxmemory-policy", args.fallow_policy, *admission]
         else:
             self.tier_file = self.dir / "extstore.dat"
             self.argv = ["memcached", "-u", "root", "-l", "127.0.0.1", "-p", self.mport, "-U", "0", "-t", "2",
@@ -509,7 +518,8 @@ def plot(data: dict, path: Path) -> None:
     summ = data["summary"]
     servers = data["params"]["servers"]
     sizes = [str(v) for v in data["params"]["sizes"]]
-    colors = {"fallow-a0": "tab:blue", "fallow-a1": "tab:cyan", "memcached": "tab:orange"}
+    colors = {"fallow": "tab:blue", "fallow-all": "tab:cyan", "fallow-hits1": "tab:green",
+              "memcached": "tab:orange"}
     fig, axes = plt.subplots(2, 3, figsize=(17, 9))
     width = 0.8 / max(1, len(servers))
 
@@ -605,9 +615,9 @@ def main() -> int:
     ap.add_argument("--get-s", type=int, default=10)
     ap.add_argument("--hot-s", type=int, default=3)
     ap.add_argument("--lat-keys", type=int, default=3000)
-    ap.add_argument("--servers", default="fallow-a0,fallow-a1,memcached")
+    ap.add_argument("--servers", default="fallow,fallow-all,memcached")
     ap.add_argument("--fallow-policy", default="allkeys-lru",
-                    help="fallow's maxmemory-policy (under the default noeviction tier2-admit-hits is ignored)")
+                    help="fallow's maxmemory-policy (under the default noeviction the admission rule is ignored)")
     ap.add_argument("--mc-ext-opts", default="ext_threads=4,slab_automove_window=3",
                     help="memcached -o options besides ext_path")
     ap.add_argument("--load-mibps", type=float, default=80.0,
@@ -657,8 +667,8 @@ def main() -> int:
                 "slab class runs out of pages: on this machine a closed-loop load of 768 MiB of 4 KiB values "
                 "(~65k SET/s) left 117k of 196k keys evicted; at 20k SET/s with slab_automove_window=3 none "
                 "(hence the paced load and that option)",
-                "fallow runs with --maxmemory-policy allkeys-lru; under the default noeviction, tier2-admit-hits is "
-                "ignored (everything leaving RAM is written)",
+                "fallow runs with --maxmemory-policy allkeys-lru; under the default noeviction, the admission rule "
+                "is ignored (everything leaving RAM is written)",
             ],
             "sequences": [], "traces": [], "fio": [], "complete": False}
     status = 0

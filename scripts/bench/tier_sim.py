@@ -10,11 +10,17 @@ is fetched from the backing store and SET) against:
                   fewest items), re-appending the items that are in the hotter half of a 128-item sample
                   both by last access and by Redis's logarithmic LFU counter (the implicit hot region) and
                   demoting the others: an item whose value still has a tier-2 copy becomes a stub without
-                  a write, an item with LFU counter - 5 >= admit_hits_min is written to tier 2, the rest are
-                  dropped. Tier 2 is a log of regions; while fewer than max(4, regions/16) are free the
-                  oldest is cleaned: a stub whose LFU counter is >= REINSERT_LFU_MIN (7) is copied forward
-                  (a write), other stubs are discarded, a copy whose item is in RAM is forgotten. A tier-2
-                  hit promotes the item into RAM keeping its copy.
+                  a write, other items are written to tier 2 when the admission rule (admission.rs) says
+                  so, the rest are dropped. `frequency` (the default): everything while tier 2 has more
+                  free regions than cleaning keeps + 1, then only an item that a count-min sketch of reads
+                  (4 x 4-bit counters per expected key, halved every 10 reads per key) counts at least 3
+                  reads, or ranks strictly above a key sampled from the oldest region (8 per region,
+                  reservoir); `hits`: LFU counter - 5 >=
+                  admit_hits_min; `all`. Tier 2 is a log of regions; while fewer than max(4, regions/64)
+                  are free the oldest is cleaned: a stub read on tier 2 since its record was written is
+                  copied forward (a write) and unmarked, other stubs are discarded, a copy whose item is in
+                  RAM is forgotten. The first tier-2 hit of a stub is served from tier 2 and marks it; a hit
+                  on a marked stub promotes it into RAM keeping its copy (Ex-Tmem Algorithm 2).
   fallow-regions  Ex-Tmem's explicit regions (§III-C) with fallow's admission rule and tier 2: a FIFO put
                   buffer and an LRU hot region of `hot_fraction` of RAM; a hit in the buffer moves the item
                   to the hot region; items leaving either go to tier 2 under the same rule as above.
@@ -141,10 +147,55 @@ def trace_name(path: Path) -> str:
 
 #: Redis's LFU_INIT_VAL: a new item's counter (crates/fallow-store/src/shard/values.rs).
 LFU_INIT = 5
-#: crates/fallow-store/src/tiering.rs
-REINSERT_LFU_MIN = 7
 #: Increment probability of the logarithmic counter at each value (index.rs `touch`: factor 10).
 LFU_PROBABILITY = [1.0 / (max(c - LFU_INIT, 0) * 10.0 + 1.0) for c in range(256)]
+#: admission.rs
+SAMPLES_PER_REGION = 8
+FREQUENT_READS_MIN = 3
+SKETCH_BYTES_MIN, SKETCH_BYTES_MAX = 4 << 10, 16 << 20
+
+
+def regions_kept_free(regions: int) -> int:
+    """admission.rs `regions_kept_free`: what tier-2 cleaning keeps free."""
+    return max(2, min(regions // 2, max(4, regions // 64)))
+
+
+class Sketch:
+    """admission.rs `FrequencySketch`: 4 four-bit counters per expected key (rounded to a power of two),
+    halved every 10 reads per expected key. Rows are separate arrays here (the server puts a key's 4
+    counters in one 64-byte block); sizes and aging are the server's."""
+
+    SALTS = (0x9E3779B1, 0x85EBCA77, 0xC2B2AE3D, 0x27D4EB2F)
+
+    def __init__(self, expected_keys: int):
+        wanted = min(max(expected_keys * 2, SKETCH_BYTES_MIN), SKETCH_BYTES_MAX)
+        sketch_bytes = min(1 << (wanted - 1).bit_length(), SKETCH_BYTES_MAX)
+        width = sketch_bytes * 2 // 4
+        self.mask = width - 1
+        self.rows = [bytearray(width) for _ in range(4)]
+        self.period = 10 * width
+        self.reads = 0
+        self.halve = bytes(i // 2 for i in range(256))
+
+    def _index(self, key: int, salt: int) -> int:
+        h = (key * salt) & 0xFFFFFFFF
+        h ^= h >> 15
+        h = (h * 0x2C1B3C6D) & 0xFFFFFFFF
+        h ^= h >> 12
+        return h & self.mask
+
+    def add(self, key: int) -> None:
+        for row, salt in zip(self.rows, self.SALTS):
+            i = self._index(key, salt)
+            if row[i] < 15:
+                row[i] += 1
+        self.reads += 1
+        if self.reads >= self.period:
+            self.rows = [bytearray(row.translate(self.halve)) for row in self.rows]
+            self.reads = 0
+
+    def estimate(self, key: int) -> int:
+        return min(row[self._index(key, salt)] for row, salt in zip(self.rows, self.SALTS))
 
 
 class Tier2Log:
@@ -152,19 +203,21 @@ class Tier2Log:
     cleaned oldest region first while fewer than `keep_free` regions are free (durability.rs `maintain`).
 
     Object state lives in the caller's arrays: `state[o]` 0 absent, 1 in RAM, 2 stub (value on tier 2
-    only); `slot[o]` the record number of its tier-2 copy or -1; `lfu[o]` its LFU counter."""
+    only); `slot[o]` the record number of its tier-2 copy or -1; `read[o]` 1 when the stub was read on
+    tier 2 since its record was written (ITEM_FLAG_TIER2_READ). Each region keeps a reservoir of the
+    keys written to it (admission.rs `VictimSamples`)."""
 
-    def __init__(self, capacity: int, regions: int, state, slot, lfu, reinsert_min: int):
+    def __init__(self, capacity: int, regions: int, state, slot, read):
         self.regions = regions
         self.region_objects = max(1, capacity // regions)
         self.capacity = self.region_objects * regions
-        self.keep_free = max(2, min(regions // 2, max(4, regions // 16)))
+        self.keep_free = regions_kept_free(regions)
         self.free = regions
         self.sealed: deque = deque()
         self.open: list | None = None
+        self.open_samples: list = []
         self.next_record = 0
-        self.state, self.slot, self.lfu = state, slot, lfu
-        self.reinsert_min = reinsert_min
+        self.state, self.slot, self.read = state, slot, read
         self.copies = 0  # records copied forward by cleaning (writes)
         self.discarded = 0  # stubs dropped by cleaning (tier-2 evictions)
         self.full = 0  # appends refused: no free region
@@ -177,13 +230,33 @@ class Tier2Log:
                 self.full += 1
                 return -1
             if self.open is not None:
-                self.sealed.append(self.open)
+                self.sealed.append((self.open, self.open_samples))
             self.open = []
+            self.open_samples = []
             self.free -= 1
         record = self.next_record
         self.next_record += 1
         self.open.append((obj, record))
+        # Reservoir sampling with the key as the draw, as the server does with its key hash.
+        seen = len(self.open)
+        pick = seen - 1 if seen <= SAMPLES_PER_REGION else (obj * 0x9E3779B1 >> 7) % seen
+        if pick < SAMPLES_PER_REGION:
+            if pick < len(self.open_samples):
+                self.open_samples[pick] = obj
+            else:
+                self.open_samples.append(obj)
         return record
+
+    def has_room(self) -> bool:
+        """admission.rs: while more regions than cleaning keeps (+1) are free, everything is admitted."""
+        return self.free > self.keep_free + 1
+
+    def victim(self, draw: int) -> int | None:
+        """A key sampled from the oldest region (the next to clean), None when there is none."""
+        if not self.sealed:
+            return None
+        samples = self.sealed[0][1]
+        return samples[draw % len(samples)] if samples else None
 
     def maintain(self) -> None:
         cleaned = 0
@@ -192,15 +265,16 @@ class Tier2Log:
             cleaned += 1
 
     def clean_oldest(self) -> None:
-        state, slot, lfu = self.state, self.slot, self.lfu
-        for obj, record in self.sealed.popleft():
+        state, slot, read = self.state, self.slot, self.read
+        for obj, record in self.sealed.popleft()[0]:
             if slot[obj] != record:
                 continue  # dead: overwritten, promoted and forgotten, or moved
             if state[obj] == 2:
-                if lfu[obj] >= self.reinsert_min:
+                if read[obj]:
                     moved = self.append(obj, 0)
                     if moved >= 0:
                         slot[obj] = moved
+                        read[obj] = 0
                         self.copies += 1
                         continue
                 state[obj] = 0
@@ -214,15 +288,21 @@ class Tier2Log:
 class FallowBase:
     """What both fallow variants share: per-object state, the LFU counter, departures from RAM."""
 
-    def __init__(self, footprint: int, ram: int, tier2: int, admit_hits_min: int, reinsert_min: int,
-                 tier2_regions: int, seed: int):
+    def __init__(self, footprint: int, ram: int, tier2: int, admission: str, admit_hits_min: int,
+                 tier2_regions: int, seed: int, frequent_reads_min: int = FREQUENT_READS_MIN):
         self.ram = ram
         self.state = bytearray(footprint)
         self.slot = [-1] * footprint
         self.lfu = bytearray(footprint)
+        self.read = bytearray(footprint)
         self.access = [0] * footprint
+        assert admission in ("frequency", "hits", "all"), admission
+        self.admission = admission
         self.admit_hits_min = admit_hits_min
-        self.log = Tier2Log(tier2, tier2_regions, self.state, self.slot, self.lfu, reinsert_min)
+        self.frequent_reads_min = frequent_reads_min
+        self.sketch = Sketch(ram + tier2)
+        self.draws = 0
+        self.log = Tier2Log(tier2, tier2_regions, self.state, self.slot, self.read)
         self.rng = random.Random(seed)
         self.resident = 0
         self.ram_hits = self.tier2_hits = self.misses = 0
@@ -230,6 +310,7 @@ class FallowBase:
         self.stubbed = 0  # items leaving RAM whose copy was still valid: no write
         self.refused = 0  # items leaving RAM that the admission rule (or a full tier 2) dropped
         self.oom = 0  # inserts that found no room (every candidate segment was all hot)
+        self.served = 0  # first tier-2 hits served without promotion
 
     def touch(self, obj: int, now: int) -> None:
         """index.rs `touch`, without the decay by idle minutes (the traces carry no time)."""
@@ -238,6 +319,31 @@ class FallowBase:
             self.lfu[obj] = counter + 1
         self.access[obj] = now
 
+    def admits(self, obj: int) -> bool:
+        """admission.rs `Admission::admits`."""
+        if self.admission == "all":
+            return True
+        if self.admission == "hits":
+            return self.lfu[obj] - LFU_INIT >= self.admit_hits_min
+        if self.log.has_room():
+            return True
+        reads = self.sketch.estimate(obj)
+        if reads >= self.frequent_reads_min:
+            return True
+        self.draws += 1
+        victim = self.log.victim(self.draws)
+        return victim is None or reads > self.sketch.estimate(victim)
+
+    def tier2_hit(self, obj: int) -> bool:
+        """A read of a stub: True when it promotes (the stub was read on tier 2 before), else it is
+        served from tier 2 and marked."""
+        self.tier2_hits += 1
+        if self.read[obj]:
+            return True
+        self.read[obj] = 1
+        self.served += 1
+        return False
+
     def depart(self, obj: int) -> None:
         """tier.rs `demote_at` (may_write: the careful path) for an ephemeral item."""
         self.resident -= 1
@@ -245,11 +351,12 @@ class FallowBase:
             self.state[obj] = 2
             self.stubbed += 1
             return
-        if self.lfu[obj] - LFU_INIT >= self.admit_hits_min:
+        if self.admits(obj):
             record = self.log.append(obj)
             if record >= 0:
                 self.slot[obj] = record
                 self.state[obj] = 2
+                self.read[obj] = 0
                 self.admissions += 1
                 return
         self.refused += 1
@@ -269,6 +376,7 @@ class FallowBase:
             "tier2_full": self.log.full,
             "inserts_refused_oom": self.oom,
             "tier2_capacity_objects": self.log.capacity,
+            "tier2_served_without_promotion": self.served,
         }
 
 
@@ -281,10 +389,11 @@ class FallowServer(FallowBase):
     SAMPLE_ITEMS_PER_SEGMENT = 8
     PROMOTION_SLICES_MAX = 8
 
-    def __init__(self, footprint: int, ram: int, tier2: int, admit_hits_min: int = 1,
-                 hot_quantile: float = 0.5, reinsert_min: int = REINSERT_LFU_MIN, ram_segments: int = 64,
-                 tier2_regions: int = 64, seed: int = 1):
-        super().__init__(footprint, ram, tier2, admit_hits_min, reinsert_min, tier2_regions, seed)
+    def __init__(self, footprint: int, ram: int, tier2: int, admission: str = "frequency",
+                 admit_hits_min: int = 1, hot_quantile: float = 0.5, ram_segments: int = 64,
+                 tier2_regions: int = 256, seed: int = 1, frequent_reads_min: int = FREQUENT_READS_MIN):
+        super().__init__(footprint, ram, tier2, admission, admit_hits_min, tier2_regions, seed,
+                         frequent_reads_min)
         self.segment_objects = max(1, ram // ram_segments)
         self.hot_quantile = hot_quantile
         self.segments: dict[int, list] = {}
@@ -367,17 +476,21 @@ class FallowServer(FallowBase):
     def run(self, trace) -> dict:
         state, ram, log = self.state, self.ram, self.log
         touch, append, release_step = self.touch, self.append, self.release_step
+        sketch_add, tier2_hit = self.sketch.add, self.tier2_hit
         for now, obj in enumerate(trace):
+            sketch_add(obj)  # index.rs `access_location`: every read, hit or miss
             status = state[obj]
             if status == 1:
                 self.ram_hits += 1
                 touch(obj, now)
                 continue
             if status == 2:
-                # A read of a stub: counted, touched, then promoted (tier.rs `promote_from`): room first,
-                # at most 8 slices, then the value is appended whatever room they made.
-                self.tier2_hits += 1
+                # A read of a stub: counted, touched, served from tier 2 the first time; else promoted
+                # (tier.rs `promote_from`): room first, at most 8 slices, then the value is appended
+                # whatever room they made.
                 touch(obj, now)
+                if not tier2_hit(obj):
+                    continue
                 for _ in range(self.PROMOTION_SLICES_MAX):
                     if self.resident + 1 <= ram or release_step() == 0:
                         break
@@ -411,10 +524,11 @@ class FallowServer(FallowBase):
 class FallowRegions(FallowBase):
     """Ex-Tmem's explicit regions: FIFO put buffer + LRU hot region, with fallow's admission and tier 2."""
 
-    def __init__(self, footprint: int, ram: int, tier2: int, admit_hits_min: int = 1,
-                 hot_fraction: float = 0.5, reinsert_min: int = REINSERT_LFU_MIN, tier2_regions: int = 64,
-                 seed: int = 1):
-        super().__init__(footprint, ram, tier2, admit_hits_min, reinsert_min, tier2_regions, seed)
+    def __init__(self, footprint: int, ram: int, tier2: int, admission: str = "frequency",
+                 admit_hits_min: int = 1, hot_fraction: float = 0.5, tier2_regions: int = 256,
+                 seed: int = 1, frequent_reads_min: int = FREQUENT_READS_MIN):
+        super().__init__(footprint, ram, tier2, admission, admit_hits_min, tier2_regions, seed,
+                         frequent_reads_min)
         self.hot_capacity = min(ram - 1, max(0, round(hot_fraction * ram)))
         self.buffer_capacity = ram - self.hot_capacity
 
@@ -423,7 +537,9 @@ class FallowRegions(FallowBase):
         buffer: OrderedDict = OrderedDict()
         hot: OrderedDict = OrderedDict()
         buffer_capacity, hot_capacity = self.buffer_capacity, self.hot_capacity
+        sketch_add, tier2_hit = self.sketch.add, self.tier2_hit
         for now, obj in enumerate(trace):
+            sketch_add(obj)
             status = state[obj]
             if status == 1:
                 self.ram_hits += 1
@@ -437,8 +553,9 @@ class FallowRegions(FallowBase):
                         depart(hot.popitem(last=False)[0])
                 continue
             if status == 2:
-                self.tier2_hits += 1
                 touch(obj, now)
+                if not tier2_hit(obj):
+                    continue
             else:
                 self.misses += 1
                 self.lfu[obj] = LFU_INIT
@@ -966,8 +1083,8 @@ BASELINES = {
 # ---------------------------------------------------------------------------------------------- driver
 
 #: fallow's one setting for every trace (the server's defaults): tier2-admit-hits 1, the sample's upper half.
-DEFAULT_FALLOW = {"admit_hits_min": 1, "hot_quantile": 0.5}
-DEFAULT_REGIONS = {"admit_hits_min": 1, "hot_fraction": 0.5}
+DEFAULT_FALLOW = {"admission": "frequency", "hot_quantile": 0.5}
+DEFAULT_REGIONS = {"admission": "frequency", "hot_fraction": 0.5}
 
 
 def configurations(sweep: bool) -> list[tuple[str, str, dict]]:
@@ -976,22 +1093,25 @@ def configurations(sweep: bool) -> list[tuple[str, str, dict]]:
     runs.append(("fallow", "fallow", dict(DEFAULT_FALLOW)))
     runs.append(("fallow-regions", "fallow-regions", dict(DEFAULT_REGIONS)))
     if sweep:
-        for admit in (0, 2):
-            runs.append((f"fallow admit={admit}", "fallow", {**DEFAULT_FALLOW, "admit_hits_min": admit}))
+        for admit in (0, 1):
+            runs.append((f"fallow hits>={admit}", "fallow",
+                         {**DEFAULT_FALLOW, "admission": "hits", "admit_hits_min": admit}))
+        for reads in (2, 4, 16):
+            # 16: never (counters stop at 15): the duel alone.
+            runs.append((f"fallow reads>={reads}", "fallow", {**DEFAULT_FALLOW, "frequent_reads_min": reads}))
         for quantile in (0.25, 0.75):
             runs.append((f"fallow hot-quantile={quantile}", "fallow",
                          {**DEFAULT_FALLOW, "hot_quantile": quantile}))
         for fraction in (0.25, 0.75):
             runs.append((f"fallow-regions hot={fraction}", "fallow-regions",
                          {**DEFAULT_REGIONS, "hot_fraction": fraction}))
-        for admit in (0, 2):
-            runs.append((f"fallow-regions admit={admit}", "fallow-regions",
-                         {**DEFAULT_REGIONS, "admit_hits_min": admit}))
+        runs.append(("fallow-regions hits>=1", "fallow-regions",
+                     {**DEFAULT_REGIONS, "admission": "hits", "admit_hits_min": 1}))
     return runs
 
 
 #: The policies the plot and the main table show.
-PLOTTED = list(BASELINES) + ["fallow", "fallow-regions", "fallow admit=0"]
+PLOTTED = list(BASELINES) + ["fallow", "fallow-regions", "fallow hits>=1"]
 
 TRACES: dict[str, tuple[array.array, int]] = {}  # filled before the workers fork
 
@@ -1192,7 +1312,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tier2-fraction", type=float, default=0.5)
     parser.add_argument("--object-bytes", type=int, default=4096)
     parser.add_argument("--ram-segments", type=int, default=64, help="RAM segments (segment = RAM / this)")
-    parser.add_argument("--tier2-regions", type=int, default=64, help="tier-2 regions (region = tier 2 / this)")
+    parser.add_argument("--tier2-regions", type=int, default=256,
+                        help="tier-2 regions (region = tier 2 / this; cleaning keeps max(4, regions/64) free)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--no-sweep", action="store_true", help="only the default fallow settings")
@@ -1315,7 +1436,6 @@ def main(argv: list[str] | None = None) -> int:
         "seed": args.seed,
         "fallow_default": DEFAULT_FALLOW,
         "fallow_regions_default": DEFAULT_REGIONS,
-        "reinsert_lfu_min": REINSERT_LFU_MIN,
         "traces": trace_info,
         "results": sorted(results, key=lambda r: (traces.index(r["trace"]), r["ram_fraction"], r["policy"])),
         "targets": targets,

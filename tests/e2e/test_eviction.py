@@ -41,7 +41,8 @@ def test_noeviction_oom(server_factory):
 
 
 def test_allkeys_lru_keeps_writing(server_factory):
-    s = server_factory(maxmemory="10mb", maxmemory_policy="allkeys-lru")
+    # RAM eviction as Redis does it; with tier 2 what leaves RAM is kept on flash (test_tier2.py).
+    s = server_factory(maxmemory="10mb", maxmemory_policy="allkeys-lru", tier2_size=0)
     with RawConn(port=s.port, timeout=10) as c:
         replies = _fill(c, "k", 30000)
         assert replies == ["OK"] * 30000
@@ -128,7 +129,7 @@ def test_append_and_big_requests_count_against_the_cap(server_factory):
 
 @pytest.mark.fallow_only
 def test_eviction_makes_room_for_a_grown_value(server_factory):
-    s = server_factory(maxmemory="16mb", maxmemory_policy="allkeys-lru")
+    s = server_factory(maxmemory="16mb", maxmemory_policy="allkeys-lru", tier2_size=0)
     with RawConn(port=s.port, timeout=10) as c:
         _fill(c, "k", 10_000)  # ~10 MB of small keys
         assert c.cmd("SETRANGE", "big", 8 * MIB, "x") == 8 * MIB + 1

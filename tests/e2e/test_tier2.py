@@ -477,6 +477,17 @@ def test_persistent_data_beyond_ram(launch, tmp_path):
     assert int(t2["tier2_demotions"]) >= n // 2, t2["tier2_demotions"]
     assert int(t2["tier2_hits"]) >= n // 2, t2["tier2_hits"]
     assert int(t2["tier2_lost_keys"]) == 0 and int(t2["tier2_read_errors"]) == 0, t2
+    # A first read on tier 2 is served from its record without promoting the key; a second promotes it
+    # (Ex-Tmem Algorithm 2). The first keys written were read once above, as stubs.
+    served = int(t2["tier2_served_without_promotion"])
+    assert served >= n // 2 and int(t2["tier2_promotions"]) == 0, t2
+    first = list(expected)[:256]
+    with tenant_conn(s, timeout=30) as c:
+        got = pipeline(c, (("GET", k) for k in first), batch=32)
+        again = info(c)
+    assert classify(got, {k: expected[k] for k in first})[:3] == (256, 0, 0)
+    assert int(again["tier2_promotions"]) >= 200, again
+    assert int(again["tier2_served_without_promotion"]) - served < 56, again
 
 
 # --------------------------------------------------------------------------- 4. noeviction spills to tier 2
@@ -782,6 +793,17 @@ def test_corrupt_and_truncated_tier2_file(launch, tmp_path):
 
 
 # --------------------------------------------------------------------------- 9. one server per --dir
+def test_admission_rule_setting(launch, tmp_path):
+    r, out = run_fallow(tmp_path, "--dir", tmp_path / "bad", "--tier2-admission", "lfu")
+    assert r.returncode != 0 and "tier2-admission must be frequency, hits or all" in out, out
+    assert "panicked" not in out
+    s = launch(tmp_path / "data", tier2_admission="hits", tier2_admit_hits="2")
+    with RawConn(port=s.port) as c:
+        assert c.cmd("CONFIG", "GET", "tier2-admission") == [b"tier2-admission", b"hits"]
+        t2 = info(c)
+    assert t2["tier2_admission"] == "hits" and int(t2["tier2_admission_sketch_bytes"]) > 0, t2
+
+
 def test_second_server_on_same_dir_refused(launch, tmp_path):
     data = tmp_path / "data"
     s = launch(data)
@@ -835,3 +857,98 @@ def test_tenants_and_users_survive_clean_restart(launch, tmp_path):
         vault = c.cmd("TENANT", "GET", TENANT)
         vault = dict(zip(vault[::2], vault[1::2]))
         assert (vault[b"weight"], vault[b"kind"]) == (200, b"persistent"), vault
+
+
+# --------------------------------------------------------------------------- 11. memcached reads tier 2 ahead
+def test_memcached_gets_read_tier2_ahead(launch, tmp_path):
+    """memcached requests that read values (get, multi-get, mg, binary get) have their stubs read ahead on
+    the I/O pool, as RESP commands do: counted as tier2_async_reads, not tier2_sync_reads (issue 18)."""
+    import struct
+
+    s = launch(tmp_path / "data", maxmemory="16mb", maxmemory_policy="noeviction", shards=4)
+    n, size = 2560, 16 * KIB  # 40 MiB into 16 MiB: most values end on tier 2
+    keys = [b"m:%05d" % i for i in range(n)]
+    expected = {k: value_for(k, size) for k in keys}
+    batch = 32
+
+    def read_value(mc: RawConn, key: bytes) -> bytes:
+        head = mc.readline(timeout=30)
+        assert head == b"VALUE %s 0 %d" % (key, size), (key, head[:80])
+        value = mc.read_exact(size + 2, timeout=30)
+        assert value.endswith(b"\r\n"), key
+        return value[:-2]
+
+    def binary_get(key: bytes, opaque: int) -> bytes:
+        return struct.pack(">BBHBBHIIQ", 0x80, 0x0c, len(key), 0, 0, 0, len(key), opaque, 0) + key
+
+    with RawConn(port=s.mc_port, timeout=30) as mc, RawConn(port=s.port, timeout=30) as c:
+        for i in range(0, n, batch):
+            chunk = keys[i:i + batch]
+            mc.send(b"".join(b"set %s 0 0 %d\r\n%s\r\n" % (k, size, expected[k]) for k in chunk))
+            for k in chunk:
+                assert mc.readline(timeout=30) == b"STORED", k
+        before = info(c)
+        stubbed = int(c.cmd("DBSIZE"))
+        assert stubbed == n and int(before["tier2_demotions"]) > n // 4, before
+
+        # A quarter each: single-key get, multi-get (8 keys a line, one named twice), mg, binary getk; every
+        # batch is pipelined, so requests whose values are resident run before and after those that wait for
+        # tier 2, and the replies must stay in order.
+        quarter = n // 4
+        single, multi, meta, binary = (keys[q * quarter:(q + 1) * quarter] for q in range(4))
+        for i in range(0, quarter, batch):
+            chunk = single[i:i + batch]
+            mc.send(b"".join(b"get %s\r\n" % k for k in chunk))
+            for k in chunk:
+                assert read_value(mc, k) == expected[k], k
+                assert mc.readline(timeout=30) == b"END", k
+        for i in range(0, quarter, batch):
+            lines = [multi[j:j + 8] for j in range(i, min(i + batch, quarter), 8)]
+            mc.send(b"".join(b"get %s %s\r\n" % (b" ".join(line), line[0]) for line in lines))
+            for line in lines:
+                for k in line + [line[0]]:
+                    assert read_value(mc, k) == expected[k], k
+                assert mc.readline(timeout=30) == b"END", line
+        for i in range(0, quarter, batch):
+            chunk = meta[i:i + batch]
+            mc.send(b"".join(b"mg %s v k\r\n" % k for k in chunk) + b"mn\r\n")
+            for k in chunk:
+                head = mc.readline(timeout=30)
+                assert head == b"VA %d k%s" % (size, k), (k, head[:80])
+                assert mc.read_exact(size + 2, timeout=30) == expected[k] + b"\r\n", k
+            assert mc.readline(timeout=30) == b"MN"
+        for i in range(0, quarter, batch):
+            chunk = binary[i:i + batch]
+            mc.send(b"".join(binary_get(k, i + j) for j, k in enumerate(chunk)))
+            for j, k in enumerate(chunk):
+                header = mc.read_exact(24, timeout=30)
+                magic, opcode, keylen, extlen, _, status, body, opaque, _ = struct.unpack(">BBHBBHIIQ", header)
+                assert (magic, opcode, status, opaque) == (0x81, 0x0c, 0, i + j), (k, header)
+                got = mc.read_exact(body, timeout=30)
+                assert got[extlen:extlen + keylen] == k and got[extlen + keylen:] == expected[k], k
+        first = info(c)
+
+        # A second read of a key served from tier 2 promotes it; its record is read ahead too.
+        again = keys[:256]
+        for i in range(0, len(again), batch):
+            chunk = again[i:i + batch]
+            mc.send(b"".join(b"mg %s v\r\n" % k for k in chunk))
+            for k in chunk:
+                assert mc.readline(timeout=30) == b"VA %d" % size, k
+                assert mc.read_exact(size + 2, timeout=30) == expected[k] + b"\r\n", k
+        second = info(c)
+
+    def grew(after: dict, name: str, since: dict = before) -> int:
+        return int(after[f"tier2_{name}"]) - int(since[f"tier2_{name}"])
+
+    from_tier2 = grew(first, "hits")
+    report = {name: (grew(first, name), grew(second, name, first))
+              for name in ("hits", "async_reads", "sync_reads", "promotions", "served_without_promotion")}
+    print(report)
+    assert from_tier2 >= n // 4, report
+    assert grew(first, "async_reads") >= from_tier2 // 2, report
+    assert grew(first, "sync_reads") <= max(8, from_tier2 // 50), report
+    assert grew(second, "hits", first) > 0 and grew(second, "promotions", first) > 0, report
+    assert grew(second, "async_reads", first) >= grew(second, "hits", first) // 2, report
+    assert grew(second, "sync_reads", first) <= 8, report
+    assert int(second["tier2_lost_keys"]) == 0 and int(second["tier2_read_errors"]) == 0, second

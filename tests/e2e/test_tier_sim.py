@@ -106,7 +106,7 @@ def test_full_run_on_synthetic_traces(traces, tmp_path):
         if r["trace"] == "syn-lirs" and r["policy"] == "lru":
             assert r["misses"] == plain_lru_misses(keys, r["ram_objects"] + r["tier2_objects"])
     assert len(document["targets"]) == 3 * 2
-    assert set(document["targets_by_config"]) >= {"fallow", "fallow admit=0", "fallow-regions hot=0.25"}
+    assert set(document["targets_by_config"]) >= {"fallow", "fallow hits>=1", "fallow-regions hot=0.25"}
 
 
 def test_placement_keeps_the_hottest_in_ram(monkeypatch):
@@ -133,19 +133,23 @@ def test_placement_keeps_the_hottest_in_ram(monkeypatch):
 
 
 @pytest.mark.parametrize("kind", ["fallow", "fallow-regions"])
-def test_fallow_state_is_consistent(kind):
+@pytest.mark.parametrize("admission", ["frequency", "hits"])
+def test_fallow_state_is_consistent(kind, admission):
     trace, footprint = tier_sim.dense(synthetic(20000, 500, 5))
     ram, tier2 = 40, 400
-    if kind == "fallow":
-        sim = tier_sim.FallowServer(footprint, ram, tier2, admit_hits_min=0)
-    else:
-        sim = tier_sim.FallowRegions(footprint, ram, tier2, admit_hits_min=0)
+    cls = tier_sim.FallowServer if kind == "fallow" else tier_sim.FallowRegions
+    sim = cls(footprint, ram, tier2, admission=admission, admit_hits_min=0, tier2_regions=16)
     out = sim.run(trace)
     assert out["ram_hits"] + out["tier2_hits"] + out["misses"] == len(trace)
     assert out["tier2_hits"] > 0 and out["tier2_writes_admitted"] > 0
+    # A first tier-2 hit is served from tier 2; only a second promotes.
+    assert 0 < out["tier2_served_without_promotion"] <= out["tier2_hits"]
+    if admission == "frequency":
+        assert out["admissions_refused"] > 0, "a full tier 2 refuses keys read no more than its oldest"
     resident = sum(1 for s in sim.state if s == 1)
     assert resident == sim.resident <= ram + tier_sim.FallowServer.PROMOTION_SLICES_MAX
-    live = {record for region in list(sim.log.sealed) + [sim.log.open or []] for _, record in region}
+    regions = [records for records, _ in sim.log.sealed] + [sim.log.open or []]
+    live = {record for region in regions for _, record in region}
     for obj, status in enumerate(sim.state):
         if status == 2:
             assert sim.slot[obj] in live, "a stub's record is on tier 2"

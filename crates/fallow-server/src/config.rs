@@ -169,8 +169,12 @@ pub struct Cli {
     /// crash loses at most about the last second), no.
     #[arg(long, env = "FALLOW_TIER2_FSYNC")]
     pub tier2_fsync: Option<String>,
-    /// An ephemeral value leaving RAM is written to tier 2 only if it was read at least this many times
-    /// (0: always); under maxmemory-policy noeviction everything is written.
+    /// Which ephemeral values leaving RAM are written to tier 2: frequency (everything while tier 2 has
+    /// room, then only values read more often than what cleaning would discard for them), hits (values
+    /// read at least tier2-admit-hits times in RAM) or all; under maxmemory-policy noeviction, all.
+    #[arg(long, env = "FALLOW_TIER2_ADMISSION")]
+    pub tier2_admission: Option<String>,
+    /// For tier2-admission hits: reads in RAM a value needs to be written to tier 2 (0: always).
     #[arg(long, env = "FALLOW_TIER2_ADMIT_HITS")]
     pub tier2_admit_hits: Option<u8>,
     /// Size of tier 2's regions (written sequentially, cleaned whole; the largest value a persistent
@@ -263,6 +267,7 @@ pub struct Config {
     pub tier2_size: String,
     pub tier2_path: String,
     pub tier2_fsync: String,
+    pub tier2_admission: String,
     pub tier2_admit_hits: u8,
     #[serde(deserialize_with = "deserialize_bytes")]
     #[serde(rename = "tier2-region-size")]
@@ -324,6 +329,7 @@ impl Default for Config {
             tier2_size: "auto".into(),
             tier2_path: String::new(),
             tier2_fsync: "everysec".into(),
+            tier2_admission: "frequency".into(),
             tier2_admit_hits: 1,
             tier2_region_size_bytes: 4 << 20,
             tier2_clean_ahead_bytes_per_sec: 8 << 20,
@@ -406,6 +412,7 @@ impl Config {
             tier2_size,
             tier2_path,
             tier2_fsync,
+            tier2_admission,
             tier2_admit_hits
         );
         self.tenants.extend(cli.tenants.iter().cloned());
@@ -630,6 +637,12 @@ impl Config {
                 self.tier2_fsync
             ));
         }
+        if fallow_store::admission::AdmissionRule::from_name(&self.tier2_admission).is_none() {
+            return Err(format!(
+                "tier2-admission must be frequency, hits or all, not '{}'",
+                self.tier2_admission
+            ));
+        }
         let region = self.tier2_region_size_bytes;
         if !(64 << 10..=8 << 20).contains(&region) || !region.is_multiple_of(4096) {
             return Err("tier2-region-size must be a multiple of 4kb in 64kb..8mb".into());
@@ -724,6 +737,7 @@ impl Config {
             ("tier2-size", self.tier2_size.clone()),
             ("tier2-path", self.tier2_path.clone()),
             ("tier2-fsync", self.tier2_fsync.clone()),
+            ("tier2-admission", self.tier2_admission.clone()),
             ("tier2-admit-hits", self.tier2_admit_hits.to_string()),
             (
                 "tier2-region-size",

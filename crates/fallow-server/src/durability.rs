@@ -8,6 +8,7 @@
 //! tier-2 file (`tier2.dat` unless `--tier2-path` puts it elsewhere). Files are replaced atomically
 //! (written beside, fsynced, renamed).
 use crate::config::Config;
+use fallow_store::admission::{Admission, AdmissionRule};
 use fallow_store::tier2::{FsyncPolicy, Tier2, Tier2Config};
 use fallow_store::{RecoveryReport, Store, TenantSpec};
 use std::fs::File;
@@ -27,8 +28,6 @@ const CLEAN_MANIFEST_MAGIC: &[u8; 8] = b"FALLOWCM";
 const TIER2_DISK_SHARE_PERCENT: u64 = 50;
 /// Regions `tier2-size auto` gives tier 2 at least (a small maxmemory still gets a workable log).
 const AUTO_REGIONS_MIN: u64 = 16;
-/// Free regions cleaning keeps ready (at least this many, and at least 1/16 of all).
-const TIER2_FREE_REGIONS_MIN: usize = 4;
 
 /// The locked data directory and what lives in it.
 pub struct Durability {
@@ -36,6 +35,8 @@ pub struct Durability {
     /// Holds the flock; closing it (at exit, whatever the cause) releases the directory.
     _lock: File,
     pub tier2: Option<Arc<Tier2>>,
+    /// Tier 2's admission rule and its frequency sketch.
+    pub admission: Option<Arc<Admission>>,
     pub recovery: Option<RecoveryReport>,
     /// Newest durable lsn (u64::MAX once the device failed); writers under `tier2-fsync always` wait on it.
     durable: tokio::sync::watch::Sender<u64>,
@@ -84,6 +85,7 @@ impl Durability {
             dir,
             _lock: lock,
             tier2: None,
+            admission: None,
             recovery: None,
             durable,
         };
@@ -132,10 +134,12 @@ impl Durability {
         opened.tier2.on_durable(Box::new(move |lsn| {
             sender.send_replace(lsn);
         }));
+        let admission = Arc::new(admission(config, &opened.tier2));
         store.attach_tier2(fallow_store::shard::TierLink {
             tier2: opened.tier2.clone(),
-            admit_hits_min: config.tier2_admit_hits,
+            admission: admission.clone(),
         });
+        durability.admission = Some(admission);
         durability.tier2 = Some(opened.tier2);
         durability.recovery = Some(report);
         Ok(durability)
@@ -223,7 +227,7 @@ impl Durability {
             return;
         };
         let (_, total) = tier2.regions_free_total();
-        let keep_free = TIER2_FREE_REGIONS_MIN.max(total / 16).min(total / 2).max(2);
+        let keep_free = fallow_store::admission::regions_kept_free(total);
         if let Err(error) = store.tier2_maintain(keep_free, 8) {
             tracing::warn!(%error, "tier-2 cleaning failed");
         }
@@ -308,6 +312,10 @@ impl Durability {
                     .to_string(),
             ),
             ("tier2_hits", load(&shards.tier2_hits).to_string()),
+            (
+                "tier2_served_without_promotion",
+                load(&shards.served_from_tier2).to_string(),
+            ),
             ("tier2_async_reads", load(&shards.async_reads).to_string()),
             ("tier2_sync_reads", load(&shards.sync_reads).to_string()),
             ("tier2_promotions", load(&shards.promoted_keys).to_string()),
@@ -327,6 +335,20 @@ impl Durability {
             (
                 "tier2_admissions_refused",
                 load(&shards.admissions_refused).to_string(),
+            ),
+            (
+                "tier2_admission",
+                self.admission
+                    .as_ref()
+                    .map_or("", |admission| admission.rule.name())
+                    .into(),
+            ),
+            (
+                "tier2_admission_sketch_bytes",
+                self.admission
+                    .as_ref()
+                    .map_or(0, |admission| admission.sketch.bytes())
+                    .to_string(),
             ),
             (
                 "tier2_persistent_records",
@@ -498,18 +520,40 @@ fn saved_lines(path: &Path) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// 2× the RAM pool's maximum, capped by a share of the free space where the file goes.
-pub fn default_tier2_bytes(config: &Config, dir: &Path) -> u64 {
-    let host_bytes = crate::elastic::source::host_memory_bytes();
-    let pool_max = match config.memory_mode {
+/// Bytes per key the admission sketch is sized for: RAM pool and tier 2 together hold about
+/// (pool + tier 2) / this many keys (smaller values share counters; the sketch still ranks them).
+const SKETCH_SIZING_BYTES_PER_KEY: u64 = 4096;
+
+/// The admission rule and its state for tier 2 as configured (the rule was checked at start).
+fn admission(config: &Config, tier2: &Tier2) -> Admission {
+    let rule =
+        AdmissionRule::from_name(&config.tier2_admission).unwrap_or(AdmissionRule::Frequency);
+    let expected_keys =
+        (pool_max_bytes(config) + tier2.config.size_bytes) / SKETCH_SIZING_BYTES_PER_KEY;
+    Admission::new(
+        rule,
+        config.tier2_admit_hits,
+        expected_keys,
+        tier2.config.regions(),
+    )
+}
+
+/// The RAM pool's maximum: maxmemory in fixed mode, elastic-max or host RAM in elastic mode.
+fn pool_max_bytes(config: &Config) -> u64 {
+    match config.memory_mode {
         crate::elastic::settings::MemoryMode::Fixed if config.maxmemory_bytes > 0 => {
             config.maxmemory_bytes
         }
         crate::elastic::settings::MemoryMode::Elastic if config.elastic_max_bytes > 0 => {
             config.elastic_max_bytes
         }
-        _ => host_bytes,
-    };
+        _ => crate::elastic::source::host_memory_bytes(),
+    }
+}
+
+/// 2× the RAM pool's maximum, capped by a share of the free space where the file goes.
+pub fn default_tier2_bytes(config: &Config, dir: &Path) -> u64 {
+    let pool_max = pool_max_bytes(config);
     let free = free_disk_bytes(dir).unwrap_or(0);
     (2 * pool_max).min(free / 100 * TIER2_DISK_SHARE_PERCENT)
 }

@@ -6,6 +6,7 @@
 //! cross-thread wake-up costs tens of microseconds while an uncontended lock costs tens of nanoseconds, and
 //! every connection thread can reach every key. A shard is still one owner at a time, and the shard API is
 //! message-shaped (key + operation), so shards can later live on other nodes.
+pub mod admission;
 pub mod glob;
 pub mod memory;
 pub mod pool;
@@ -46,6 +47,38 @@ const RETAINED_RANGES_AFTER_RECLAIM: usize = 64;
 /// CPU runs. Measured on 2 vCPUs, 8 GiB fast release with a GET probe (medians of 3): no yield 76 ms, GET
 /// p99 3.2 ms (4.6 ms at 4 GiB); every 1 ms 102 ms, p99 1.2 ms (≤ 1.9 ms); every 0.2 ms 130 ms, p99 0.56 ms.
 const RECLAIM_YIELD_INTERVAL: std::time::Duration = std::time::Duration::from_millis(1);
+/// Longest a reclaim worker runs (8 GiB careful takes well under a second on 2 vCPUs): the elastic
+/// controller must come back to follow the host.
+const RECLAIM_TIME_MAX: std::time::Duration = std::time::Duration::from_secs(2);
+/// Release steps in a row that free nothing before a write's room-making gives up (-OOM); the release
+/// plan they worked on carries over to the next write.
+const FRUITLESS_STEPS_MAX: usize = 64;
+/// How long one write's room-making may take before it gives up (-OOM): a pool target below what stubs
+/// and open segments need must not hold a writer, its shard locks and its worker thread for long.
+const ROOM_MAKING_TIME_MAX: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// What one release step did, ordered from least to most useful.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum StepOutcome {
+    /// The shard holds no segment of the victim.
+    Nothing,
+    /// Items moved (survivors, stubs), or a finished segment gave back no more than its survivors took.
+    Moved,
+    /// Bytes came free net, or items left a segment still being emptied (its bytes come free when done).
+    Released,
+}
+
+impl StepOutcome {
+    fn of(step: &shard::ReclaimStep) -> StepOutcome {
+        let freed =
+            step.released_bytes > step.grown_bytes || (step.detached.is_none() && step.objects > 0);
+        match (step.progressed, freed) {
+            (false, _) => StepOutcome::Nothing,
+            (true, false) => StepOutcome::Moved,
+            (true, true) => StepOutcome::Released,
+        }
+    }
+}
 
 /// The hash of a key, used both to pick its shard and inside the shard's index.
 pub fn hash_key(key: &[u8]) -> u64 {
@@ -107,6 +140,8 @@ pub struct Store {
     reclaim_cursor: AtomicUsize,
     /// Tier 2, once attached (after recovery).
     tier2: std::sync::OnceLock<Arc<tier2::Tier2>>,
+    /// Tier 2 with the admission state the shards share.
+    tier_link: std::sync::OnceLock<shard::TierLink>,
 }
 
 impl Store {
@@ -135,6 +170,7 @@ impl Store {
             epoch_ms,
             reclaim_cursor: AtomicUsize::new(0),
             tier2: std::sync::OnceLock::new(),
+            tier_link: std::sync::OnceLock::new(),
         };
         store.set_policy(config.policy);
         store
@@ -417,11 +453,16 @@ impl Store {
         let mut ran_since = Instant::now();
         // Steps that only moved items (survivors, stubs) release nothing net; a run of them means what
         // is left cannot go (all hot, or stubs of persistent data): stop rather than churn.
-        const FRUITLESS_STEPS_MAX: usize = 256;
         let mut fruitless_steps = 0;
+        let started = Instant::now();
         while progress.net_released_bytes() < progress.wanted_bytes
             && self.resident_bytes() > progress.resident_floor_bytes
         {
+            // Writes and promotions may refill what it releases: the controller re-plans on its next
+            // tick rather than chase them here.
+            if started.elapsed() > RECLAIM_TIME_MAX {
+                return;
+            }
             let Some(victim) = self.memory.pool.victim() else {
                 return;
             };
@@ -434,7 +475,7 @@ impl Store {
                     let held_since = Instant::now();
                     let step = match path {
                         ReclaimPath::Fast => shard.fast_release_step(victim),
-                        ReclaimPath::Careful => shard.careful_release_step(victim, now_ms()),
+                        ReclaimPath::Careful => shard.careful_reclaim_step(victim, now_ms()),
                     };
                     progress
                         .longest_hold_ns
@@ -554,8 +595,10 @@ impl Store {
                 }
                 let index = (first + turn) % self.shards.len();
                 if tier2 {
-                    // Tier 2 demotes the oldest segments (values move to flash as stubs).
-                    let step = self.shards[index].lock().demote_step(now);
+                    // Tier 2 demotes the oldest segments: what has a copy becomes a stub. Lowering the
+                    // limit is a reclaim and waits on no write, unless nothing may be dropped.
+                    let may_write = self.memory.noeviction.load(Ordering::Relaxed);
+                    let step = self.shards[index].lock().demote_step(now, may_write);
                     // A slice that only re-appended hot items releases nothing: not progress.
                     progressed |= step.progressed
                         && (step.objects > 0 || step.released_bytes > step.grown_bytes);
@@ -711,35 +754,50 @@ impl<'a> Guards<'a> {
         for (_, shard) in self.guards.iter_mut() {
             shard.release_spare_segments();
         }
+        // A step that only moves items (survivors, stubs: a segment holding nothing but stubs is
+        // re-appended whole) releases nothing net; other shards are tried then, and a run of such steps
+        // means nothing reachable can go.
+        let mut fruitless_steps = 0;
+        let started = Instant::now();
         while self.store.would_exceed_maxmemory(additional_bytes) {
+            if started.elapsed() > ROOM_MAKING_TIME_MAX {
+                return Err(OutOfMemory);
+            }
             let victim = self.store.memory.pool.victim().ok_or(OutOfMemory)?;
-            let mut progressed = false;
+            let mut outcome = StepOutcome::Nothing;
             for (_, shard) in self.guards.iter_mut() {
-                progressed = shard.careful_release_step(victim, now).progressed;
-                if progressed {
+                outcome = outcome.max(StepOutcome::of(&shard.careful_release_step(victim, now)));
+                if outcome == StepOutcome::Released {
                     break;
                 }
             }
             // Shards busy with other commands are skipped (try_lock); give them a few chances before
             // calling the pool full, so contention alone does not fail a write.
             for attempt in 0..4 {
-                if progressed {
+                if outcome == StepOutcome::Released {
                     break;
                 }
                 if attempt > 0 {
                     std::thread::yield_now();
                 }
-                progressed = self.release_from_unlocked(victim, now);
+                outcome = outcome.max(self.release_from_unlocked(victim, now));
             }
-            if !progressed {
+            fruitless_steps = match outcome {
+                StepOutcome::Nothing => return Err(OutOfMemory),
+                StepOutcome::Moved => fruitless_steps + 1,
+                StepOutcome::Released => 0,
+            };
+            if fruitless_steps > FRUITLESS_STEPS_MAX {
                 return Err(OutOfMemory);
             }
         }
         Ok(())
     }
 
-    /// One careful release slice for `victim` on a shard this command does not hold (try_lock).
-    fn release_from_unlocked(&self, victim: TenantId, now: u64) -> bool {
+    /// One careful release slice for `victim` on each shard this command does not hold (try_lock), until
+    /// one releases bytes.
+    fn release_from_unlocked(&self, victim: TenantId, now: u64) -> StepOutcome {
+        let mut outcome = StepOutcome::Nothing;
         for (index, shard) in self.store.shards.iter().enumerate() {
             if self.guards.iter().any(|(held, _)| *held == index) {
                 continue;
@@ -749,12 +807,13 @@ impl<'a> Guards<'a> {
             };
             let step = shard.careful_release_step(victim, now);
             drop(shard);
+            outcome = outcome.max(StepOutcome::of(&step));
             drop(step.detached);
-            if step.progressed {
-                return true;
+            if outcome == StepOutcome::Released {
+                break;
             }
         }
-        false
+        outcome
     }
 
     /// One eviction round over the shards this command does not hold (each gives up to `share` bytes, one

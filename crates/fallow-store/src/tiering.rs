@@ -34,7 +34,7 @@ impl crate::Guards<'_> {
             steps += 1;
             let mut progressed = false;
             for (_, shard) in self.guards.iter_mut() {
-                let step = shard.demote_step(now);
+                let step = shard.demote_step(now, true);
                 progressed |= step.progressed;
                 demoted_any |= step.objects > 0;
                 if !over(self.store) {
@@ -60,7 +60,7 @@ impl crate::Guards<'_> {
             let Some(mut shard) = shard.try_lock() else {
                 continue;
             };
-            let step = shard.demote_step(now);
+            let step = shard.demote_step(now, true);
             drop(shard);
             *demoted_any |= step.objects > 0;
             if step.progressed {
@@ -86,10 +86,6 @@ pub struct RecoveryReport {
     pub bytes_read: u64,
 }
 
-/// A clean record read at least this often while on tier 2 is copied forward by cleaning instead of
-/// being discarded (LFU at region granularity: cold copies leave, frequently read ones stay).
-const REINSERT_LFU_MIN: u8 = 7;
-
 impl Store {
     /// Connects every shard to tier 2.
     pub fn attach_tier2(&self, link: TierLink) {
@@ -97,11 +93,17 @@ impl Store {
             shard.lock().attach_tier2(link.clone());
         }
         let _ = self.tier2.set(link.tier2.clone());
+        let _ = self.tier_link.set(link.clone());
         self.memory.pool.set_tier2_attached();
     }
 
     pub fn tier2(&self) -> Option<&Arc<Tier2>> {
         self.tier2.get()
+    }
+
+    /// Tier 2 and its admission state, once attached.
+    pub fn tier_link(&self) -> Option<&TierLink> {
+        self.tier_link.get()
     }
 
     /// Replays tier 2's regions (oldest first) into the keyspaces: value records become stubs, tombstones
@@ -123,11 +125,14 @@ impl Store {
             ..RecoveryReport::default()
         };
         let mut newest_lsn = 0;
-        for (done, &(index, _)) in regions.iter().enumerate() {
-            let region = tier2.read_region(index)?;
+        // The next region is read while this one is parsed, into buffers reused throughout.
+        let mut reader = tier2.read_regions(regions);
+        let mut done = 0;
+        while let Some(read) = reader.next_region() {
+            let (index, region) = read?;
             report.bytes_read += region.len() as u64;
             report.corrupt_records +=
-                walk_region(&tier2.config, index, &region, |slot, header, encoded| {
+                walk_region(&tier2.config, index, region, |slot, header, encoded| {
                     report.records += 1;
                     newest_lsn = newest_lsn.max(header.lsn);
                     let listed = || clean_slots.is_some_and(|slots| slots.contains(&slot.0));
@@ -137,7 +142,8 @@ impl Store {
                     }
                     self.replay(slot, header, encoded, now);
                 });
-            progress(done + 1, regions.len());
+            done += 1;
+            progress(done, regions.len());
         }
         tier2
             .stats
@@ -282,6 +288,9 @@ impl Store {
             return Err(error);
         }
         tier2.free_oldest_region(index)?;
+        if let Some(link) = self.tier_link() {
+            link.admission.samples.reset(index as usize);
+        }
         Ok(true)
     }
 
@@ -304,7 +313,7 @@ impl Store {
         let keep = match shard.liveness(keyspace, key, slot) {
             Liveness::Dead => return Ok(()),
             Liveness::Swap => true,
-            Liveness::CleanStub { lfu_counter } => lfu_counter >= REINSERT_LFU_MIN,
+            Liveness::CleanStub { read_on_tier2 } => read_on_tier2,
             Liveness::CleanResident => false,
         };
         if !keep {
@@ -319,6 +328,13 @@ impl Store {
             .cleaned_bytes
             .fetch_add(slot.padded_bytes() as u64, Ordering::Relaxed);
         shard.repoint(keyspace, key, slot, moved);
+        if header.class == record::RecordClass::Clean {
+            if let Some(link) = self.tier_link() {
+                link.admission
+                    .samples
+                    .record(link.region_of(moved), hash_key(key));
+            }
+        }
         Ok(())
     }
 }
@@ -326,6 +342,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::admission::{Admission, AdmissionRule};
     use crate::pool::{keyspace, TenantKind, TenantSpec};
     use crate::tier2::tests::{config, TempDir};
     use crate::tier2::FsyncPolicy;
@@ -363,8 +380,17 @@ mod tests {
         store
     }
 
-    /// Opens tier 2 in `dir`, replays it into `store` and attaches it.
+    /// Opens tier 2 in `dir`, replays it into `store` and attaches it (admission: read once in RAM).
     fn attach(store: &Store, dir: &TempDir, regions: usize) -> (Arc<Tier2>, RecoveryReport) {
+        attach_with(store, dir, regions, AdmissionRule::Hits)
+    }
+
+    fn attach_with(
+        store: &Store,
+        dir: &TempDir,
+        regions: usize,
+        rule: AdmissionRule,
+    ) -> (Arc<Tier2>, RecoveryReport) {
         let opened = Tier2::open(config(dir, regions, FsyncPolicy::Always)).unwrap();
         let report = store
             .recover_tier2(&opened.tier2, &opened.regions, None, |_, _| {})
@@ -372,7 +398,12 @@ mod tests {
         opened.tier2.start(report.next_lsn);
         store.attach_tier2(TierLink {
             tier2: opened.tier2.clone(),
-            admit_hits_min: 1,
+            admission: Arc::new(Admission::new(
+                rule,
+                1,
+                1 << 12,
+                opened.tier2.config.regions(),
+            )),
         });
         (opened.tier2, report)
     }
@@ -457,12 +488,18 @@ mod tests {
             Some(&b"to db 3"[..])
         );
         assert_eq!(get(&store, cache, b"c1"), None);
-        assert!((0..300).filter(|&i| i != 7 && i != 9).all(|i| get(
-            &store,
-            keep,
-            format!("k{i}").as_bytes()
-        ) == Some(value(i))));
-        assert!(tier_stats(&store).promoted_keys.load(Ordering::Relaxed) >= 299);
+        let all_read_back = || {
+            (0..300)
+                .filter(|&i| i != 7 && i != 9)
+                .all(|i| get(&store, keep, format!("k{i}").as_bytes()) == Some(value(i)))
+        };
+        assert!(all_read_back());
+        // A first read is served from tier 2; the second promotes (Ex-Tmem Algorithm 2).
+        let stats = tier_stats(&store);
+        assert!(stats.served_from_tier2.load(Ordering::Relaxed) >= 298);
+        assert_eq!(stats.promoted_keys.load(Ordering::Relaxed), 0);
+        assert!(all_read_back());
+        assert!(stats.promoted_keys.load(Ordering::Relaxed) >= 298);
         let mut guards = store.lock_key(b"h");
         let hash = guards
             .shard(b"h")
@@ -589,5 +626,150 @@ mod tests {
         assert!(
             (0..40).all(|i| get(&store, keep, format!("k{i}").as_bytes()) == Some(value(2900 + i)))
         );
+    }
+
+    /// Fills the ephemeral tenant past RAM (256 KiB) and tier 2 (`regions` x 64 KiB) with 512-byte
+    /// values, cleaning as the server's maintenance does.
+    fn fill_cache(
+        store: &Store,
+        tier2: &Tier2,
+        keys: std::ops::Range<usize>,
+        mut each: impl FnMut(usize),
+    ) {
+        let cache = keyspace(2, 2, 0);
+        for i in keys {
+            set(store, cache, format!("c{i}").as_bytes(), &value(i));
+            each(i);
+            let (_, total) = tier2.regions_free_total();
+            store
+                .tier2_maintain(crate::admission::regions_kept_free(total), 8)
+                .unwrap();
+        }
+    }
+
+    #[test]
+    fn cleaning_keeps_records_read_on_tier2_and_discards_the_rest() {
+        let dir = TempDir::new("tiering-second-chance");
+        let cache = keyspace(2, 2, 0);
+        let store = store(256 << 10);
+        store.set_policy(EvictionPolicy::AllKeysLru);
+        let (tier2, _) = attach_with(&store, &dir, 16, AdmissionRule::All);
+        fill_cache(&store, &tier2, 0..1500, |_| {});
+        // The oldest keys that are stubs now: read half of them once, on tier 2 (no promotion).
+        let stubs: Vec<usize> = (0..1500)
+            .filter(|&i| is_stub(&store, cache, i))
+            .take(200)
+            .collect();
+        assert_eq!(stubs.len(), 200, "the first keys went to tier 2");
+        let served_before = tier_stats(&store).served_from_tier2.load(Ordering::Relaxed);
+        for &i in stubs.iter().step_by(2) {
+            assert_eq!(
+                get(&store, cache, format!("c{i}").as_bytes()),
+                Some(value(i))
+            );
+            assert!(is_stub(&store, cache, i), "a first read does not promote");
+        }
+        let served = tier_stats(&store).served_from_tier2.load(Ordering::Relaxed) - served_before;
+        assert_eq!(served, 100);
+        let kept = |parity: usize| {
+            stubs
+                .iter()
+                .skip(parity)
+                .step_by(2)
+                .filter(|&&i| {
+                    let key = format!("c{i}");
+                    let mut guards = store.lock_key(key.as_bytes());
+                    guards
+                        .shard(key.as_bytes())
+                        .exists(cache, key.as_bytes(), now_ms())
+                })
+                .count()
+        };
+        // New keys until cleaning has passed the regions of every unread one (one lap, not two: a
+        // record copied forward must be read again to survive the next).
+        let mut next = 1500;
+        while kept(1) > 0 && next < 4000 {
+            fill_cache(&store, &tier2, next..next + 50, |_| {});
+            next += 50;
+        }
+        let (read, unread) = (kept(0), kept(1));
+        assert!(
+            read >= 90,
+            "{read} of 100 keys read on tier 2 survived cleaning"
+        );
+        assert_eq!(unread, 0, "keys never read on tier 2 were discarded");
+        assert!(tier2.stats.cleaned_records.load(Ordering::Relaxed) >= 90);
+    }
+
+    fn is_stub(store: &Store, space: usize, i: usize) -> bool {
+        let key = format!("c{i}");
+        let mut guards = store.lock_key(key.as_bytes());
+        guards
+            .shard(key.as_bytes())
+            .stub_slot(space, key.as_bytes(), now_ms())
+            .is_some()
+    }
+
+    #[test]
+    fn frequency_admission_keeps_frequently_read_keys_once_tier2_is_full() {
+        let dir = TempDir::new("tiering-frequency");
+        let cache = keyspace(2, 2, 0);
+        let store = store(256 << 10);
+        store.set_policy(EvictionPolicy::AllKeysLru);
+        let (tier2, _) = attach_with(&store, &dir, 16, AdmissionRule::Frequency);
+        // Every 4th key is read 4 times while in RAM (counted by the sketch); the rest never.
+        fill_cache(&store, &tier2, 0..4000, |i| {
+            if i % 4 == 0 {
+                for _ in 0..4 {
+                    get(&store, cache, format!("c{i}").as_bytes());
+                }
+            }
+        });
+        let stats = tier_stats(&store);
+        assert!(
+            stats.admissions_refused.load(Ordering::Relaxed) > 0,
+            "{stats:?}"
+        );
+        let present = |hot: bool| {
+            (0..3000)
+                .filter(|i| (i % 4 == 0) == hot)
+                .filter(|&i| is_stub(&store, cache, i))
+                .count()
+        };
+        let (hot, cold) = (present(true), present(false));
+        // 750 keys read often, 2250 never: a far larger share of the first are kept.
+        assert!(
+            hot as f64 / 750.0 > 2.0 * cold as f64 / 2250.0,
+            "{hot} of 750 frequently read keys on tier 2 against {cold} of 2250 never read"
+        );
+    }
+
+    #[test]
+    fn elastic_room_making_never_spins_on_stubs() {
+        let dir = TempDir::new("tiering-elastic-stubs");
+        let cache = keyspace(2, 2, 0);
+        let store = Arc::new(store(0));
+        let (tier2, _) = attach_with(&store, &dir, 64, AdmissionRule::All);
+        store.set_pool_limit_bytes(1 << 20);
+        fill_cache(&store, &tier2, 0..3000, |i| {
+            get(&store, cache, format!("c{i}").as_bytes());
+        });
+        assert!(tier_stats(&store).demoted_keys.load(Ordering::Relaxed) > 1000);
+        // A limit below what the stubs and the shards' open segments take: room-making must give up
+        // (-OOM) or succeed, not move stubs between segments forever.
+        store.set_pool_limit_bytes(64 << 10);
+        let (done, finished) = std::sync::mpsc::channel();
+        let writer = store.clone();
+        std::thread::spawn(move || {
+            for i in 0..20 {
+                let key = format!("new{i}");
+                let mut guards = writer.lock_key(key.as_bytes());
+                let _ = guards.make_room_for(600);
+            }
+            done.send(()).unwrap();
+        });
+        finished
+            .recv_timeout(Duration::from_secs(30))
+            .expect("room-making returned");
     }
 }

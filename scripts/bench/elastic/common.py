@@ -147,16 +147,20 @@ def start_redis(extra: dict | None = None) -> ServerProc:
     return s
 
 
-def start_memcached(memory_bytes: int) -> ServerProc:
+def start_memcached(memory_bytes: int, extra: list[str] | None = None) -> ServerProc:
+    """memcached -m memory_bytes (in MiB) -t 2 -c 4096, then `extra` arguments (e.g. ["-o",
+    "ext_path=FILE:16384m"] for extstore)."""
     s = ServerProc("memcached")
     base = s.argv
+    extra = [str(a) for a in (extra or [])]
 
     def argv(base=base):
-        return base() + ["-m", str(max(1, memory_bytes // MiB)), "-t", "2", "-c", "4096"]
+        return base() + ["-m", str(max(1, memory_bytes // MiB)), "-t", "2", "-c", "4096"] + extra
 
     s.argv = argv
     s.start()
-    log(f"# memcached: pid {s.pid}, port {s.mc_port}, -m {memory_bytes // MiB}")
+    log(f"# memcached: pid {s.pid}, port {s.mc_port}, -m {memory_bytes // MiB}" + (f" {' '.join(extra)}" if extra
+                                                                                    else ""))
     return s
 
 

@@ -45,6 +45,9 @@ pub struct ItemHeader {
 
 /// The item is a stub: its value is on tier 2 only (at `tier2_slot`) and takes no bytes here.
 pub const ITEM_FLAG_STUB: u16 = 1;
+/// The stub was read on tier 2 since its record was written (or copied forward): the next read promotes
+/// it, and cleaning copies its record forward instead of discarding it.
+pub const ITEM_FLAG_TIER2_READ: u16 = 2;
 
 const _: () = assert!(ITEM_HEADER_BYTES == 48);
 

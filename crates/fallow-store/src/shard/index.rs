@@ -206,15 +206,17 @@ impl Shard {
         now_ms: u64,
     ) -> Option<Location> {
         match self.lookup(keyspace, key, now_ms) {
-            Some((_, location)) => {
+            Some((hash, location)) => {
                 self.stats.keyspace_hits += 1;
                 self.tenant_stats_mut(Address::of(keyspace).tenant).hits += 1;
                 self.touch(location, now_ms);
+                self.note_read(|| hash);
                 Some(location)
             }
             None => {
                 self.stats.keyspace_misses += 1;
                 self.tenant_stats_mut(Address::of(keyspace).tenant).misses += 1;
+                self.note_read(|| crate::hash_key(key));
                 None
             }
         }

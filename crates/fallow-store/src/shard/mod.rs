@@ -31,6 +31,7 @@ pub use housekeeping::EvictionPolicy;
 pub use release::ReclaimStep;
 pub use tier::{
     take_thread_error, take_thread_log, take_thread_lsn, Liveness, TierLink, TierStats,
+    STUB_FETCH_BYTES_MAX,
 };
 pub use values::{OwnedData, OwnedValue};
 pub use waiters::Waiter;
@@ -165,6 +166,8 @@ pub struct Shard {
     tier: Option<TierLink>,
     /// Clean-ahead has copied every admitted item of the segments up to this sequence.
     clean_ahead_after: u64,
+    /// Tier-2 records read for stubs, kept until a command uses them (bounded in bytes).
+    stub_fetches: tier::StubFetches,
 }
 
 /// The space (namespace and database) of a keyspace address, as the waiters map and headers know it.
@@ -214,6 +217,7 @@ impl Shard {
             waiters: hashbrown::HashMap::new(),
             tier: None,
             clean_ahead_after: 0,
+            stub_fetches: Default::default(),
         }
     }
 

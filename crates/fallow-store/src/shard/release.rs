@@ -139,20 +139,33 @@ impl Shard {
     /// FCRA: one bounded slice of evicting every item of one segment of `tenant`, in slot order with no
     /// regard for recency; the emptied segment is detached for the caller to unmap outside the lock.
     pub fn fast_release_step(&mut self, tenant: TenantId) -> ReclaimStep {
-        self.release_step(tenant, None)
+        self.release_step(tenant, None, false)
     }
 
     /// SCRA: one bounded slice of emptying a cold segment of `tenant`: expired items and items the LRU or
     /// LFU order would evict first go, items hot by both survive and are re-appended (see
     /// `plan_careful_release`).
     pub fn careful_release_step(&mut self, tenant: TenantId, now_ms: u64) -> ReclaimStep {
-        self.release_step(tenant, Some(now_ms))
+        self.release_step(tenant, Some(now_ms), true)
+    }
+
+    /// SCRA for an elastic reclaim: the careful choice of what stays, but nothing is written to tier 2
+    /// (a reclaim never waits on I/O: what has a tier-2 copy becomes a stub, clean-ahead made the copies
+    /// of cold items beforehand, the rest goes).
+    pub fn careful_reclaim_step(&mut self, tenant: TenantId, now_ms: u64) -> ReclaimStep {
+        self.release_step(tenant, Some(now_ms), false)
     }
 
     /// One slice of a release: plans one (careful when `careful_now_ms` is given) unless a slice before
     /// left one unfinished, whichever path planned it, then works through at most
-    /// `RELEASE_ITEMS_PER_HOLD` of its items.
-    fn release_step(&mut self, tenant: TenantId, careful_now_ms: Option<u64>) -> ReclaimStep {
+    /// `RELEASE_ITEMS_PER_HOLD` of its items; `may_write`: items the admission rule takes are written to
+    /// tier 2 (room-making for a write), else only items with a copy are kept as stubs.
+    fn release_step(
+        &mut self,
+        tenant: TenantId,
+        careful_now_ms: Option<u64>,
+        may_write: bool,
+    ) -> ReclaimStep {
         let before = self.releasable_bytes();
         if self.release_plan.is_none() {
             assert!(
@@ -193,8 +206,7 @@ impl Shard {
                 continue;
             }
             if evict {
-                // With tier 2, what has (or, on the careful path, earns) a tier-2 copy stays as a stub.
-                let may_write = careful_now_ms.is_some();
+                // With tier 2, what has (or, when writes are allowed, earns) a tier-2 copy stays as a stub.
                 let departure = match self.has_tier2() {
                     true => self.demote_at(at, may_write),
                     false => Departure::Evict,
@@ -324,7 +336,10 @@ impl Shard {
             .map(|offset| {
                 let header = segment.header(offset);
                 let expired = header.expire_at_ms != 0 && header.expire_at_ms <= now_ms;
-                let evict = expired || !hotness.is_hot(header.access_s, header.lfu_counter);
+                // A stub stays (it is moved, its value is on tier 2): planned as a survivor, so a
+                // segment of stubs is the last a release picks, not the first.
+                let evict = expired
+                    || (!header.is_stub() && !hotness.is_hot(header.access_s, header.lfu_counter));
                 (offset, evict, header.item_bytes())
             })
             .collect()

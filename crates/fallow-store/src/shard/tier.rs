@@ -4,15 +4,18 @@
 //!
 //! How Ex-Tmem's regions map here: RAM segments in creation order are the FIFO put buffer; an item that a
 //! release keeps because it is hot by recency and frequency is re-appended (the hot region); leaving RAM
-//! sends an ephemeral item to the clean region only when the admission rule says so (read at least
-//! `admit_hits_min` times), else it is dropped; a persistent item's record is already in the swap region,
-//! so it leaves RAM at once. A stub costs `ITEM_HEADER_BYTES` + key + the index's 9 bytes in RAM.
+//! sends an ephemeral item to the clean region only when the admission rule says so (`admission.rs`),
+//! else it is dropped; a persistent item's record is already in the swap region, so it leaves RAM at
+//! once. The first read of a stub (GET) is served from its record without promoting it and marks the
+//! stub (`ITEM_FLAG_TIER2_READ`); a read of a marked stub promotes it; cleaning keeps marked records.
+//! A stub costs `ITEM_HEADER_BYTES` + key + the index's 9 bytes in RAM.
 use super::{slot_of, space_of, Location, Shard};
+use crate::admission::{Admission, Opponent};
 use crate::hash_key;
-use crate::memory::segment::{ItemHeader, ITEM_FLAG_STUB};
+use crate::memory::segment::{ItemHeader, ITEM_FLAG_STUB, ITEM_FLAG_TIER2_READ};
 use crate::pool::{Address, TenantId};
 use crate::tier2::record::{self, RecordClass, RecordHeader, RecordKind};
-use crate::tier2::{Slot, Tier2, Tier2Error};
+use crate::tier2::{Slot, Tier2, Tier2Error, FILE_HEADER_BYTES};
 use crate::types::{Collection, Kind};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -57,9 +60,81 @@ fn note_error(error: Tier2Error) {
 #[derive(Clone)]
 pub struct TierLink {
     pub tier2: Arc<Tier2>,
-    /// An ephemeral item is written to the clean region on leaving RAM only if it was read at least this
-    /// many times (0 = always; LFU counter above its initial value counts as read once).
-    pub admit_hits_min: u8,
+    /// Which ephemeral items leaving RAM are written to the clean region.
+    pub admission: Arc<Admission>,
+}
+
+impl TierLink {
+    /// The tier-2 region a slot lies in.
+    pub fn region_of(&self, slot: Slot) -> usize {
+        ((slot.position() - FILE_HEADER_BYTES) / self.tier2.config.region_bytes as u64) as usize
+    }
+
+    /// What a candidate for the clean region competes with: None while tier 2 has free regions beyond
+    /// what cleaning keeps (everything is admitted), else the oldest region, which cleaning empties next.
+    pub fn opponent(&self) -> Option<Opponent> {
+        let (free, total) = self.tier2.regions_free_total();
+        if free > crate::admission::regions_kept_free(total) + 1 {
+            return None;
+        }
+        let (region, _) = self.tier2.oldest_region()?;
+        Some(Opponent {
+            region: region as usize,
+        })
+    }
+}
+
+/// Records read from tier 2 for stubs whose first read is served without promotion (or read ahead for
+/// a command), kept until used, at most `STUB_FETCH_BYTES_MAX` (plus the newest record). A record is
+/// trusted only while no region was cleaned since it was read: a cleaned region may be rewritten, and
+/// its slots then name other records.
+#[derive(Default)]
+pub(super) struct StubFetches {
+    records: hashbrown::HashMap<u64, Vec<u8>>,
+    order: std::collections::VecDeque<u64>,
+    bytes: usize,
+    regions_cleaned: u64,
+}
+
+/// Bytes of records a shard keeps for first reads (the dispatcher reads at most this much ahead for
+/// one request).
+pub const STUB_FETCH_BYTES_MAX: usize = 1 << 20;
+
+impl StubFetches {
+    fn forget_if_stale(&mut self, regions_cleaned: u64) {
+        if regions_cleaned != self.regions_cleaned {
+            self.records.clear();
+            self.order.clear();
+            self.bytes = 0;
+            self.regions_cleaned = regions_cleaned;
+        }
+    }
+
+    fn put(&mut self, slot: Slot, encoded: Vec<u8>) {
+        if let Some(old) = self.records.insert(slot.0, encoded) {
+            self.bytes -= old.len();
+        } else {
+            self.order.push_back(slot.0);
+        }
+        self.bytes += self.records[&slot.0].len();
+        while self.bytes > STUB_FETCH_BYTES_MAX && self.order.len() > 1 {
+            let oldest = self.order.pop_front().expect("more than one record");
+            if let Some(record) = self.records.remove(&oldest) {
+                self.bytes -= record.len();
+            }
+        }
+    }
+
+    fn take(&mut self, slot: Slot) -> Option<Vec<u8>> {
+        let record = self.records.remove(&slot.0)?;
+        self.bytes -= record.len();
+        self.order.retain(|&held| held != slot.0);
+        Some(record)
+    }
+
+    fn get(&self, slot: Slot) -> Option<&[u8]> {
+        self.records.get(&slot.0).map(Vec::as_slice)
+    }
 }
 
 /// What became of an item leaving RAM.
@@ -81,8 +156,9 @@ pub enum Liveness {
     Dead,
     /// A stub or a clean RAM item of a persistent tenant refers to it: it must be copied forward.
     Swap,
-    /// A stub of an ephemeral tenant with this LFU counter refers to it.
-    CleanStub { lfu_counter: u8 },
+    /// A stub of an ephemeral tenant refers to it; `read_on_tier2`: it was read since the record was
+    /// written (or last copied forward).
+    CleanStub { read_on_tier2: bool },
     /// A RAM item of an ephemeral tenant holds the same value: the copy can simply be forgotten.
     CleanResident,
 }
@@ -100,6 +176,13 @@ impl Shard {
     fn count(&self, counter: impl Fn(&TierStats) -> &AtomicU64, amount: u64) {
         if let Some(tier) = &self.tier {
             counter(&tier.tier2.stats.shards).fetch_add(amount, Ordering::Relaxed);
+        }
+    }
+
+    /// Counts a read (hit or miss) of a key for the admission rule's frequency sketch.
+    pub(super) fn note_read(&self, hash: impl FnOnce() -> u64) {
+        if let Some(tier) = &self.tier {
+            tier.admission.note_read(hash());
         }
     }
 
@@ -280,16 +363,22 @@ impl Shard {
     }
 
     /// Demotes the live item at `location` instead of evicting it (releases and fixed-mode room-making
-    /// with tier 2): a stub stays as it is (moved, as survivors are); a clean item becomes a stub; a dirty
+    /// with tier 2): a stub stays as it is (moved, as survivors are; on the fast path an ephemeral stub
+    /// is evicted); a clean item becomes a stub; a dirty
     /// ephemeral item is written to the clean region when admitted, else evicted. Returns false when the
     /// item was evicted.
-    /// `may_write` false (the fast release path, which must not wait on anything) demotes only what
-    /// already has a copy.
+    /// `may_write` false (the fast release path and elastic reclaims, which must not wait on anything)
+    /// demotes only what already has a copy.
     pub(super) fn demote_at(&mut self, location: Location, may_write: bool) -> Departure {
         let header = *self.header(location);
         let keyspace = space_of(&header);
         let hash = hash_key(self.item_key(location));
         if header.is_stub() {
+            // The fast path gives RAM back at once: an ephemeral stub goes (a cache eviction; its record
+            // is dead). A careful release plans stubs as survivors and only meets expired ones here.
+            if !may_write && !self.is_persistent(self.segment(slot_of(location)).tenant) {
+                return Departure::Evict;
+            }
             self.move_item(location, header);
             return Departure::Kept;
         }
@@ -316,6 +405,15 @@ impl Shard {
         self.memory.noeviction.load(Relaxed) && self.memory.pool_limit_bytes.load(Relaxed) == 0
     }
 
+    /// The admission rule's verdict on an ephemeral item leaving RAM without a copy.
+    fn admits(&self, header: &ItemHeader, key: &[u8]) -> bool {
+        let Some(tier) = &self.tier else {
+            return false;
+        };
+        let hits = header.lfu_counter.saturating_sub(super::LFU_INITIAL);
+        tier.admission.admits(hash_key(key), hits, tier.opponent())
+    }
+
     /// Writes a dirty item to tier 2 (the clean region for ephemeral data, the swap region for persistent
     /// data not yet logged); false when the admission rule refuses or tier 2 cannot take it.
     fn write_clean_copy(&mut self, location: Location) -> bool {
@@ -328,12 +426,12 @@ impl Shard {
             self.log_item(location);
             return self.header(location).tier2_slot != 0;
         }
-        let hits = header.lfu_counter.saturating_sub(super::LFU_INITIAL);
-        if !self.noeviction() && hits < tier.admit_hits_min {
+        if !self.noeviction() && !self.admits(&header, self.item_key(location)) {
             self.count(|stats| &stats.admissions_refused, 1);
             return false;
         }
-        let tier2 = tier.tier2.clone();
+        let tier = tier.clone();
+        let tier2 = &tier.tier2;
         let value = self.record_value(location);
         let record = crate::tier2::value_header(
             Kind::from_u8(header.kind),
@@ -344,9 +442,15 @@ impl Shard {
             header.key_len as usize,
             value.len(),
         );
-        match tier2.append(&record, self.item_key(location), &value) {
+        let key = self.item_key(location);
+        match tier2.append(&record, key, &value) {
             Ok((slot, _)) => {
-                self.header_mut(location).tier2_slot = slot.0;
+                tier.admission
+                    .samples
+                    .record(tier.region_of(slot), hash_key(key));
+                let header = self.header_mut(location);
+                header.tier2_slot = slot.0;
+                header.flags &= !ITEM_FLAG_TIER2_READ;
                 self.count(|stats| &stats.demotion_writes, 1);
                 true
             }
@@ -369,12 +473,89 @@ impl Shard {
         stub: Location,
     ) -> Option<Location> {
         let slot = Slot(self.header(stub).tier2_slot);
-        self.count(|stats| &stats.sync_reads, 1);
-        let encoded = match &self.tier {
-            Some(tier) => tier.tier2.clone().read(slot),
-            None => Err(Tier2Error::Corrupt),
+        let encoded = match self.fetched(slot) {
+            Some(encoded) => Ok(encoded),
+            None => self.read_stub_record(slot),
         };
         self.promote_from(keyspace, hash, stub, encoded)
+    }
+
+    /// Reads a stub's record on the calling thread (the worker), counted as a sync read.
+    fn read_stub_record(&self, slot: Slot) -> Result<Vec<u8>, Tier2Error> {
+        self.count(|stats| &stats.sync_reads, 1);
+        match &self.tier {
+            Some(tier) => tier.tier2.read(slot),
+            None => Err(Tier2Error::Corrupt),
+        }
+    }
+
+    /// A record read ahead (or for a first read) for `slot`, taken out of the stash.
+    fn fetched(&mut self, slot: Slot) -> Option<Vec<u8>> {
+        let cleaned = self.regions_cleaned()?;
+        self.stub_fetches.forget_if_stale(cleaned);
+        self.stub_fetches.take(slot)
+    }
+
+    fn regions_cleaned(&self) -> Option<u64> {
+        let tier = self.tier.as_ref()?;
+        Some(tier.tier2.stats.regions_cleaned.load(Ordering::Relaxed))
+    }
+
+    /// True when a GET of the stub at `location` is served from its record without promoting it
+    /// (`first_stub_read`): its first read on tier 2 (since its record was written), or any read while
+    /// the elastic pool has no room for the value (a promotion would only feed the next reclaim).
+    pub(super) fn serves_without_promotion(&self, location: Location) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        let header = self.header(location);
+        if self.tier.is_none() || !header.is_stub() {
+            return false;
+        }
+        let limit = self.memory.pool_limit_bytes.load(Relaxed);
+        let no_room = limit != 0
+            && self.memory.resident_bytes.load(Relaxed) + header.value_len as usize > limit;
+        header.flags & ITEM_FLAG_TIER2_READ == 0 || no_room
+    }
+
+    /// Serves a read of the string stub at `location` from its record (read ahead, or read now) and marks
+    /// the stub read; the value stays on tier 2 only. None when the record could not be read
+    /// or was corrupt (the key is dropped, counted).
+    pub(super) fn first_stub_read(
+        &mut self,
+        keyspace: usize,
+        key: &[u8],
+        location: Location,
+    ) -> Option<&[u8]> {
+        let header = *self.header(location);
+        debug_assert!(header.is_stub() && Kind::from_u8(header.kind) == Kind::String);
+        let slot = Slot(header.tier2_slot);
+        let cleaned = self.regions_cleaned()?;
+        self.stub_fetches.forget_if_stale(cleaned);
+        if self.stub_fetches.get(slot).is_none() {
+            let encoded = self.read_stub_record(slot);
+            match encoded
+                .and_then(|encoded| check_record(&encoded, key, Kind::String).map(|_| encoded))
+            {
+                Ok(encoded) => self.stub_fetches.put(slot, encoded),
+                Err(_) => {
+                    self.drop_unreadable(keyspace, hash_key(key), location);
+                    return None;
+                }
+            }
+        }
+        self.header_mut(location).flags |= ITEM_FLAG_TIER2_READ;
+        self.count(|stats| &stats.tier2_hits, 1);
+        self.count(|stats| &stats.served_from_tier2, 1);
+        let encoded = self.stub_fetches.get(slot).expect("fetched above");
+        let record = record::decode(encoded).expect("checked when fetched");
+        Some(record::value_of(&record, encoded))
+    }
+
+    /// A stub whose record is unreadable or corrupt goes (never served wrong), counted.
+    fn drop_unreadable(&mut self, keyspace: usize, hash: u64, stub: Location) {
+        self.count(|stats| &stats.tier2_read_errors, 1);
+        self.count(|stats| &stats.lost_keys, 1);
+        self.remove_item(keyspace, hash, stub);
+        self.sync_accounting();
     }
 
     /// The tier-2 slot of `key`'s value when the key is a stub (the dispatcher reads it ahead, off the
@@ -402,6 +583,22 @@ impl Shard {
         if !header.is_stub() || header.tier2_slot != slot.0 {
             return false;
         }
+        if header.flags & ITEM_FLAG_TIER2_READ == 0 {
+            // A first read: kept for the command, which serves a GET from it without promoting. A record
+            // that fails its checks is not kept: the command reads it again and drops the key.
+            let kind = Kind::from_u8(header.kind);
+            let Ok(encoded) = encoded.and_then(|encoded| {
+                check_record(&encoded, key, kind)?;
+                Ok(encoded)
+            }) else {
+                return false;
+            };
+            if let Some(cleaned) = self.regions_cleaned() {
+                self.stub_fetches.forget_if_stale(cleaned);
+                self.stub_fetches.put(slot, encoded);
+            }
+            return true;
+        }
         self.promote_from(keyspace, hash, stub, encoded).is_some()
     }
 
@@ -424,10 +621,7 @@ impl Shard {
         let value =
             encoded.and_then(|encoded| decode_value(&encoded, &key, Kind::from_u8(header.kind)));
         let Ok(value) = value else {
-            self.count(|stats| &stats.tier2_read_errors, 1);
-            self.count(|stats| &stats.lost_keys, 1);
-            self.remove_item(keyspace, hash, stub);
-            self.sync_accounting();
+            self.drop_unreadable(keyspace, hash, stub);
             return None;
         };
         self.count(|stats| &stats.tier2_hits, 1);
@@ -478,7 +672,7 @@ impl Shard {
             if used(self) + bytes <= limit {
                 return;
             }
-            let step = self.demote_step(crate::now_ms());
+            let step = self.demote_step(crate::now_ms(), true);
             if !step.progressed {
                 return;
             }
@@ -501,8 +695,8 @@ impl Shard {
 
     /// Fixed mode with tier 2: one careful release slice over the shard's oldest segment, whoever owns it
     /// (the FIFO put buffer's tail): hot items are kept (re-appended), the rest demoted to stubs or, when
-    /// the admission rule refuses an ephemeral item, evicted.
-    pub fn demote_step(&mut self, now_ms: u64) -> super::ReclaimStep {
+    /// they have no tier-2 copy and `may_write` is false or the admission rule refuses them, evicted.
+    pub fn demote_step(&mut self, now_ms: u64, may_write: bool) -> super::ReclaimStep {
         let tenant = match self.draining_slot {
             Some(slot) => self.segment(slot).tenant,
             None => {
@@ -518,7 +712,10 @@ impl Shard {
                 }
             }
         };
-        self.careful_release_step(tenant, now_ms)
+        match may_write {
+            true => self.careful_release_step(tenant, now_ms),
+            false => self.careful_reclaim_step(tenant, now_ms),
+        }
     }
 
     /// Clean-ahead: writes tier-2 copies of admitted ephemeral items in the oldest half of this shard's
@@ -526,10 +723,9 @@ impl Shard {
     /// shrink turns them into stubs at once instead of dropping them. Resumes after the last segment it
     /// finished (items never change in place, so a finished segment stays clean). Returns bytes written.
     pub fn clean_ahead_step(&mut self, budget_bytes: usize) -> usize {
-        let Some(tier) = &self.tier else {
+        if self.tier.is_none() {
             return 0;
-        };
-        let admit_hits_min = tier.admit_hits_min;
+        }
         let sealed: Vec<(u64, u32)> = self
             .by_sequence
             .range(self.clean_ahead_after + 1..)
@@ -550,7 +746,6 @@ impl Shard {
                 let wanted = header.alive == 1
                     && !header.is_stub()
                     && header.tier2_slot == 0
-                    && header.lfu_counter.saturating_sub(super::LFU_INITIAL) >= admit_hits_min
                     && !self.is_persistent(self.segment(slot).tenant);
                 if wanted && self.write_clean_copy(location) {
                     written += header.item_bytes();
@@ -656,7 +851,7 @@ impl Shard {
         match (persistent, header.is_stub()) {
             (true, _) => Liveness::Swap,
             (false, true) => Liveness::CleanStub {
-                lfu_counter: header.lfu_counter,
+                read_on_tier2: header.flags & ITEM_FLAG_TIER2_READ != 0,
             },
             (false, false) => Liveness::CleanResident,
         }
@@ -666,7 +861,10 @@ impl Shard {
     pub fn repoint(&mut self, keyspace: usize, key: &[u8], old: Slot, new: Slot) {
         if let Some(location) = self.find(keyspace, hash_key(key), key) {
             if self.header(location).tier2_slot == old.0 {
-                self.header_mut(location).tier2_slot = new.0;
+                let header = self.header_mut(location);
+                header.tier2_slot = new.0;
+                // A new lap: it stays past the next cleaning only if read again meanwhile.
+                header.flags &= !ITEM_FLAG_TIER2_READ;
             }
         }
     }
@@ -726,12 +924,18 @@ enum StubValue {
     Collection(Collection),
 }
 
-/// The value of an encoded record, checked against the key and kind the stub expects.
-fn decode_value(encoded: &[u8], key: &[u8], kind: Kind) -> Result<StubValue, Tier2Error> {
+/// The header of an encoded record, checked against the key and kind the stub expects.
+fn check_record(encoded: &[u8], key: &[u8], kind: Kind) -> Result<RecordHeader, Tier2Error> {
     let header = record::decode(encoded).map_err(|_| Tier2Error::Corrupt)?;
     if record::key_of(&header, encoded) != key || header.kind != RecordKind::Value(kind) {
         return Err(Tier2Error::Corrupt);
     }
+    Ok(header)
+}
+
+/// The value of an encoded record, checked against the key and kind the stub expects.
+fn decode_value(encoded: &[u8], key: &[u8], kind: Kind) -> Result<StubValue, Tier2Error> {
+    let header = check_record(encoded, key, kind)?;
     let value = record::value_of(&header, encoded);
     match kind {
         Kind::String => Ok(StubValue::String(value.to_vec())),

@@ -47,6 +47,11 @@ impl Shard {
         if info.kind != Kind::String {
             return Err(WrongType);
         }
+        if self.serves_without_promotion(location) {
+            return Ok(self
+                .first_stub_read(keyspace, key, location)
+                .map(|value| (value, info)));
+        }
         let Some(location) = self.materialize(keyspace, key, location) else {
             return Ok(None);
         };

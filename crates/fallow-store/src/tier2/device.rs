@@ -12,11 +12,17 @@ use std::sync::atomic::{AtomicU8, Ordering};
 /// 4 KiB also matches the page size, so reads are page-granular).
 pub const BLOCK_BYTES: usize = 4096;
 
-/// A zeroed heap buffer aligned to `BLOCK_BYTES`, its length a multiple of it.
+/// A zeroed buffer aligned to `BLOCK_BYTES`, its length a multiple of it. Buffers of `MAPPED_MIN_BYTES`
+/// or more (regions, the writer's copies, recovery's reads) are mapped from the kernel, so dropping one
+/// gives its pages back at once: heap memory freed by the allocator may stay resident, which the RSS
+/// bound under `maxmemory` would count.
 pub struct AlignedBuf {
     ptr: std::ptr::NonNull<u8>,
     len: usize,
+    mapped: bool,
 }
+
+const MAPPED_MIN_BYTES: usize = 64 << 10;
 
 // The buffer owns its allocation; access goes through `&`/`&mut`.
 unsafe impl Send for AlignedBuf {}
@@ -25,12 +31,42 @@ unsafe impl Sync for AlignedBuf {}
 impl AlignedBuf {
     pub fn zeroed(len: usize) -> AlignedBuf {
         let len = len.max(BLOCK_BYTES).next_multiple_of(BLOCK_BYTES);
+        if len >= MAPPED_MIN_BYTES {
+            return Self::mapped(len);
+        }
         let layout = Self::layout(len);
         // SAFETY: the layout has a non-zero size.
         let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
         let ptr =
             std::ptr::NonNull::new(ptr).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
-        AlignedBuf { ptr, len }
+        AlignedBuf {
+            ptr,
+            len,
+            mapped: false,
+        }
+    }
+
+    /// Anonymous pages: zeroed, page-aligned (a multiple of `BLOCK_BYTES`).
+    fn mapped(len: usize) -> AlignedBuf {
+        // SAFETY: a private anonymous mapping of `len` bytes; no file, no fixed address.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            std::alloc::handle_alloc_error(Self::layout(len));
+        }
+        AlignedBuf {
+            ptr: std::ptr::NonNull::new(ptr.cast()).expect("mmap returns a non-null address"),
+            len,
+            mapped: true,
+        }
     }
 
     fn layout(len: usize) -> std::alloc::Layout {
@@ -63,6 +99,11 @@ impl std::ops::DerefMut for AlignedBuf {
 
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
+        if self.mapped {
+            // SAFETY: mapped in `mapped` with this length, unmapped once.
+            unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+            return;
+        }
         // SAFETY: allocated in `zeroed` with this layout.
         unsafe { std::alloc::dealloc(self.ptr.as_ptr(), Self::layout(self.len)) }
     }

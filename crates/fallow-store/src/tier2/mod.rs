@@ -22,7 +22,7 @@ use record::{RecordClass, RecordHeader, RECORD_ALIGN_BYTES};
 use std::collections::{BTreeSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 pub const FILE_HEADER_BYTES: u64 = 4096;
@@ -34,6 +34,9 @@ const FILE_VERSION: u32 = 1;
 const WRITE_BATCH_BYTES: usize = 256 << 10;
 /// How often the writer looks for pending bytes when nobody wakes it.
 const WRITE_INTERVAL: Duration = Duration::from_millis(20);
+/// Full regions whose buffers may wait for the writer at once: appenders wait beyond it (the RAM held
+/// by the log is bounded: this many regions, the open one, and the writer's copy of what it writes).
+const SEALING_REGIONS_MAX: usize = 1;
 
 /// When written records are made durable, as Redis's `appendfsync`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -161,6 +164,8 @@ pub struct TierStats {
     pub promoted_keys: AtomicU64,
     /// Reads served from tier 2 (stubs read back).
     pub tier2_hits: AtomicU64,
+    /// Of those, first reads served from the record without promoting the key (two reads promote).
+    pub served_from_tier2: AtomicU64,
     pub tier2_read_errors: AtomicU64,
     /// Stubs dropped because their record could not be read or was corrupt.
     pub lost_keys: AtomicU64,
@@ -256,6 +261,8 @@ pub struct Tier2 {
     pending: Condvar,
     /// Wakes those waiting for durability.
     durable_changed: Condvar,
+    /// Wakes appenders waiting for sealed regions to be written (`SEALING_REGIONS_MAX`).
+    sealing_drained: Condvar,
     durable_lsn: AtomicU64,
     pub stats: Tier2Stats,
     /// Called (from the writer thread) with the new durable lsn after each advance, and with u64::MAX
@@ -332,6 +339,7 @@ impl Tier2 {
             device: Arc::new(device),
             pending: Condvar::new(),
             durable_changed: Condvar::new(),
+            sealing_drained: Condvar::new(),
             durable_lsn: AtomicU64::new(0),
             stats: Tier2Stats::default(),
             on_durable: Mutex::new(None),
@@ -416,9 +424,7 @@ impl Tier2 {
             });
         }
         let mut state = self.state.lock();
-        if let Some(error) = &state.failed {
-            return Err(Tier2Error::Io(error.clone()));
-        }
+        self.wait_for_sealing_room(&mut state)?;
         let lsn = state.next_lsn;
         let mut scratch = std::mem::take(&mut state.scratch);
         scratch.clear();
@@ -434,14 +440,30 @@ impl Tier2 {
     pub fn append_encoded(&self, encoded: &[u8]) -> Result<Slot, Tier2Error> {
         let header = record::decode(encoded).map_err(|_| Tier2Error::Corrupt)?;
         let mut state = self.state.lock();
-        if let Some(error) = &state.failed {
-            return Err(Tier2Error::Io(error.clone()));
-        }
+        self.wait_for_sealing_room(&mut state)?;
         let mut scratch = encoded[..header.padded_bytes()].to_vec();
         // Its own lsn: cleaning may run while newer records of other keys are appended.
         let lsn = state.next_lsn;
         self.place(&mut state, &mut scratch, lsn, 0)
             .map(|(slot, _)| slot)
+    }
+
+    /// Waits while `SEALING_REGIONS_MAX` full regions wait for the writer (appends faster than the device
+    /// writes); Err once the device failed.
+    fn wait_for_sealing_room(
+        &self,
+        state: &mut parking_lot::MutexGuard<'_, LogState>,
+    ) -> Result<(), Tier2Error> {
+        loop {
+            if let Some(error) = &state.failed {
+                return Err(Tier2Error::Io(error.clone()));
+            }
+            if state.sealing.len() < SEALING_REGIONS_MAX {
+                return Ok(());
+            }
+            self.pending.notify_one();
+            self.sealing_drained.wait_for(state, WRITE_INTERVAL);
+        }
     }
 
     /// Puts an encoded record into the open region (opening a new one when it does not fit).
@@ -560,6 +582,37 @@ impl Tier2 {
                 Tier2Error::Io(error.to_string())
             })?;
         Ok(buffer)
+    }
+
+    /// Reads `regions` (index, sequence) in order, one ahead of the caller, into buffers reused throughout
+    /// (recovery: see `RegionReader`).
+    pub fn read_regions(&self, regions: &[(u32, u64)]) -> RegionReader<'_> {
+        let positions: Vec<(u32, u64)> = regions
+            .iter()
+            .map(|&(index, _)| (index, region_position(&self.config, index)))
+            .collect();
+        let (read_sender, read) = mpsc::sync_channel(READ_AHEAD_BUFFERS);
+        let (spare, spare_receiver) = mpsc::channel();
+        let device = self.device.clone();
+        let region_bytes = self.config.region_bytes;
+        let thread = std::thread::Builder::new()
+            .name("fallow-t2-read".into())
+            .spawn(move || {
+                read_ahead(
+                    &device,
+                    positions,
+                    region_bytes,
+                    read_sender,
+                    spare_receiver,
+                )
+            })
+            .expect("spawn the tier-2 read-ahead thread");
+        RegionReader {
+            stats: &self.stats,
+            current: None,
+            channels: Some(ReaderChannels { read, spare }),
+            thread: Some(thread),
+        }
     }
 
     /// The oldest sealed, written region: the next to clean.
@@ -702,6 +755,7 @@ impl Tier2 {
         {
             let region = state.sealing.pop_front().expect("checked");
             state.used.push_back((region.index, region.sequence));
+            self.sealing_drained.notify_all();
         }
         drop(state);
         if sync || self.config.fsync == FsyncPolicy::No {
@@ -794,6 +848,100 @@ pub fn region_sequence(region: &[u8]) -> Option<u64> {
     let crc = u32::from_le_bytes(region[16..20].try_into().unwrap());
     (&region[..8] == REGION_MAGIC && crc32fast::hash(&region[..16]) == crc)
         .then(|| u64::from_le_bytes(region[8..16].try_into().unwrap()))
+}
+
+/// Region buffers a `RegionReader` holds: the caller parses one while the next region is read into
+/// the other.
+const READ_AHEAD_BUFFERS: usize = 2;
+
+/// What the read-ahead thread sends: a region's index and its bytes, or the error that ended the reads.
+type RegionRead = (u32, std::io::Result<AlignedBuf>);
+
+struct ReaderChannels {
+    read: mpsc::Receiver<RegionRead>,
+    /// Buffers the caller is done with, back to the thread.
+    spare: mpsc::Sender<AlignedBuf>,
+}
+
+/// Reads regions in order on a thread, one region ahead of the caller, into `READ_AHEAD_BUFFERS`
+/// buffers reused throughout: recovery reads the whole file, and a fresh zeroed region-sized buffer per
+/// read cost more in page faults than the read itself, while the device idled during each parse.
+pub struct RegionReader<'a> {
+    stats: &'a Tier2Stats,
+    /// The region the caller last got; it goes back to the thread on the next call.
+    current: Option<AlignedBuf>,
+    /// None once the reads ended (all read, or an error).
+    channels: Option<ReaderChannels>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl RegionReader<'_> {
+    /// The next region as (index, bytes), or the read error that ended the reads (counted in
+    /// `read_errors`); None after the last region or an error.
+    pub fn next_region(&mut self) -> Option<Result<(u32, &[u8]), Tier2Error>> {
+        let channels = self.channels.as_ref()?;
+        if let Some(buffer) = self.current.take() {
+            // Fails only when the thread has read everything and needs no buffer.
+            let _ = channels.spare.send(buffer);
+        }
+        let Ok((index, read)) = channels.read.recv() else {
+            self.finish();
+            return None;
+        };
+        match read {
+            Ok(buffer) => Some(Ok((index, &**self.current.insert(buffer)))),
+            Err(error) => {
+                self.stats.read_errors.fetch_add(1, Ordering::Relaxed);
+                self.finish();
+                Some(Err(Tier2Error::Io(error.to_string())))
+            }
+        }
+    }
+
+    /// Closes the channels, so a thread waiting for a buffer or sending a read returns, and joins it.
+    fn finish(&mut self) {
+        self.channels = None;
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for RegionReader<'_> {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+/// The read-ahead thread: reads each (index, position) into a buffer and sends it, until all are read,
+/// a read fails, or the `RegionReader` is dropped.
+fn read_ahead(
+    device: &Device,
+    positions: Vec<(u32, u64)>,
+    region_bytes: usize,
+    read: mpsc::SyncSender<RegionRead>,
+    spare: mpsc::Receiver<AlignedBuf>,
+) {
+    let mut allocated = 0;
+    for (index, position) in positions {
+        // Past the first reads, wait for the caller to hand a buffer back: the bytes held stay bounded.
+        let mut buffer = if allocated < READ_AHEAD_BUFFERS {
+            allocated += 1;
+            AlignedBuf::zeroed(region_bytes)
+        } else {
+            match spare.recv() {
+                Ok(buffer) => buffer,
+                Err(_) => return,
+            }
+        };
+        // `read_at` writes every byte (zeros past the end of the file), so nothing of the region the
+        // buffer held before is left to be parsed as this one's.
+        let result = device.read_at(&mut buffer, position).map(|()| buffer);
+        let failed = result.is_err();
+        if read.send((index, result)).is_err() || failed {
+            return;
+        }
+    }
 }
 
 /// Walks the records of a region read whole: calls `visit(slot, header, encoded)` for each valid record

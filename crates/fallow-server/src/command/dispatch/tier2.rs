@@ -1,8 +1,10 @@
 //! Reading a command's tier-2 values ahead, so a worker never blocks on the device: before a command
 //! runs, the keys it names are checked for stubs (values on tier 2 only); if there are any, the connection
-//! stops its batch there, the records are read on a bounded pool of blocking threads, promoted into RAM,
-//! and the command then runs as if they had always been resident. Keys a command cannot name in advance
-//! (inside EXEC, scans, memcached requests) are read on the worker instead, counted as `tier2_sync_reads`.
+//! stops its batch there, the records are read on a bounded pool of blocking threads and handed to the
+//! store (a stub's first read is kept for the command, which serves a GET from it without promoting; a
+//! second read promotes), and the command then runs. Keys a command cannot name in advance (inside EXEC,
+//! scans, memcached writes) and a request's records beyond `STUB_FETCH_BYTES_MAX` are read on the worker
+//! instead, counted as `tier2_sync_reads`.
 use super::{key_positions, lookup};
 use crate::connection::{ConnState, Tier2Fault as Fault};
 use crate::server::Server;
@@ -19,11 +21,7 @@ static READ_PERMITS: tokio::sync::Semaphore =
 /// The stubs among the keys `args` names (none while the store has no stubs, the common case, at the
 /// cost of one atomic load).
 pub fn faults(server: &Server, conn: &ConnState, args: &[&[u8]]) -> Vec<Fault> {
-    let store = &server.store;
-    if store.memory.stubs.load(Ordering::Relaxed) == 0
-        || !conn.authenticated
-        || conn.multi.is_some()
-    {
+    if !any_stubs(server) || !conn.authenticated || conn.multi.is_some() {
         return Vec::new();
     }
     let Some((_, spec)) = lookup(args[0]) else {
@@ -33,11 +31,36 @@ pub fn faults(server: &Server, conn: &ConnState, args: &[&[u8]]) -> Vec<Fault> {
         return Vec::new();
     }
     let keyspace = conn.tenant.address(conn.db);
+    let keys = key_positions(spec.info, args)
+        .into_iter()
+        .map(|position| args[position]);
+    stub_faults(server, keyspace, keys, conn.now_ms)
+}
+
+/// Whether the store holds any stub (one atomic load): when not, there is nothing to read ahead.
+pub fn any_stubs(server: &Server) -> bool {
+    server.store.memory.stubs.load(Ordering::Relaxed) != 0
+}
+
+/// The stubs among `keys` in `keyspace`, each key's shard locked briefly (shared with the memcached
+/// connections, which name their requests' keys themselves).
+pub fn stub_faults<'k>(
+    server: &Server,
+    keyspace: usize,
+    keys: impl IntoIterator<Item = &'k [u8]>,
+    now_ms: u64,
+) -> Vec<Fault> {
+    let store = &server.store;
     let mut faults = Vec::new();
-    for position in key_positions(spec.info, args) {
-        let key = args[position];
+    // What one request reads ahead must fit where the store keeps first reads until the command runs.
+    let mut budget_bytes = fallow_store::shard::STUB_FETCH_BYTES_MAX;
+    for key in keys {
         let mut guards = store.lock_key(key);
-        if let Some(slot) = guards.shard(key).stub_slot(keyspace, key, conn.now_ms) {
+        if let Some(slot) = guards.shard(key).stub_slot(keyspace, key, now_ms) {
+            let Some(left) = budget_bytes.checked_sub(slot.padded_bytes()) else {
+                break;
+            };
+            budget_bytes = left;
             faults.push(Fault {
                 keyspace,
                 key: key.to_vec(),

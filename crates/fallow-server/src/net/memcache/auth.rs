@@ -83,6 +83,18 @@ pub(super) fn admit(exec: &mut Exec, request: McRequest) -> Option<McRequest> {
     None
 }
 
+/// Whether `admit` would let the connection run `request` (without answering or counting anything):
+/// reading its values ahead is only for requests that will run.
+pub(super) fn may_run(exec: &Exec, request: &McRequest) -> bool {
+    if matches!(request, McRequest::Binary(binary) if is_sasl(binary)) {
+        return false;
+    }
+    let Some(user) = exec.login.user.as_deref() else {
+        return false;
+    };
+    permitted(exec.server, user, request).is_ok()
+}
+
 fn is_quit(request: &McRequest) -> bool {
     match request {
         McRequest::Quit => true,

@@ -7,6 +7,7 @@ pub mod gate;
 mod items;
 pub mod listener;
 mod meta;
+mod read_ahead;
 mod stats;
 mod text;
 
@@ -14,6 +15,8 @@ pub use gate::ListenerGate;
 pub use stats::McStats;
 
 use crate::clients::ClientHandle;
+use crate::command::dispatch::tier2;
+use crate::connection::Tier2Fault;
 use crate::net::{sleep_or_forever, wait_reply_delay};
 use crate::server::Server;
 use crate::tenants::TenantBinding;
@@ -198,6 +201,11 @@ struct Conn {
     limits: Limits,
     locks: ItemLocks,
     login: auth::McSession,
+    /// The stubs the next request reads (`Flow::Tier2Read`), to read ahead.
+    tier2_faults: Vec<Tier2Fault>,
+    /// The next request's values were read ahead: it runs without being checked again, even if one was
+    /// demoted meanwhile (it then reads it on the worker).
+    tier2_read_ahead_done: bool,
 }
 
 /// What the connection does after a batch.
@@ -208,6 +216,8 @@ enum Flow {
     More,
     /// A request waits for a transaction's lock (it is still in the input).
     WaitLock,
+    /// The next request's values are on tier 2 (it is still in the input): read them ahead, then run it.
+    Tier2Read,
     Close,
 }
 
@@ -226,6 +236,8 @@ where
         limits: Limits::load(&server),
         locks: ItemLocks::default(),
         login: auth::McSession::new(&server, handle.clone()),
+        tier2_faults: Vec::new(),
+        tier2_read_ahead_done: false,
     };
     if let Err(error) = connection_loop(&server, &mut stream, &handle, &mut conn).await {
         tracing::debug!(client = handle.id, %error, "connection ended with an error");
@@ -288,6 +300,13 @@ where
         write_out(server, stream, handle, &mut conn.out).await?;
         if flow == Flow::WaitLock {
             flow = wait_item_lock(server, stream, handle, conn).await;
+        }
+        if flow == Flow::Tier2Read {
+            // The earlier requests' replies are written; the request runs once its values are read.
+            let faults = std::mem::take(&mut conn.tier2_faults);
+            tier2::read_ahead(server, faults).await;
+            conn.tier2_read_ahead_done = true;
+            flow = Flow::More;
         }
         if flow == Flow::Close {
             return Ok(());
@@ -429,7 +448,8 @@ async fn write_out<S: AsyncWrite + Unpin>(
 }
 
 /// Executes every complete request in the input, then drops the consumed bytes. A request that waits for a
-/// transaction's lock stays in the input, its partial replies dropped, and is executed again later.
+/// transaction's lock stays in the input, its partial replies dropped, and is executed again later; so
+/// does one whose values are on tier 2, before it runs (`Flow::Tier2Read`: they are read ahead).
 fn process_input(server: &Arc<Server>, conn: &mut Conn) -> Flow {
     let mut start = 0;
     let mut flow = Flow::Read;
@@ -460,10 +480,20 @@ fn process_input(server: &Arc<Server>, conn: &mut Conn) -> Flow {
                 break;
             }
             Parsed::Request { request, consumed } => {
+                if !conn.tier2_read_ahead_done {
+                    let faults = read_ahead::faults(&exec, &request);
+                    if !faults.is_empty() {
+                        conn.tier2_faults = faults;
+                        flow = Flow::Tier2Read;
+                        break;
+                    }
+                }
                 if !execute_claiming(&mut exec, request) {
+                    // Still read ahead when it runs after the wait.
                     flow = Flow::WaitLock;
                     break;
                 }
+                conn.tier2_read_ahead_done = false;
                 start += consumed;
                 server
                     .stats
