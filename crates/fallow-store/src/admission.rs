@@ -246,21 +246,21 @@ impl Admission {
         }
     }
 
-    /// Counts a read of the key with `hash` (only the frequency rule uses the sketch).
-    pub fn note_read(&self, hash: u64) {
+    /// Counts a read of the key with `hash` (only the frequency rule uses the sketch, so only it hashes).
+    pub fn note_read(&self, hash: impl FnOnce() -> u64) {
         if self.rule == AdmissionRule::Frequency {
-            self.sketch.increment(hash);
+            self.sketch.increment(hash());
         }
     }
 
     /// Whether an item with `hash`, read `hits` times while in RAM, is written to tier 2. `opponent`
-    /// is None while tier 2 has room to spare.
-    pub fn admits(&self, hash: u64, hits: u8, opponent: Option<Opponent>) -> bool {
+    /// gives None while tier 2 has room to spare (asked only by the frequency rule: it locks tier 2).
+    pub fn admits(&self, hash: u64, hits: u8, opponent: impl FnOnce() -> Option<Opponent>) -> bool {
         match self.rule {
             AdmissionRule::All => true,
             AdmissionRule::Hits => hits >= self.admit_hits_min,
             AdmissionRule::Frequency => {
-                let Some(opponent) = opponent else {
+                let Some(opponent) = opponent() else {
                     return true;
                 };
                 let reads = self.sketch.estimate(hash);
@@ -338,59 +338,56 @@ mod tests {
         let admission = Admission::new(AdmissionRule::Frequency, 1, 1 << 12, 4);
         let (hot, cold, victim) = (crate::hash_key(b"a"), crate::hash_key(b"b"), 7u64);
         assert!(
-            admission.admits(cold, 0, None),
+            admission.admits(cold, 0, || None),
             "room: everything is admitted"
         );
         assert!(
-            admission.admits(cold, 0, Some(Opponent { region: 1 })),
+            admission.admits(cold, 0, || Some(Opponent { region: 1 })),
             "an empty region has no victim"
         );
         let full = || Some(Opponent { region: 1 });
         admission.samples.record(1, victim);
-        admission.note_read(victim);
-        admission.note_read(victim);
-        admission.note_read(hot);
+        admission.note_read(|| victim);
+        admission.note_read(|| victim);
+        admission.note_read(|| hot);
         assert!(
-            !admission.admits(cold, 0, full()),
+            !admission.admits(cold, 0, full),
             "never read: loses the duel"
         );
+        assert!(!admission.admits(hot, 0, full), "read once: loses to twice");
+        admission.note_read(|| hot);
+        assert!(!admission.admits(hot, 0, full), "a tie refuses");
+        admission.note_read(|| hot);
         assert!(
-            !admission.admits(hot, 0, full()),
-            "read once: loses to twice"
-        );
-        admission.note_read(hot);
-        assert!(!admission.admits(hot, 0, full()), "a tie refuses");
-        admission.note_read(hot);
-        assert!(
-            admission.admits(hot, 0, full()),
+            admission.admits(hot, 0, full),
             "read 3 times: admitted whatever the victim"
         );
         for _ in 0..5 {
-            admission.note_read(victim);
+            admission.note_read(|| victim);
         }
         assert!(
-            admission.admits(hot, 0, full()),
+            admission.admits(hot, 0, full),
             "the doorkeeper needs no duel"
         );
         let warm = crate::hash_key(b"warm");
         admission.samples.reset(1);
         admission.samples.record(1, cold);
-        admission.note_read(warm);
+        admission.note_read(|| warm);
         assert!(
-            admission.admits(warm, 0, full()),
+            admission.admits(warm, 0, full),
             "read more than the victim: wins the duel"
         );
         admission.samples.reset(1);
-        assert!(admission.admits(cold, 0, Some(Opponent { region: 1 })));
+        assert!(admission.admits(cold, 0, || Some(Opponent { region: 1 })));
     }
 
     #[test]
     fn other_rules() {
         let hits = Admission::new(AdmissionRule::Hits, 2, 16, 1);
-        assert!(!hits.admits(1, 1, None));
-        assert!(hits.admits(1, 2, Some(Opponent { region: 0 })));
+        assert!(!hits.admits(1, 1, || None));
+        assert!(hits.admits(1, 2, || Some(Opponent { region: 0 })));
         let all = Admission::new(AdmissionRule::All, 9, 16, 1);
-        assert!(all.admits(1, 0, Some(Opponent { region: 0 })));
+        assert!(all.admits(1, 0, || Some(Opponent { region: 0 })));
         assert_eq!(AdmissionRule::from_name("HITS"), Some(AdmissionRule::Hits));
         assert_eq!(AdmissionRule::from_name("lfu"), None);
     }

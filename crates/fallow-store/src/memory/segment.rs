@@ -390,7 +390,8 @@ pub mod retained {
 /// Size of a transparent huge page on x86-64 and most arm64 kernels.
 pub const HUGE_PAGE_BYTES: usize = 2 << 20;
 
-fn map_anonymous(bytes: usize) -> Option<*mut libc::c_void> {
+/// Private anonymous pages (zeroed, page-aligned), None when the kernel refuses.
+pub(crate) fn map_anonymous(bytes: usize) -> Option<*mut libc::c_void> {
     // SAFETY: anonymous private mapping with no address hint; checked for MAP_FAILED below.
     let base = unsafe {
         libc::mmap(

@@ -85,12 +85,12 @@ impl TierLink {
 }
 
 /// Records read from tier 2 for stubs whose first read is served without promotion (or read ahead for
-/// a command), kept until used, at most `STUB_FETCH_BYTES_MAX` (plus the newest record). A record is
-/// trusted only while no region was cleaned since it was read: a cleaned region may be rewritten, and
-/// its slots then name other records.
+/// a command), checked against their stub and kept with their decoded header until used, at most
+/// `STUB_FETCH_BYTES_MAX` (plus the newest record). A record is trusted only while no region was
+/// cleaned since it was read: a cleaned region may be rewritten, and its slots then name other records.
 #[derive(Default)]
 pub(super) struct StubFetches {
-    records: hashbrown::HashMap<u64, Vec<u8>>,
+    records: hashbrown::HashMap<u64, (RecordHeader, Vec<u8>)>,
     order: std::collections::VecDeque<u64>,
     bytes: usize,
     regions_cleaned: u64,
@@ -110,30 +110,32 @@ impl StubFetches {
         }
     }
 
-    fn put(&mut self, slot: Slot, encoded: Vec<u8>) {
-        if let Some(old) = self.records.insert(slot.0, encoded) {
+    fn put(&mut self, slot: Slot, header: RecordHeader, encoded: Vec<u8>) {
+        self.bytes += encoded.len();
+        if let Some((_, old)) = self.records.insert(slot.0, (header, encoded)) {
             self.bytes -= old.len();
         } else {
             self.order.push_back(slot.0);
         }
-        self.bytes += self.records[&slot.0].len();
         while self.bytes > STUB_FETCH_BYTES_MAX && self.order.len() > 1 {
             let oldest = self.order.pop_front().expect("more than one record");
-            if let Some(record) = self.records.remove(&oldest) {
+            if let Some((_, record)) = self.records.remove(&oldest) {
                 self.bytes -= record.len();
             }
         }
     }
 
     fn take(&mut self, slot: Slot) -> Option<Vec<u8>> {
-        let record = self.records.remove(&slot.0)?;
+        let (_, record) = self.records.remove(&slot.0)?;
         self.bytes -= record.len();
         self.order.retain(|&held| held != slot.0);
         Some(record)
     }
 
-    fn get(&self, slot: Slot) -> Option<&[u8]> {
-        self.records.get(&slot.0).map(Vec::as_slice)
+    /// The value of the record kept for `slot`.
+    fn value(&self, slot: Slot) -> Option<&[u8]> {
+        let (header, encoded) = self.records.get(&slot.0)?;
+        Some(record::value_of(header, encoded))
     }
 }
 
@@ -182,7 +184,7 @@ impl Shard {
     /// Counts a read (hit or miss) of a key for the admission rule's frequency sketch.
     pub(super) fn note_read(&self, hash: impl FnOnce() -> u64) {
         if let Some(tier) = &self.tier {
-            tier.admission.note_read(hash());
+            tier.admission.note_read(hash);
         }
     }
 
@@ -411,7 +413,8 @@ impl Shard {
             return false;
         };
         let hits = header.lfu_counter.saturating_sub(super::LFU_INITIAL);
-        tier.admission.admits(hash_key(key), hits, tier.opponent())
+        tier.admission
+            .admits(hash_key(key), hits, || tier.opponent())
     }
 
     /// Writes a dirty item to tier 2 (the clean region for ephemeral data, the swap region for persistent
@@ -491,14 +494,21 @@ impl Shard {
 
     /// A record read ahead (or for a first read) for `slot`, taken out of the stash.
     fn fetched(&mut self, slot: Slot) -> Option<Vec<u8>> {
-        let cleaned = self.regions_cleaned()?;
-        self.stub_fetches.forget_if_stale(cleaned);
-        self.stub_fetches.take(slot)
+        self.stub_fetches()?.take(slot)
     }
 
-    fn regions_cleaned(&self) -> Option<u64> {
-        let tier = self.tier.as_ref()?;
-        Some(tier.tier2.stats.regions_cleaned.load(Ordering::Relaxed))
+    /// The stash of fetched records, emptied first when a region was cleaned since they were read;
+    /// None without tier 2.
+    fn stub_fetches(&mut self) -> Option<&mut StubFetches> {
+        let cleaned = self
+            .tier
+            .as_ref()?
+            .tier2
+            .stats
+            .regions_cleaned
+            .load(Ordering::Relaxed);
+        self.stub_fetches.forget_if_stale(cleaned);
+        Some(&mut self.stub_fetches)
     }
 
     /// True when a GET of the stub at `location` is served from its record without promoting it
@@ -528,26 +538,37 @@ impl Shard {
         let header = *self.header(location);
         debug_assert!(header.is_stub() && Kind::from_u8(header.kind) == Kind::String);
         let slot = Slot(header.tier2_slot);
-        let cleaned = self.regions_cleaned()?;
-        self.stub_fetches.forget_if_stale(cleaned);
-        if self.stub_fetches.get(slot).is_none() {
+        if self.stub_fetches()?.value(slot).is_none() {
             let encoded = self.read_stub_record(slot);
-            match encoded
-                .and_then(|encoded| check_record(&encoded, key, Kind::String).map(|_| encoded))
-            {
-                Ok(encoded) => self.stub_fetches.put(slot, encoded),
-                Err(_) => {
-                    self.drop_unreadable(keyspace, hash_key(key), location);
-                    return None;
-                }
+            if !self.keep_fetched(key, Kind::String, slot, encoded) {
+                self.drop_unreadable(keyspace, hash_key(key), location);
+                return None;
             }
         }
         self.header_mut(location).flags |= ITEM_FLAG_TIER2_READ;
         self.count(|stats| &stats.tier2_hits, 1);
         self.count(|stats| &stats.served_from_tier2, 1);
-        let encoded = self.stub_fetches.get(slot).expect("fetched above");
-        let record = record::decode(encoded).expect("checked when fetched");
-        Some(record::value_of(&record, encoded))
+        self.stub_fetches.value(slot)
+    }
+
+    /// Keeps a record read for `key`'s stub at `slot` when it checks out against the key and kind;
+    /// false when it was unreadable or corrupt (nothing is kept).
+    fn keep_fetched(
+        &mut self,
+        key: &[u8],
+        kind: Kind,
+        slot: Slot,
+        encoded: Result<Vec<u8>, Tier2Error>,
+    ) -> bool {
+        let Ok((header, encoded)) = encoded
+            .and_then(|encoded| check_record(&encoded, key, kind).map(|header| (header, encoded)))
+        else {
+            return false;
+        };
+        if let Some(fetches) = self.stub_fetches() {
+            fetches.put(slot, header, encoded);
+        }
+        true
     }
 
     /// A stub whose record is unreadable or corrupt goes (never served wrong), counted.
@@ -583,21 +604,12 @@ impl Shard {
         if !header.is_stub() || header.tier2_slot != slot.0 {
             return false;
         }
-        if header.flags & ITEM_FLAG_TIER2_READ == 0 {
-            // A first read: kept for the command, which serves a GET from it without promoting. A record
-            // that fails its checks is not kept: the command reads it again and drops the key.
+        if self.serves_without_promotion(stub) {
+            // Kept for the command, which serves a GET from it without promoting (the rule
+            // `serves_without_promotion` states). A record that fails its checks is not kept: the
+            // command reads it again and drops the key.
             let kind = Kind::from_u8(header.kind);
-            let Ok(encoded) = encoded.and_then(|encoded| {
-                check_record(&encoded, key, kind)?;
-                Ok(encoded)
-            }) else {
-                return false;
-            };
-            if let Some(cleaned) = self.regions_cleaned() {
-                self.stub_fetches.forget_if_stale(cleaned);
-                self.stub_fetches.put(slot, encoded);
-            }
-            return true;
+            return self.keep_fetched(key, kind, slot, encoded);
         }
         self.promote_from(keyspace, hash, stub, encoded).is_some()
     }

@@ -48,20 +48,9 @@ impl AlignedBuf {
 
     /// Anonymous pages: zeroed, page-aligned (a multiple of `BLOCK_BYTES`).
     fn mapped(len: usize) -> AlignedBuf {
-        // SAFETY: a private anonymous mapping of `len` bytes; no file, no fixed address.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
+        let Some(ptr) = crate::memory::segment::map_anonymous(len) else {
             std::alloc::handle_alloc_error(Self::layout(len));
-        }
+        };
         AlignedBuf {
             ptr: std::ptr::NonNull::new(ptr.cast()).expect("mmap returns a non-null address"),
             len,
