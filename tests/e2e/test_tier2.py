@@ -442,9 +442,10 @@ def test_kill9_loop_loses_no_acknowledged_write(launch, tmp_path):
 
 
 # --------------------------------------------------------------------------- 3. beyond RAM
-def test_persistent_data_beyond_ram(launch, tmp_path):
+@pytest.mark.parametrize("reads", ["io-uring", "threads"])
+def test_persistent_data_beyond_ram(launch, tmp_path, reads):
     maxmemory = 32 * MIB
-    s = launch(tmp_path / "data", maxmemory="32mb", tier2_fsync="everysec", shards=4)
+    s = launch(tmp_path / "data", maxmemory="32mb", tier2_fsync="everysec", shards=4, tier2_reads=reads)
     make_persistent_tenant(s)
     base_rss = rss_bytes(s.pid)
     # 128 MiB of values into a 32 MiB budget: 4x, so "resident memory well under the data" means something
@@ -477,6 +478,7 @@ def test_persistent_data_beyond_ram(launch, tmp_path):
     assert int(t2["tier2_demotions"]) >= n // 2, t2["tier2_demotions"]
     assert int(t2["tier2_hits"]) >= n // 2, t2["tier2_hits"]
     assert int(t2["tier2_lost_keys"]) == 0 and int(t2["tier2_read_errors"]) == 0, t2
+    assert t2["tier2_read_path"] == expected_read_path(reads) and int(t2["tier2_sync_reads"]) == 0, t2
     # A first read on tier 2 is served from its record without promoting the key; a second promotes it
     # (Ex-Tmem Algorithm 2). The first keys written were read once above, as stubs.
     served = int(t2["tier2_served_without_promotion"])
@@ -561,9 +563,18 @@ def test_failed_persistent_write_is_not_applied(launch, tmp_path):
         assert state == (None, [b"a"], 0, b"1"), state
 
 
-def _demoted_persistent(launch, data: Path):
+def expected_read_path(reads: str) -> str:
+    """INFO tier2_read_path for `--tier2-reads reads`: io_uring falls back to threads where the kernel
+    disables it (kernel.io_uring_disabled)."""
+    disabled = Path("/proc/sys/kernel/io_uring_disabled")
+    if reads == "io-uring" and disabled.exists() and disabled.read_text().strip() != "0":
+        return "threads"
+    return reads
+
+
+def _demoted_persistent(launch, data: Path, reads: str = "io-uring"):
     """A server whose persistent tenant holds 32 MiB in a 16 MiB budget (most of it only on tier 2)."""
-    s = launch(data, maxmemory="16mb", tier2_fsync="always", shards=4)
+    s = launch(data, maxmemory="16mb", tier2_fsync="always", shards=4, tier2_reads=reads)
     make_persistent_tenant(s)
     expected = {b"d:%05d" % i: value_for(b"d:%05d" % i, 16 * KIB) for i in range(2048)}
     with tenant_conn(s, timeout=30) as c:
@@ -573,11 +584,14 @@ def _demoted_persistent(launch, data: Path):
     return s, expected
 
 
-@pytest.mark.parametrize("fault", ["read-error", "vanished"])
-def test_fault_reading_demoted_keys(launch, tmp_path, fault):
+@pytest.mark.parametrize("fault,reads", [("read-error", "io-uring"), ("vanished", "io-uring"),
+                                         ("read-error", "threads")])
+def test_fault_reading_demoted_keys(launch, tmp_path, fault, reads):
+    """Reads ahead through io_uring (the default) and on the thread pool meet the injected fault alike."""
     data = tmp_path / "data"
-    s, expected = _demoted_persistent(launch, data)
+    s, expected = _demoted_persistent(launch, data, reads)
     with RawConn(port=s.port) as admin, tenant_conn(s, timeout=30) as c:
+        assert info(admin)["tier2_read_path"] == expected_read_path(reads)
         assert admin.cmd("DEBUG", "TIER2-FAULT", fault) == "OK"
         got = pipeline(c, (("GET", k) for k in expected), batch=32)
         correct, missing, errors, wrong = classify(got, expected)
@@ -797,6 +811,8 @@ def test_admission_rule_setting(launch, tmp_path):
     r, out = run_fallow(tmp_path, "--dir", tmp_path / "bad", "--tier2-admission", "lfu")
     assert r.returncode != 0 and "tier2-admission must be frequency, hits or all" in out, out
     assert "panicked" not in out
+    r, out = run_fallow(tmp_path, "--dir", tmp_path / "bad", "--tier2-reads", "aio")
+    assert r.returncode != 0 and "tier2-reads must be io-uring or threads" in out, out
     s = launch(tmp_path / "data", tier2_admission="hits", tier2_admit_hits="2")
     with RawConn(port=s.port) as c:
         assert c.cmd("CONFIG", "GET", "tier2-admission") == [b"tier2-admission", b"hits"]

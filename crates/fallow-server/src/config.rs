@@ -174,6 +174,11 @@ pub struct Cli {
     /// read at least tier2-admit-hits times in RAM) or all; under maxmemory-policy noeviction, all.
     #[arg(long, env = "FALLOW_TIER2_ADMISSION")]
     pub tier2_admission: Option<String>,
+    /// How tier-2 reads wait for the device: io-uring (submitted from the connection's thread, completions
+    /// polled by the event loop; falls back to threads where the kernel refuses io_uring) or threads (a
+    /// bounded pool of blocking threads).
+    #[arg(long, env = "FALLOW_TIER2_READS")]
+    pub tier2_reads: Option<String>,
     /// For tier2-admission hits: reads in RAM a value needs to be written to tier 2 (0: always).
     #[arg(long, env = "FALLOW_TIER2_ADMIT_HITS")]
     pub tier2_admit_hits: Option<u8>,
@@ -268,6 +273,7 @@ pub struct Config {
     pub tier2_path: String,
     pub tier2_fsync: String,
     pub tier2_admission: String,
+    pub tier2_reads: String,
     pub tier2_admit_hits: u8,
     #[serde(deserialize_with = "deserialize_bytes")]
     #[serde(rename = "tier2-region-size")]
@@ -330,6 +336,7 @@ impl Default for Config {
             tier2_path: String::new(),
             tier2_fsync: "everysec".into(),
             tier2_admission: "frequency".into(),
+            tier2_reads: "io-uring".into(),
             tier2_admit_hits: 1,
             tier2_region_size_bytes: 4 << 20,
             tier2_clean_ahead_bytes_per_sec: 8 << 20,
@@ -413,6 +420,7 @@ impl Config {
             tier2_path,
             tier2_fsync,
             tier2_admission,
+            tier2_reads,
             tier2_admit_hits
         );
         self.tenants.extend(cli.tenants.iter().cloned());
@@ -643,6 +651,12 @@ impl Config {
                 self.tier2_admission
             ));
         }
+        if !matches!(self.tier2_reads.as_str(), "io-uring" | "threads") {
+            return Err(format!(
+                "tier2-reads must be io-uring or threads, not '{}'",
+                self.tier2_reads
+            ));
+        }
         let region = self.tier2_region_size_bytes;
         if !(64 << 10..=8 << 20).contains(&region) || !region.is_multiple_of(4096) {
             return Err("tier2-region-size must be a multiple of 4kb in 64kb..8mb".into());
@@ -738,6 +752,7 @@ impl Config {
             ("tier2-path", self.tier2_path.clone()),
             ("tier2-fsync", self.tier2_fsync.clone()),
             ("tier2-admission", self.tier2_admission.clone()),
+            ("tier2-reads", self.tier2_reads.clone()),
             ("tier2-admit-hits", self.tier2_admit_hits.to_string()),
             (
                 "tier2-region-size",

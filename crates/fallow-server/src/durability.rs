@@ -24,6 +24,16 @@ pub const TIER2_FILE: &str = "tier2.dat";
 /// Written by a clean shutdown: the clean (ephemeral) records live then, so a warm restart keeps them.
 pub const CLEAN_MANIFEST_FILE: &str = "tier2.clean";
 const CLEAN_MANIFEST_MAGIC: &[u8; 8] = b"FALLOWCM";
+/// How tier-2 reads wait for the device now: `io-uring`, `threads`, or `threads` with why io_uring
+/// stopped.
+fn tier2_read_path(tier2: &Tier2) -> String {
+    match (tier2.async_reads_fd(), tier2.async_reads_failure()) {
+        (Some(_), None) => "io-uring".into(),
+        (Some(_), Some(error)) => format!("threads (io_uring failed: {error})"),
+        (None, _) => "threads".into(),
+    }
+}
+
 /// Share of the free disk space that the default tier-2 size may take.
 const TIER2_DISK_SHARE_PERCENT: u64 = 50;
 /// Regions `tier2-size auto` gives tier 2 at least (a small maxmemory still gets a workable log).
@@ -289,6 +299,7 @@ impl Durability {
             ("tier2_path", tier2.config.path.display().to_string()),
             ("tier2_direct_io", (tier2.is_direct() as u8).to_string()),
             ("tier2_fsync", tier2.config.fsync.name().into()),
+            ("tier2_read_path", tier2_read_path(tier2)),
             (
                 "tier2_status",
                 tier2

@@ -58,6 +58,11 @@ pub async fn serve(
     }
     warn_if_exposed(&server, &config.bind).await;
     tasks.push(tokio::spawn(housekeeping(server.clone())));
+    if let Some(tier2) = server.durability.get().and_then(|d| d.tier2.as_ref()) {
+        if config.tier2_reads == "io-uring" {
+            tasks.extend(crate::command::dispatch::tier2::start_async_reads(tier2));
+        }
+    }
     crate::elastic::start::start(&server).map_err(std::io::Error::other)?;
     shutdown.await;
     server.elastic.stop();

@@ -176,6 +176,16 @@ impl Device {
         }
     }
 
+    /// The descriptor, for reads submitted through io_uring (`uring`).
+    pub fn raw_fd(&self) -> std::os::fd::RawFd {
+        std::os::fd::AsRawFd::as_raw_fd(&self.file)
+    }
+
+    /// The injected fault a read would meet now (reads submitted elsewhere check it first).
+    pub fn read_fault(&self) -> io::Result<()> {
+        self.injected(false)
+    }
+
     fn injected(&self, writing: bool) -> io::Result<()> {
         match (self.fault(), writing) {
             (Fault::Vanished, _) => Err(io::Error::from_raw_os_error(libc::ENODEV)),

@@ -15,6 +15,7 @@
 //! at its slot.
 pub mod device;
 pub mod record;
+pub mod uring;
 
 use device::{AlignedBuf, Device, BLOCK_BYTES};
 use parking_lot::{Condvar, Mutex};
@@ -34,6 +35,8 @@ const FILE_VERSION: u32 = 1;
 const WRITE_BATCH_BYTES: usize = 256 << 10;
 /// How often the writer looks for pending bytes when nobody wakes it.
 const WRITE_INTERVAL: Duration = Duration::from_millis(20);
+/// Reads in flight at once over the whole server (read-ahead's bound and the io_uring ring's size).
+pub const READS_IN_FLIGHT_MAX: usize = 64;
 /// Full regions whose buffers may wait for the writer at once: appenders wait beyond it (the RAM held
 /// by the log is bounded: this many regions, the open one, and the writer's copy of what it writes).
 const SEALING_REGIONS_MAX: usize = 1;
@@ -271,6 +274,8 @@ pub struct Tier2 {
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// Serialises `write_pending` between the writer thread and callers of `flush_and_sync`.
     write_lock: Mutex<()>,
+    /// Reads that do not block their caller (`read_async`), once `enable_async_reads` set them up.
+    uring: std::sync::OnceLock<uring::UringReads>,
 }
 
 /// What opening found on the device: regions in replay order.
@@ -345,6 +350,7 @@ impl Tier2 {
             on_durable: Mutex::new(None),
             writer: Mutex::new(None),
             write_lock: Mutex::new(()),
+            uring: std::sync::OnceLock::new(),
         });
         Ok(Opened { tier2, regions })
     }
@@ -534,30 +540,107 @@ impl Tier2 {
     /// not yet (or not fully) written, else from the device.
     pub fn read(&self, slot: Slot) -> Result<Vec<u8>, Tier2Error> {
         let started = Instant::now();
-        let padded = slot.padded_bytes();
-        {
-            let state = self.state.lock();
-            let regions = state.open.iter().chain(state.sealing.iter());
-            for region in regions {
-                if let Some(offset) = region.contains(slot, self.config.region_bytes) {
-                    let bytes = region.buffer[offset..offset + padded].to_vec();
-                    return self.checked(bytes, slot, started);
-                }
-            }
+        if let Some(bytes) = self.read_buffered(slot) {
+            return self.checked(Ok(bytes), slot, started);
         }
         let position = slot.position();
         let first_block = position / BLOCK_BYTES as u64 * BLOCK_BYTES as u64;
-        let end = (position + padded as u64).next_multiple_of(BLOCK_BYTES as u64);
+        let end = (position + slot.padded_bytes() as u64).next_multiple_of(BLOCK_BYTES as u64);
         let mut buffer = AlignedBuf::zeroed((end - first_block) as usize);
-        if let Err(error) = self.device.read_at(&mut buffer, first_block) {
-            self.stats.read_errors.fetch_add(1, Ordering::Relaxed);
-            return Err(Tier2Error::Io(error.to_string()));
-        }
+        let read = self
+            .device
+            .read_at(&mut buffer, first_block)
+            .map_err(|error| Tier2Error::Io(error.to_string()));
         let start = (position - first_block) as usize;
-        self.checked(buffer[start..start + padded].to_vec(), slot, started)
+        let bytes = read.map(|()| buffer[start..start + slot.padded_bytes()].to_vec());
+        self.checked(bytes, slot, started)
     }
 
-    fn checked(&self, bytes: Vec<u8>, slot: Slot, started: Instant) -> Result<Vec<u8>, Tier2Error> {
+    /// The record at `slot` while it is still in a region's RAM buffer (not yet written, or being
+    /// written).
+    fn read_buffered(&self, slot: Slot) -> Option<Vec<u8>> {
+        let state = self.state.lock();
+        let regions = state.open.iter().chain(state.sealing.iter());
+        for region in regions {
+            if let Some(offset) = region.contains(slot, self.config.region_bytes) {
+                return Some(region.buffer[offset..offset + slot.padded_bytes()].to_vec());
+            }
+        }
+        None
+    }
+
+    /// Sets up reads through io_uring for `read_async`, at most `entries` in flight. `Err` says why the
+    /// kernel refused (`read_async` then hands every read back).
+    pub fn enable_async_reads(&self, entries: u32) -> Result<(), String> {
+        let reads = uring::UringReads::new(entries).map_err(|error| error.to_string())?;
+        let _ = self.uring.set(reads);
+        Ok(())
+    }
+
+    /// The eventfd that becomes readable when async reads complete (`reap_reads` then).
+    pub fn async_reads_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.uring.get().map(uring::UringReads::completions_fd)
+    }
+
+    /// Stops taking async reads (those in flight still complete): the server could not poll for them.
+    pub fn stop_async_reads(&self, why: &str) {
+        if let Some(reads) = self.uring.get() {
+            reads.stop(why);
+        }
+    }
+
+    /// Why async reads stopped being taken, if they did.
+    pub fn async_reads_failure(&self) -> Option<String> {
+        self.uring.get().and_then(uring::UringReads::failure)
+    }
+
+    /// Reads `slot`'s record without blocking the caller: `done` gets the checked record, at once when
+    /// it is still in RAM or an injected fault fails it, else from `reap_reads` once the device has
+    /// answered. Gives `done` back when async reads are not set up or cannot take the read now (the
+    /// caller then reads on a thread of its own with `read`).
+    pub fn read_async(&self, slot: Slot, done: uring::ReadDone) -> Result<(), uring::ReadDone> {
+        let Some(reads) = self.uring.get() else {
+            return Err(done);
+        };
+        let started = Instant::now();
+        if let Some(bytes) = self.read_buffered(slot) {
+            done(self.checked(Ok(bytes), slot, started));
+            return Ok(());
+        }
+        if let Err(error) = self.device.read_fault() {
+            done(self.checked(Err(Tier2Error::Io(error.to_string())), slot, started));
+            return Ok(());
+        }
+        reads.submit(&self.device, slot, done)
+    }
+
+    /// Runs the callbacks of the async reads that completed; call when `async_reads_fd` is readable.
+    /// Returns how many there were.
+    pub fn reap_reads(&self) -> usize {
+        let Some(reads) = self.uring.get() else {
+            return 0;
+        };
+        // Reset the eventfd before draining: a completion after this either is drained now or
+        // signals again.
+        let _ = reads.clear_completions();
+        let completed = reads.reap();
+        let count = completed.len();
+        for read in completed {
+            (read.done)(self.checked(read.bytes, read.slot, read.started));
+        }
+        count
+    }
+
+    /// Counts a read and checks its record: `Corrupt` unless it decodes with the slot's length.
+    fn checked(
+        &self,
+        bytes: Result<Vec<u8>, Tier2Error>,
+        slot: Slot,
+        started: Instant,
+    ) -> Result<Vec<u8>, Tier2Error> {
+        let bytes = bytes.inspect_err(|_| {
+            self.stats.read_errors.fetch_add(1, Ordering::Relaxed);
+        })?;
         self.stats.reads.fetch_add(1, Ordering::Relaxed);
         self.stats
             .read_bytes

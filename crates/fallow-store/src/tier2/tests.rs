@@ -366,3 +366,99 @@ fn a_region_reader_stops_at_a_read_error_and_can_be_dropped_early() {
     assert!(reader.next_region().is_none());
     assert_eq!(tier2.stats.read_errors.load(Ordering::Relaxed), 1);
 }
+
+/// Reads `slots` through io_uring, reaping until every callback ran (at most 5 s): the outcomes in order.
+fn read_async_all(tier2: &Tier2, slots: &[Slot]) -> Vec<Result<Vec<u8>, Tier2Error>> {
+    let (sender, receiver) = mpsc::channel();
+    for (index, &slot) in slots.iter().enumerate() {
+        let sender = sender.clone();
+        let done = Box::new(move |record| sender.send((index, record)).unwrap());
+        assert!(tier2.read_async(slot, done).is_ok(), "the ring takes it");
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut outcomes: Vec<Option<Result<Vec<u8>, Tier2Error>>> = vec![None; slots.len()];
+    while outcomes.iter().any(Option::is_none) {
+        assert!(Instant::now() < deadline, "io_uring reads complete");
+        tier2.reap_reads();
+        while let Ok((index, record)) = receiver.try_recv() {
+            outcomes[index] = Some(record);
+        }
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    outcomes.into_iter().map(Option::unwrap).collect()
+}
+
+#[test]
+fn io_uring_reads_return_what_blocking_reads_return() {
+    let dir = TempDir::new("tier2-uring");
+    let (tier2, _) = opened(config(&dir, 8, FsyncPolicy::Always));
+    let slot_of = |i: u32| {
+        let value = vec![i as u8; 3000 + 7 * i as usize];
+        let key = i.to_le_bytes();
+        tier2.append(&header(&key, &value), &key, &value).unwrap().0
+    };
+    let slots: Vec<Slot> = (0..60).map(slot_of).collect();
+    tier2.wait_durable(60, Duration::from_secs(5)).unwrap();
+    // Without `enable_async_reads` every read is handed back.
+    assert!(tier2.read_async(slots[0], Box::new(|_| {})).is_err());
+    if let Err(error) = tier2.enable_async_reads(READS_IN_FLIGHT_MAX as u32) {
+        eprintln!("io_uring refused here ({error}): nothing to test");
+        return;
+    }
+    // On the device, and (the newest) still in the open region's buffer.
+    let more: Vec<Slot> = (60..64).map(slot_of).collect();
+    let all: Vec<Slot> = slots.iter().chain(&more).copied().collect();
+    let outcomes = read_async_all(&tier2, &all);
+    for (slot, outcome) in all.iter().zip(outcomes) {
+        assert_eq!(outcome.unwrap(), tier2.read(*slot).unwrap());
+    }
+    tier2.set_fault(Fault::ReadError);
+    assert!(matches!(
+        &read_async_all(&tier2, &slots[..1])[0],
+        Err(Tier2Error::Io(_))
+    ));
+    tier2.set_fault(Fault::None);
+    // A slot pointing into the middle of a record: refused by the record check, never served.
+    let wrong = Slot::new(slots[5].position() + 64, slots[5].padded_bytes());
+    assert_eq!(
+        read_async_all(&tier2, &[wrong])[0],
+        Err(Tier2Error::Corrupt)
+    );
+}
+
+#[test]
+fn io_uring_refuses_reads_beyond_its_size_and_drops_with_reads_in_flight() {
+    let dir = TempDir::new("tier2-uring-full");
+    let (tier2, _) = opened(config(&dir, 8, FsyncPolicy::Always));
+    let value = [9u8; 5000];
+    let slots: Vec<Slot> = (0..40u32)
+        .map(|i| {
+            let key = i.to_le_bytes();
+            tier2.append(&header(&key, &value), &key, &value).unwrap().0
+        })
+        .collect();
+    tier2.wait_durable(40, Duration::from_secs(5)).unwrap();
+    if tier2.enable_async_reads(4).is_err() {
+        return;
+    }
+    let (sender, receiver) = mpsc::channel();
+    let submit = |slot| {
+        let sender = sender.clone();
+        tier2.read_async(
+            slot,
+            Box::new(move |record: Result<Vec<u8>, Tier2Error>| {
+                sender.send(record.is_ok()).unwrap()
+            }),
+        )
+    };
+    // The first 30 are on the device (the newest few are still in the open region's buffer).
+    let taken = slots[..30]
+        .iter()
+        .filter(|&&slot| submit(slot).is_ok())
+        .count();
+    assert_eq!(taken, 4, "at most the ring's size in flight");
+    tier2.shutdown().unwrap();
+    // Dropping the ring waits for the kernel before freeing the reads' buffers and tells each reader.
+    drop(tier2);
+    assert_eq!(receiver.try_iter().count(), 4);
+}

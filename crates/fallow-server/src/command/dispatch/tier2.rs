@@ -1,19 +1,17 @@
 //! Reading a command's tier-2 values ahead, so a worker never blocks on the device: before a command
 //! runs, the keys it names are checked for stubs (values on tier 2 only); if there are any, the connection
-//! stops its batch there, the records are read on a bounded pool of blocking threads and handed to the
-//! store (a stub's first read is kept for the command, which serves a GET from it without promoting; a
+//! stops its batch there, the records are read (through io_uring: submitted from this thread, completed
+//! by `reap_reads` on whichever worker the event loop wakes; or on a bounded pool of blocking threads
+//! under `tier2-reads threads` or where the kernel refuses io_uring) and handed to the store (a stub's first read is kept for the command, which serves a GET from it without promoting; a
 //! second read promotes), and the command then runs. Keys a command cannot name in advance (inside EXEC,
 //! scans, memcached writes) and a request's records beyond `STUB_FETCH_BYTES_MAX` are read on the worker
 //! instead, counted as `tier2_sync_reads`.
 use super::{key_positions, lookup};
 use crate::connection::{ConnState, Tier2Fault as Fault};
 use crate::server::Server;
-use fallow_store::tier2::Tier2;
+use fallow_store::tier2::{Tier2, Tier2Error, READS_IN_FLIGHT_MAX};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-
-/// Tier-2 reads in flight at once over all connections (the I/O pool's bound).
-const READS_IN_FLIGHT_MAX: usize = 64;
 
 static READ_PERMITS: tokio::sync::Semaphore =
     tokio::sync::Semaphore::const_new(READS_IN_FLIGHT_MAX);
@@ -71,8 +69,8 @@ pub fn stub_faults<'k>(
     faults
 }
 
-/// Reads the faults' records on the blocking pool (at most `READS_IN_FLIGHT_MAX` at once, server-wide)
-/// and promotes each key that is still the same stub.
+/// Reads the faults' records (at most `READS_IN_FLIGHT_MAX` at once, server-wide) and hands each to its
+/// shard, which keeps or promotes it if the key is still the same stub.
 pub async fn read_ahead(server: &Server, faults: Vec<Fault>) {
     let Some(tier2) = server
         .durability
@@ -87,10 +85,7 @@ pub async fn read_ahead(server: &Server, faults: Vec<Fault>) {
     else {
         return;
     };
-    let read = tokio::task::spawn_blocking(move || read_all(&tier2, faults)).await;
-    let Ok(results) = read else {
-        return;
-    };
+    let results = read_faults(&tier2, faults).await;
     let stats = &server
         .store
         .tier2()
@@ -106,7 +101,80 @@ pub async fn read_ahead(server: &Server, faults: Vec<Fault>) {
     }
 }
 
-type Fetched = (Fault, Result<Vec<u8>, fallow_store::tier2::Tier2Error>);
+type Fetched = (Fault, Result<Vec<u8>, Tier2Error>);
+
+/// Submits every fault's read through io_uring, reading those it does not take on the blocking pool,
+/// then waits for all.
+async fn read_faults(tier2: &Arc<Tier2>, faults: Vec<Fault>) -> Vec<Fetched> {
+    let mut submitted = Vec::with_capacity(faults.len());
+    let mut on_threads = Vec::new();
+    for fault in faults {
+        let (sender, receiver) = tokio::sync::oneshot::channel();
+        let done = Box::new(move |record| {
+            let _ = sender.send(record);
+        });
+        match tier2.read_async(fault.slot, done) {
+            Ok(()) => submitted.push((fault, receiver)),
+            Err(_) => on_threads.push(fault),
+        }
+    }
+    let mut results = Vec::with_capacity(submitted.len() + on_threads.len());
+    if !on_threads.is_empty() {
+        let tier2 = tier2.clone();
+        if let Ok(read) = tokio::task::spawn_blocking(move || read_all(&tier2, on_threads)).await {
+            results.extend(read);
+        }
+    }
+    for (fault, receiver) in submitted {
+        let record = receiver
+            .await
+            .unwrap_or_else(|_| Err(Tier2Error::Io("tier 2 closed".into())));
+        results.push((fault, record));
+    }
+    results
+}
+
+/// Sets up tier 2's io_uring reads and the task that runs their callbacks whenever the ring signals its
+/// eventfd (read-ahead uses the blocking pool until then, and for good where this fails: the failure is
+/// logged and shown in INFO `tier2_reads`). Call once, within the runtime.
+pub fn start_async_reads(tier2: &Arc<Tier2>) -> Option<tokio::task::JoinHandle<()>> {
+    let entries = READS_IN_FLIGHT_MAX as u32;
+    if let Err(error) = tier2.enable_async_reads(entries) {
+        tracing::warn!(%error, "io_uring refused: tier-2 reads go through a thread pool");
+        return None;
+    }
+    let interest = tokio::io::Interest::READABLE;
+    let completions = Completions(tier2.clone());
+    // SAFETY: the eventfd is owned by tier 2's ring, which lives as long as tier 2, held by `Completions`.
+    let events = match unsafe {
+        tokio::io::unix::AsyncFd::register_with_interest(completions, interest)
+    } {
+        Ok(events) => events,
+        Err(error) => {
+            let error = error.to_string();
+            tracing::error!(%error, "cannot poll io_uring completions: tier-2 reads go through a thread pool");
+            tier2.stop_async_reads(&error);
+            return None;
+        }
+    };
+    let tier2 = tier2.clone();
+    Some(tokio::spawn(async move {
+        while let Ok(mut ready) = events.readable().await {
+            // Cleared before draining: a completion from now on signals again.
+            ready.clear_ready();
+            tier2.reap_reads();
+        }
+    }))
+}
+
+/// Tier 2's completion eventfd, owned by tier 2 (set once, never closed while tier 2 lives).
+struct Completions(Arc<Tier2>);
+
+impl std::os::fd::AsRawFd for Completions {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.0.async_reads_fd().expect("async reads are set up")
+    }
+}
 
 fn read_all(tier2: &Arc<Tier2>, faults: Vec<Fault>) -> Vec<Fetched> {
     faults
