@@ -877,8 +877,9 @@ def test_tenants_and_users_survive_clean_restart(launch, tmp_path):
 
 # --------------------------------------------------------------------------- 11. memcached reads tier 2 ahead
 def test_memcached_gets_read_tier2_ahead(launch, tmp_path):
-    """memcached requests that read values (get, multi-get, mg, binary get) have their stubs read ahead on
-    the I/O pool, as RESP commands do: counted as tier2_async_reads, not tier2_sync_reads (issue 18)."""
+    """memcached requests that read values (get, multi-get, mg, binary get, and writes that build on the old
+    value: append, incr) have their stubs read ahead off the worker, as RESP commands do: counted as
+    tier2_async_reads, not tier2_sync_reads (issue 18)."""
     import struct
 
     s = launch(tmp_path / "data", maxmemory="16mb", maxmemory_policy="noeviction", shards=4)
@@ -954,6 +955,26 @@ def test_memcached_gets_read_tier2_ahead(launch, tmp_path):
                 assert mc.read_exact(size + 2, timeout=30) == expected[k] + b"\r\n", k
         second = info(c)
 
+        # Writes that build on the old value (append, incr) read the stubs they touch ahead too.
+        builds = meta[:128]  # read once above (served from tier 2): still stubs
+        for i in range(0, len(builds), batch):
+            chunk = builds[i:i + batch]
+            mc.send(b"".join(b"append %s 0 0 3\r\n+++\r\n" % k for k in chunk))
+            for k in chunk:
+                assert mc.readline(timeout=30) == b"STORED", k
+        arith = meta[128:192]
+        mc.send(b"".join(b"incr %s 1\r\n" % k for k in arith))
+        for k in arith:
+            reply = mc.readline(timeout=30)
+            assert reply == b"CLIENT_ERROR cannot increment or decrement non-numeric value", (k, reply)
+        third = info(c)
+        mc.send(b"".join(b"get %s\r\n" % k for k in builds[:32]))
+        for k in builds[:32]:
+            head = mc.readline(timeout=30)
+            assert head == b"VALUE %s 0 %d" % (k, size + 3), (k, head[:80])
+            assert mc.read_exact(size + 5, timeout=30) == expected[k] + b"+++\r\n", k
+            assert mc.readline(timeout=30) == b"END", k
+
     def grew(after: dict, name: str, since: dict = before) -> int:
         return int(after[f"tier2_{name}"]) - int(since[f"tier2_{name}"])
 
@@ -967,4 +988,7 @@ def test_memcached_gets_read_tier2_ahead(launch, tmp_path):
     assert grew(second, "hits", first) > 0 and grew(second, "promotions", first) > 0, report
     assert grew(second, "async_reads", first) >= grew(second, "hits", first) // 2, report
     assert grew(second, "sync_reads", first) <= 8, report
-    assert int(second["tier2_lost_keys"]) == 0 and int(second["tier2_read_errors"]) == 0, second
+    writes = {name: grew(third, name, second) for name in ("hits", "async_reads", "sync_reads")}
+    print("append/incr on stubs:", writes)
+    assert writes["async_reads"] >= (len(builds) + len(arith)) // 2 and writes["sync_reads"] <= 8, writes
+    assert int(third["tier2_lost_keys"]) == 0 and int(third["tier2_read_errors"]) == 0, third

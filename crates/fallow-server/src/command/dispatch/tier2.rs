@@ -1,10 +1,11 @@
 //! Reading a command's tier-2 values ahead, so a worker never blocks on the device: before a command
 //! runs, the keys it names are checked for stubs (values on tier 2 only); if there are any, the connection
 //! stops its batch there, the records are read (through io_uring: submitted from this thread, completed
-//! by `reap_reads` on whichever worker the event loop wakes; or on a bounded pool of blocking threads
-//! under `tier2-reads threads` or where the kernel refuses io_uring) and handed to the store (a stub's first read is kept for the command, which serves a GET from it without promoting; a
-//! second read promotes), and the command then runs. Keys a command cannot name in advance (inside EXEC,
-//! scans, memcached writes) and a request's records beyond `STUB_FETCH_BYTES_MAX` are read on the worker
+//! by the task `start_async_reads` spawns on whichever worker the event loop wakes; or on a bounded pool
+//! of blocking threads under `tier2-reads threads` or where the kernel refuses io_uring) and handed to
+//! the store (a stub's first read is kept for the command, which serves a GET from it without
+//! promoting; a second read promotes), and the command then runs. Keys a command cannot name in advance
+//! (inside EXEC, scans) and a request's records beyond `STUB_FETCH_BYTES_MAX` are read on the worker
 //! instead, counted as `tier2_sync_reads`.
 use super::{key_positions, lookup};
 use crate::connection::{ConnState, Tier2Fault as Fault};

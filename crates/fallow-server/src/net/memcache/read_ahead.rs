@@ -1,12 +1,14 @@
 //! Reading a request's tier-2 values ahead (docs/tier2.md), as RESP commands do: before a request that
-//! reads values runs (text get/gets/gat/gats, mg, binary get/getk/gat/gatk and their quiet forms), the
+//! reads values runs (text get/gets/gat/gats, mg, binary get/getk/gat/gatk and their quiet forms, and the
+//! writes that build on the old value: append/prepend (text, `ms` modes A and P, binary), incr/decr
+//! (text, `ma`, binary) and their quiet forms), the
 //! stubs among its keys are found; the connection then stops its batch there, reads their records on the
 //! I/O pool (`command::dispatch::tier2::read_ahead`) and runs the request once they are in the store, so
 //! its worker does not read the device under the shard lock.
 use super::{auth, Exec};
 use crate::command::dispatch::tier2;
 use crate::connection::Tier2Fault;
-use fallow_proto::memcache::{BinaryOpcode, McRequest};
+use fallow_proto::memcache::{BinaryOpcode, McRequest, StoreMode};
 
 /// The stubs among the keys `request` reads (none while the store has no stubs, at the cost of one
 /// atomic load). Nothing is read for a connection that may not run the request (unauthenticated, or
@@ -29,16 +31,27 @@ pub(super) fn faults(exec: &Exec, request: &McRequest) -> Vec<Tier2Fault> {
     faults
 }
 
-/// The keys whose values `request` reads; empty for requests that read none (writes, which read a
-/// stub they touch on the worker, counted as `tier2_sync_reads`).
+/// The keys whose values `request` reads; empty for requests that read none (writes that replace a
+/// value whole, deletes, touches).
 fn read_keys(request: &McRequest) -> Vec<&[u8]> {
+    let builds_on_old =
+        |mode: Option<StoreMode>| matches!(mode, Some(StoreMode::Append | StoreMode::Prepend));
     match request {
         McRequest::Get { keys, .. } => keys.iter().map(|key| &key[..]).collect(),
-        McRequest::MetaGet { key, .. } => vec![&key[..]],
+        McRequest::MetaGet { key, .. }
+        | McRequest::Arith { key, .. }
+        | McRequest::MetaArith { key, .. } => vec![&key[..]],
+        McRequest::Store { key, mode, .. } if builds_on_old(Some(*mode)) => vec![&key[..]],
+        McRequest::MetaSet { key, flags, .. } if builds_on_old(flags.set_mode) => vec![&key[..]],
         McRequest::Binary(binary) => match binary.op().base() {
-            BinaryOpcode::Get | BinaryOpcode::GetK | BinaryOpcode::Gat | BinaryOpcode::GatK => {
-                vec![&binary.key[..]]
-            }
+            BinaryOpcode::Get
+            | BinaryOpcode::GetK
+            | BinaryOpcode::Gat
+            | BinaryOpcode::GatK
+            | BinaryOpcode::Append
+            | BinaryOpcode::Prepend
+            | BinaryOpcode::Increment
+            | BinaryOpcode::Decrement => vec![&binary.key[..]],
             _ => Vec::new(),
         },
         _ => Vec::new(),
@@ -61,10 +74,11 @@ mod tests {
     }
 
     fn binary(opcode: u8, key: &[u8]) -> Vec<u8> {
-        let extras: &[u8] = if matches!(opcode, 0x1d | 0x1e | 0x23 | 0x24) {
-            &[0, 0, 0, 10]
-        } else {
-            &[]
+        let extras: &[u8] = match opcode {
+            0x1d | 0x1e | 0x23 | 0x24 => &[0, 0, 0, 10],
+            // incr, decr and their quiet forms: delta, initial value, expiry
+            0x05 | 0x06 | 0x15 | 0x16 => &[0; 20],
+            _ => &[],
         };
         let body = extras.len() + key.len();
         let mut packet = vec![0x80, opcode];
@@ -91,7 +105,22 @@ mod tests {
         for opcode in [0x00, 0x09, 0x0c, 0x0d, 0x1d, 0x1e, 0x23, 0x24] {
             assert_eq!(keys_of(&binary(opcode, b"k")), [k(b"k")], "{opcode:#x}");
         }
+        // append, prepend, incr, decr and their quiet forms
+        for opcode in [0x0e, 0x0f, 0x19, 0x1a, 0x05, 0x06, 0x15, 0x16] {
+            assert_eq!(keys_of(&binary(opcode, b"k")), [k(b"k")], "{opcode:#x}");
+        }
+        // Writes that build on the old value.
+        assert_eq!(keys_of(b"append a 0 0 1\r\nx\r\n"), [k(b"a")]);
+        assert_eq!(keys_of(b"prepend a 0 0 1\r\nx\r\n"), [k(b"a")]);
+        assert_eq!(keys_of(b"incr a 1\r\n"), [k(b"a")]);
+        assert_eq!(keys_of(b"decr a 1\r\n"), [k(b"a")]);
+        assert_eq!(keys_of(b"ma a\r\n"), [k(b"a")]);
+        assert_eq!(keys_of(b"ms a 1 MA\r\nx\r\n"), [k(b"a")]);
+        assert_eq!(keys_of(b"ms a 1 MP\r\nx\r\n"), [k(b"a")]);
+        assert!(keys_of(b"ms a 1\r\nx\r\n").is_empty());
+        assert!(keys_of(b"ms a 1 MS\r\nx\r\n").is_empty());
         assert!(keys_of(b"set a 0 0 1\r\nx\r\n").is_empty());
+        assert!(keys_of(b"cas a 0 0 1 5\r\nx\r\n").is_empty());
         assert!(keys_of(b"delete a\r\n").is_empty());
         assert!(keys_of(b"touch a 10\r\n").is_empty());
         assert!(keys_of(b"me a\r\n").is_empty());
