@@ -28,7 +28,7 @@ pub use types::{Collection, Kind};
 use memory::segment::Segment;
 use parking_lot::{Mutex, MutexGuard};
 use smallvec::SmallVec;
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -138,6 +138,9 @@ pub struct Store {
     pub epoch_ms: u64,
     /// Shard where the next reclaim starts, so successive reclaims spread over the shards.
     reclaim_cursor: AtomicUsize,
+    /// `maxmemory` was lowered below the bytes in use and `enforce_maxmemory` has not brought them under
+    /// it yet: that excess is reclaimed without tier-2 writes.
+    limit_cut: AtomicBool,
     /// Tier 2, once attached (after recovery).
     tier2: std::sync::OnceLock<Arc<tier2::Tier2>>,
     /// Tier 2 with the admission state the shards share.
@@ -169,6 +172,7 @@ impl Store {
             databases: config.databases,
             epoch_ms,
             reclaim_cursor: AtomicUsize::new(0),
+            limit_cut: AtomicBool::new(false),
             tier2: std::sync::OnceLock::new(),
             tier_link: std::sync::OnceLock::new(),
         };
@@ -243,6 +247,10 @@ impl Store {
     }
 
     pub fn set_maxmemory_bytes(&self, bytes: usize) {
+        let before = self.maxmemory_bytes.load(Ordering::Relaxed);
+        if bytes != 0 && (before == 0 || bytes < before) && self.used_bytes() > bytes {
+            self.limit_cut.store(true, Ordering::Relaxed);
+        }
         self.maxmemory_bytes.store(bytes, Ordering::Relaxed);
         self.memory.maxmemory_bytes.store(bytes, Ordering::Relaxed);
     }
@@ -581,6 +589,9 @@ impl Store {
             return false;
         }
         let excess = self.excess_bytes(0);
+        if excess == 0 {
+            self.limit_cut.store(false, Ordering::Relaxed);
+        }
         if excess > 0 {
             let policy = self.policy();
             let now = now_ms();
@@ -596,8 +607,11 @@ impl Store {
                 let index = (first + turn) % self.shards.len();
                 if tier2 {
                     // Tier 2 demotes the oldest segments: what has a copy becomes a stub. Lowering the
-                    // limit is a reclaim and waits on no write, unless nothing may be dropped.
-                    let may_write = self.memory.noeviction.load(Ordering::Relaxed);
+                    // limit is a reclaim and waits on no write, unless nothing may be dropped; any other
+                    // excess (promotions and writes that overshot the limit) is demoted as a write's
+                    // room-making would, so steady traffic loses nothing to this path.
+                    let may_write = self.memory.noeviction.load(Ordering::Relaxed)
+                        || !self.limit_cut.load(Ordering::Relaxed);
                     let step = self.shards[index].lock().demote_step(now, may_write);
                     // A slice that only re-appended hot items releases nothing: not progress.
                     progressed |= step.progressed

@@ -321,7 +321,19 @@ impl Store {
             tier2.stats.clean_discarded.fetch_add(1, Ordering::Relaxed);
             return Ok(());
         }
-        let moved = tier2.append_encoded(encoded)?;
+        // A clean record is a cache's copy: when even cleaning finds no room for it (every record
+        // ahead of it was kept too), it is discarded rather than fail the cleaning, which would leave
+        // the log full for good. Clean copies leave the last free region to persistent records.
+        let clean = header.class == record::RecordClass::Clean;
+        let moved = match tier2.append_encoded(encoded, usize::from(clean)) {
+            Ok(moved) => moved,
+            Err(Tier2Error::Full) if clean => {
+                shard.discard_clean(keyspace, key, slot);
+                tier2.stats.clean_discarded.fetch_add(1, Ordering::Relaxed);
+                return Ok(());
+            }
+            Err(error) => return Err(error),
+        };
         tier2.stats.cleaned_records.fetch_add(1, Ordering::Relaxed);
         tier2
             .stats
@@ -648,6 +660,77 @@ mod tests {
     }
 
     #[test]
+    fn an_overshoot_of_maxmemory_is_demoted_with_writes_but_a_cut_writes_nothing() {
+        let dir = TempDir::new("tiering-overshoot");
+        let cache = keyspace(2, 2, 0);
+        let store = store(0);
+        store.set_policy(EvictionPolicy::AllKeysLru);
+        let (_tier2, _) = attach_with(&store, &dir, 256, AdmissionRule::All);
+        let keys = 0..2000;
+        for i in keys.clone() {
+            set(&store, cache, format!("c{i}").as_bytes(), &value(i));
+        }
+        let stats = tier_stats(&store);
+        let load = |counter: &std::sync::atomic::AtomicU64| counter.load(Ordering::Relaxed);
+        // A limit set above what is used, then overshot (as promotions and writes do between two
+        // housekeeping ticks): the excess is demoted with writes, nothing is lost.
+        let used = store.used_bytes();
+        store.set_maxmemory_bytes(used + (64 << 10));
+        for i in 2000..2400 {
+            let mut guards = store.lock_key(format!("c{i}").as_bytes());
+            let key = format!("c{i}");
+            guards.shard(key.as_bytes()).set_string(
+                cache,
+                key.as_bytes(),
+                &value(i),
+                0,
+                0,
+                now_ms(),
+            );
+        }
+        assert!(store.used_bytes() > store.maxmemory_bytes(), "overshot");
+        while store.enforce_maxmemory() {}
+        assert!(store.used_bytes() <= store.maxmemory_bytes());
+        assert!(load(&stats.demotion_writes) > 0);
+        assert_eq!(load(&stats.admissions_refused), 0, "nothing dropped");
+        for i in 0..2400 {
+            assert_eq!(
+                get(&store, cache, format!("c{i}").as_bytes()),
+                Some(value(i)),
+                "c{i}"
+            );
+        }
+        // Lowering the limit below what is used is a reclaim: no write, what has no copy goes.
+        let writes = load(&stats.demotion_writes);
+        store.set_maxmemory_bytes(store.used_bytes() / 2);
+        while store.enforce_maxmemory() {}
+        assert!(store.used_bytes() <= store.maxmemory_bytes());
+        assert_eq!(load(&stats.demotion_writes), writes, "a cut writes nothing");
+        let existing = (0..2400)
+            .filter(|i| {
+                let key = format!("c{i}");
+                let mut guards = store.lock_key(key.as_bytes());
+                guards
+                    .shard(key.as_bytes())
+                    .exists(cache, key.as_bytes(), now_ms())
+            })
+            .count();
+        assert!(existing < 2400, "values without a copy were dropped");
+        // Once under the new limit, overshoots are demoted with writes again.
+        for i in 2400..2800 {
+            set(&store, cache, format!("c{i}").as_bytes(), &value(i));
+        }
+        let key = b"c9999";
+        store
+            .lock_key(key)
+            .shard(key)
+            .set_string(cache, key, &value(9999), 0, 0, now_ms());
+        let refused = load(&stats.admissions_refused);
+        while store.enforce_maxmemory() {}
+        assert_eq!(load(&stats.admissions_refused), refused);
+    }
+
+    #[test]
     fn cleaning_keeps_records_read_on_tier2_and_discards_the_rest() {
         let dir = TempDir::new("tiering-second-chance");
         let cache = keyspace(2, 2, 0);
@@ -699,6 +782,40 @@ mod tests {
         );
         assert_eq!(unread, 0, "keys never read on tier 2 were discarded");
         assert!(tier2.stats.cleaned_records.load(Ordering::Relaxed) >= 90);
+    }
+
+    #[test]
+    fn cleaning_never_sticks_when_every_record_was_read_on_tier2() {
+        let dir = TempDir::new("tiering-all-read");
+        let cache = keyspace(2, 2, 0);
+        let store = store(256 << 10);
+        store.set_policy(EvictionPolicy::AllKeysLru);
+        let (tier2, _) = attach_with(&store, &dir, 16, AdmissionRule::All);
+        let stats = tier_stats(&store);
+        let load = |counter: &std::sync::atomic::AtomicU64| counter.load(Ordering::Relaxed);
+        // Three laps of the 1 MiB log; after every batch each new stub is read once on tier 2 (which
+        // marks it without promoting it), so every record cleaning meets asks to be copied forward. Cleaning must still free regions (a clean
+        // record that finds no room is discarded), and demotions must go on being written.
+        let mut writes_last_lap = 0;
+        let mut read_once = std::collections::HashSet::new();
+        for batch in (0..6000).step_by(50) {
+            let before = load(&stats.demotion_writes);
+            fill_cache(&store, &tier2, batch..batch + 50, |_| {});
+            for i in batch.saturating_sub(1000)..batch + 50 {
+                if !read_once.contains(&i) && is_stub(&store, cache, i) {
+                    read_once.insert(i);
+                    get(&store, cache, format!("c{i}").as_bytes());
+                }
+            }
+            if batch >= 4000 {
+                writes_last_lap += load(&stats.demotion_writes) - before;
+            }
+        }
+        assert!(tier2.stats.regions_cleaned.load(Ordering::Relaxed) > 32);
+        assert!(
+            writes_last_lap >= 1000,
+            "demotions written in the last 2000 keys: {writes_last_lap}"
+        );
     }
 
     fn is_stub(store: &Store, space: usize, i: usize) -> bool {

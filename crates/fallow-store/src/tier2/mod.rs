@@ -442,15 +442,20 @@ impl Tier2 {
         result
     }
 
-    /// Appends an already encoded record (cleaning copies records forward this way), keeping its lsn.
-    pub fn append_encoded(&self, encoded: &[u8]) -> Result<Slot, Tier2Error> {
+    /// Appends an already encoded record (cleaning copies records forward this way), leaving
+    /// `free_regions_kept` regions free (`Full` otherwise).
+    pub fn append_encoded(
+        &self,
+        encoded: &[u8],
+        free_regions_kept: usize,
+    ) -> Result<Slot, Tier2Error> {
         let header = record::decode(encoded).map_err(|_| Tier2Error::Corrupt)?;
         let mut state = self.state.lock();
         self.wait_for_sealing_room(&mut state)?;
         let mut scratch = encoded[..header.padded_bytes()].to_vec();
         // Its own lsn: cleaning may run while newer records of other keys are appended.
         let lsn = state.next_lsn;
-        self.place(&mut state, &mut scratch, lsn, 0)
+        self.place(&mut state, &mut scratch, lsn, free_regions_kept)
             .map(|(slot, _)| slot)
     }
 

@@ -146,7 +146,7 @@ fn a_full_log_refuses_client_appends_but_keeps_a_region_for_cleaning() {
     );
     let mut encoded = Vec::new();
     record::encode(&header(b"k", &value), b"k", &value, &mut encoded);
-    tier2.append_encoded(&encoded).unwrap();
+    tier2.append_encoded(&encoded, 0).unwrap();
 }
 
 #[test]
