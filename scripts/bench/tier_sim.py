@@ -15,11 +15,15 @@ is fetched from the backing store and SET) against:
                   free regions than cleaning keeps + 1, then only an item that a count-min sketch of reads
                   (4 x 4-bit counters per expected key, halved every 10 reads per key) counts at least 3
                   reads, or ranks strictly above a key sampled from the oldest region (8 per region,
-                  reservoir); `hits`: LFU counter - 5 >=
-                  admit_hits_min; `all`. Tier 2 is a log of regions; while fewer than max(4, regions/64)
-                  are free the oldest is cleaned: a stub read on tier 2 since its record was written is
-                  copied forward (a write) and unmarked, other stubs are discarded, a copy whose item is in
-                  RAM is forgotten. The first tier-2 hit of a stub is served from tier 2 and marks it; a hit
+                  reservoir); `adaptive` (label `fallow adaptive`): `frequency` whose doorkeeper (the
+                  reads >= 3 rule) is switched off when fewer than 1/16 of the records it wrote were read
+                  on tier 2 before cleaning reached them (verdicts over 1/8 of tier 2's records), and
+                  tried again after 1, 2, 4 .. 64 tier-2 capacities of departures from RAM (the verdict
+                  on a trial counts records written after one capacity); `hits`: LFU counter - 5 >=
+                  admit_hits_min; `all`. `exclusive` (sweep): a promotion drops the tier-2 copy. Tier 2
+                  is a log of regions; while fewer than max(4, regions/64) are free the oldest is cleaned:
+                  a stub read on tier 2 since its record was written is copied forward (a write) and
+                  unmarked, other stubs are discarded, a copy whose item is in RAM is forgotten. The first tier-2 hit of a stub is served from tier 2 and marks it; a hit
                   on a marked stub promotes it into RAM keeping its copy (Ex-Tmem Algorithm 2).
   fallow-regions  Ex-Tmem's explicit regions (§III-C) with fallow's admission rule and tier 2: a FIFO put
                   buffer and an LRU hot region of `hot_fraction` of RAM; a hit in the buffer moves the item
@@ -40,6 +44,7 @@ against libCacheSim's implementation at the same total capacity when libcachesim
   python3 scripts/bench/tier_sim.py [--jobs 2] [--json docs/bench-results/tier-sim.json]
                                     [--plot docs/bench-results/tier-sim.png] [--prefix arc-P6=4000000]
                                     [--no-sweep] [--traces NAME,...] [--traces-dir DIR]
+                                    [--policies LABEL,...]
 """
 from __future__ import annotations
 
@@ -155,6 +160,21 @@ FREQUENT_READS_MIN = 3
 SKETCH_BYTES_MIN, SKETCH_BYTES_MAX = 4 << 10, 16 << 20
 
 
+#: Which rule wrote a tier-2 record (adaptive admission's bookkeeping).
+ORIGIN_ROOM, ORIGIN_DOOR, ORIGIN_DUEL, ORIGIN_COPY = 0, 1, 2, 3
+ORIGIN_NAMES = ("room", "door", "duel", "copy")
+#: `adaptive` admission's settings (FallowBase.on_cleaned, admits_adaptive); "logs" are tier-2 capacities.
+ADAPTIVE_DEFAULTS = {
+    "eval_logs": 1 / 8,  # doorkeeper records cleaned per verdict (at least eval_min)
+    "eval_min": 64,
+    "useful_min": 1 / 16,  # a verdict's records read on tier 2 below this fraction: doorkeeper off
+    "off_logs": 1,  # first off period (doubles after each failed trial, back to this after a passed verdict)
+    "off_logs_max": 64,
+    "settle_logs": 1,  # a trial's verdict counts only the records written once this much has been written
+    "off_clock": "departures",  # what off periods count: "departures" (items leaving RAM) or "requests"
+}
+
+
 def regions_kept_free(regions: int) -> int:
     """admission.rs `regions_kept_free`: what tier-2 cleaning keeps free."""
     return max(2, min(regions // 2, max(4, regions // 64)))
@@ -207,7 +227,12 @@ class Tier2Log:
     tier 2 since its record was written (ITEM_FLAG_TIER2_READ). Each region keeps a reservoir of the
     keys written to it (admission.rs `VictimSamples`)."""
 
+    # Fewest records a region holds: a small tier 2 gets fewer regions rather than rounding its capacity
+    # down to one record per region (lirs-loop's 505 objects were 256 in 256 regions before).
+    REGION_OBJECTS_MIN = 4
+
     def __init__(self, capacity: int, regions: int, state, slot, read):
+        regions = max(2, min(regions, capacity // self.REGION_OBJECTS_MIN))
         self.regions = regions
         self.region_objects = max(1, capacity // regions)
         self.capacity = self.region_objects * regions
@@ -221,6 +246,11 @@ class Tier2Log:
         self.copies = 0  # records copied forward by cleaning (writes)
         self.discarded = 0  # stubs dropped by cleaning (tier-2 evictions)
         self.full = 0  # appends refused: no free region
+        # Which rule wrote each live record (ORIGIN_*), and a hook told of every live record that cleaning
+        # reaches: `cleaned(origin, used, record)`, used when the record was read on tier 2 since it was
+        # written (a stub marked read, or an item promoted back into RAM).
+        self.origin: bytearray | None = None
+        self.cleaned = None
 
     def append(self, obj: int, free_regions_kept: int = 1) -> int:
         """Writes a record for `obj`; its number, or -1 when tier 2 is full (a client write leaves one
@@ -265,10 +295,13 @@ class Tier2Log:
             cleaned += 1
 
     def clean_oldest(self) -> None:
-        state, slot, read = self.state, self.slot, self.read
+        state, slot, read, origin, cleaned = self.state, self.slot, self.read, self.origin, self.cleaned
         for obj, record in self.sealed.popleft()[0]:
             if slot[obj] != record:
                 continue  # dead: overwritten, promoted and forgotten, or moved
+            if cleaned is not None:
+                cleaned(origin[obj], state[obj] == 1 or read[obj], record)
+                origin[obj] = ORIGIN_COPY
             if state[obj] == 2:
                 if read[obj]:
                     moved = self.append(obj, 0)
@@ -289,14 +322,15 @@ class FallowBase:
     """What both fallow variants share: per-object state, the LFU counter, departures from RAM."""
 
     def __init__(self, footprint: int, ram: int, tier2: int, admission: str, admit_hits_min: int,
-                 tier2_regions: int, seed: int, frequent_reads_min: int = FREQUENT_READS_MIN):
+                 tier2_regions: int, seed: int, frequent_reads_min: int = FREQUENT_READS_MIN,
+                 adaptive: dict | None = None, exclusive: bool = False):
         self.ram = ram
         self.state = bytearray(footprint)
         self.slot = [-1] * footprint
         self.lfu = bytearray(footprint)
         self.read = bytearray(footprint)
         self.access = [0] * footprint
-        assert admission in ("frequency", "hits", "all"), admission
+        assert admission in ("frequency", "adaptive", "hits", "all"), admission
         self.admission = admission
         self.admit_hits_min = admit_hits_min
         self.frequent_reads_min = frequent_reads_min
@@ -311,6 +345,25 @@ class FallowBase:
         self.refused = 0  # items leaving RAM that the admission rule (or a full tier 2) dropped
         self.oom = 0  # inserts that found no room (every candidate segment was all hot)
         self.served = 0  # first tier-2 hits served without promotion
+        self.exclusive = exclusive  # a promotion drops the tier-2 copy
+        # Per-origin counts of records reached by cleaning, and of those read on tier 2 (every admission).
+        self.origin = bytearray(footprint)
+        self.origin_cleaned = [0] * 4
+        self.origin_used = [0] * 4
+        self.origin_written = [0] * 4
+        self.log.origin = self.origin
+        self.log.cleaned = self.on_cleaned
+        # adaptive admission: the doorkeeper is switched off while its records go unread.
+        self.adapt = {**ADAPTIVE_DEFAULTS, **(adaptive or {})}
+        self.door_on = True
+        self.verdict_cleaned = self.verdict_used = 0
+        self.eval_records = max(self.adapt["eval_min"], int(self.adapt["eval_logs"] * self.log.capacity))
+        self.off_until = 0  # the clock (departures from RAM, or requests) of the doorkeeper's next trial
+        self.departures = 0
+        self.off_logs = self.adapt["off_logs"]
+        self.door_switches = 0
+        self.door_off_departures = 0
+        self.door_since_record = 0  # a verdict counts the doorkeeper's records from this record number
 
     def touch(self, obj: int, now: int) -> None:
         """index.rs `touch`, without the decay by idle minutes (the traces carry no time)."""
@@ -319,6 +372,49 @@ class FallowBase:
             self.lfu[obj] = counter + 1
         self.access[obj] = now
 
+    def on_cleaned(self, origin: int, used: bool, record: int) -> None:
+        """Cleaning reached a live record written by rule `origin`; `used`: read on tier 2 since written."""
+        self.origin_cleaned[origin] += 1
+        if used:
+            self.origin_used[origin] += 1
+        if (origin != ORIGIN_DOOR or self.admission != "adaptive" or not self.door_on
+                or record < self.door_since_record):
+            return
+        self.verdict_cleaned += 1
+        self.verdict_used += used
+        if self.verdict_cleaned < self.eval_records:
+            return
+        useful = self.verdict_used / self.verdict_cleaned
+        self.verdict_cleaned = self.verdict_used = 0
+        if useful >= self.adapt["useful_min"]:
+            self.off_logs = self.adapt["off_logs"]  # the doorkeeper pays: the next off period is short
+            return
+        self.door_on = False
+        self.door_switches += 1
+        self.off_until = self.clock() + int(self.off_logs * self.log.capacity)
+        self.off_logs = min(self.off_logs * 2, self.adapt["off_logs_max"])
+
+    def clock(self) -> int:
+        """adaptive admission's clock: requests served, or departures from RAM (`off_clock`)."""
+        if self.adapt["off_clock"] == "requests":
+            return self.ram_hits + self.tier2_hits + self.misses
+        return self.departures
+
+    def admits_adaptive(self, obj: int) -> int:
+        """`frequency` with a switch: the origin of the record to write for `obj`, or -1. Room; else the
+        doorkeeper while it is on; else the duel. Off, the doorkeeper is tried again at `off_until`
+        (FallowBase.depart)."""
+        if self.log.has_room():
+            return ORIGIN_ROOM
+        reads = self.sketch.estimate(obj)
+        if reads >= self.frequent_reads_min:
+            if self.door_on:
+                return ORIGIN_DOOR
+            self.door_off_departures += 1
+        self.draws += 1
+        victim = self.log.victim(self.draws)
+        return ORIGIN_DUEL if victim is None or reads > self.sketch.estimate(victim) else -1
+
     def admits(self, obj: int) -> bool:
         """admission.rs `Admission::admits`."""
         if self.admission == "all":
@@ -326,10 +422,13 @@ class FallowBase:
         if self.admission == "hits":
             return self.lfu[obj] - LFU_INIT >= self.admit_hits_min
         if self.log.has_room():
+            self.last_origin = ORIGIN_ROOM
             return True
         reads = self.sketch.estimate(obj)
         if reads >= self.frequent_reads_min:
+            self.last_origin = ORIGIN_DOOR
             return True
+        self.last_origin = ORIGIN_DUEL
         self.draws += 1
         victim = self.log.victim(self.draws)
         return victim is None or reads > self.sketch.estimate(victim)
@@ -339,6 +438,11 @@ class FallowBase:
         served from tier 2 and marked."""
         self.tier2_hits += 1
         if self.read[obj]:
+            if self.exclusive:
+                # Exclusive caching: the promoted item's tier-2 copy is dead; leaving RAM again writes.
+                self.origin_cleaned[self.origin[obj]] += 1
+                self.origin_used[self.origin[obj]] += 1
+                self.slot[obj] = -1
             return True
         self.read[obj] = 1
         self.served += 1
@@ -351,13 +455,30 @@ class FallowBase:
             self.state[obj] = 2
             self.stubbed += 1
             return
-        if self.admits(obj):
+        if self.admission == "adaptive":
+            if not self.door_on:
+                self.departures += 1
+                if self.clock() >= self.off_until:
+                    # A trial: the verdict is on the records it writes once the log has turned over.
+                    self.door_on = True
+                    self.verdict_cleaned = self.verdict_used = 0
+                    settle = int(self.adapt["settle_logs"] * self.log.capacity)
+                    self.door_since_record = self.log.next_record + settle
+            origin = self.admits_adaptive(obj)
+            admitted = origin >= 0
+        else:
+            self.last_origin = ORIGIN_ROOM
+            admitted = self.admits(obj)
+            origin = self.last_origin
+        if admitted:
             record = self.log.append(obj)
             if record >= 0:
                 self.slot[obj] = record
                 self.state[obj] = 2
                 self.read[obj] = 0
                 self.admissions += 1
+                self.origin[obj] = origin
+                self.origin_written[origin] += 1
                 return
         self.refused += 1
         self.state[obj] = 0
@@ -377,6 +498,12 @@ class FallowBase:
             "inserts_refused_oom": self.oom,
             "tier2_capacity_objects": self.log.capacity,
             "tier2_served_without_promotion": self.served,
+            "origin_written": dict(zip(ORIGIN_NAMES, self.origin_written)),
+            "origin_cleaned": dict(zip(ORIGIN_NAMES, self.origin_cleaned)),
+            "origin_used": dict(zip(ORIGIN_NAMES, self.origin_used)),
+            "door_switches_off": self.door_switches,
+            "door_off_refusals": self.door_off_departures,
+            "door_on_at_end": self.door_on,
         }
 
 
@@ -391,9 +518,10 @@ class FallowServer(FallowBase):
 
     def __init__(self, footprint: int, ram: int, tier2: int, admission: str = "frequency",
                  admit_hits_min: int = 1, hot_quantile: float = 0.5, ram_segments: int = 64,
-                 tier2_regions: int = 256, seed: int = 1, frequent_reads_min: int = FREQUENT_READS_MIN):
+                 tier2_regions: int = 256, seed: int = 1, frequent_reads_min: int = FREQUENT_READS_MIN,
+                 adaptive: dict | None = None, exclusive: bool = False):
         super().__init__(footprint, ram, tier2, admission, admit_hits_min, tier2_regions, seed,
-                         frequent_reads_min)
+                         frequent_reads_min, adaptive, exclusive)
         self.segment_objects = max(1, ram // ram_segments)
         self.hot_quantile = hot_quantile
         self.segments: dict[int, list] = {}
@@ -526,9 +654,10 @@ class FallowRegions(FallowBase):
 
     def __init__(self, footprint: int, ram: int, tier2: int, admission: str = "frequency",
                  admit_hits_min: int = 1, hot_fraction: float = 0.5, tier2_regions: int = 256,
-                 seed: int = 1, frequent_reads_min: int = FREQUENT_READS_MIN):
+                 seed: int = 1, frequent_reads_min: int = FREQUENT_READS_MIN,
+                 adaptive: dict | None = None, exclusive: bool = False):
         super().__init__(footprint, ram, tier2, admission, admit_hits_min, tier2_regions, seed,
-                         frequent_reads_min)
+                         frequent_reads_min, adaptive, exclusive)
         self.hot_capacity = min(ram - 1, max(0, round(hot_fraction * ram)))
         self.buffer_capacity = ram - self.hot_capacity
 
@@ -1092,7 +1221,12 @@ def configurations(sweep: bool) -> list[tuple[str, str, dict]]:
     runs = [(name, name, {}) for name in BASELINES]
     runs.append(("fallow", "fallow", dict(DEFAULT_FALLOW)))
     runs.append(("fallow-regions", "fallow-regions", dict(DEFAULT_REGIONS)))
+    runs.append(("fallow adaptive", "fallow", {**DEFAULT_FALLOW, "admission": "adaptive"}))
     if sweep:
+        runs.append(("fallow exclusive", "fallow", {**DEFAULT_FALLOW, "exclusive": True}))
+        runs.append(("fallow adaptive requests off<=16", "fallow",
+                     {**DEFAULT_FALLOW, "admission": "adaptive",
+                      "adaptive": {"off_clock": "requests", "off_logs_max": 16}}))
         for admit in (0, 1):
             runs.append((f"fallow hits>={admit}", "fallow",
                          {**DEFAULT_FALLOW, "admission": "hits", "admit_hits_min": admit}))
@@ -1246,9 +1380,10 @@ def evaluate_targets(results: list[dict], traces: list[str], ram_fractions: list
     for name in traces:
         for fraction in ram_fractions:
             rows = {r["policy"]: r for r in results if r["trace"] == name and r["ram_fraction"] == fraction}
-            if label not in rows:
+            present = [p for p in BASELINES if p in rows]
+            if label not in rows or not present:
                 continue
-            best = min(BASELINES, key=lambda p: rows[p]["miss_ratio"])
+            best = min(present, key=lambda p: rows[p]["miss_ratio"])
             mine = rows[label]
             targets.append({
                 "trace": name, "ram_fraction": fraction, "policy": label,
@@ -1318,6 +1453,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--no-sweep", action="store_true", help="only the default fallow settings")
     parser.add_argument("--no-check", action="store_true", help="skip the libcachesim cross-check")
+    parser.add_argument("--policies", default="",
+                        help="comma-separated policy labels to run (default: every configuration)")
     parser.add_argument("--json", type=Path, default=ROOT / "docs" / "bench-results" / "tier-sim.json")
     parser.add_argument("--plot", type=Path, default=ROOT / "docs" / "bench-results" / "tier-sim.png")
     parser.add_argument("--no-plot", action="store_true")
@@ -1361,6 +1498,12 @@ def main(argv: list[str] | None = None) -> int:
               flush=True)
     traces = list(TRACES)
     runs = configurations(not args.no_sweep)
+    if args.policies:
+        chosen = [p for p in args.policies.split(",") if p]
+        unknown = set(chosen) - {label for label, _, _ in runs}
+        if unknown:
+            raise SystemExit(f"unknown policies: {', '.join(sorted(unknown))}")
+        runs = [run for run in runs if run[0] in chosen]
     options = {"ram_segments": args.ram_segments, "tier2_regions": args.tier2_regions, "seed": args.seed}
     jobs = []
     for name in traces:
