@@ -111,11 +111,6 @@ impl UringReads {
             .get_or_insert_with(|| why.to_string());
     }
 
-    /// Reads in flight (submitted, not yet reaped).
-    pub fn in_flight(&self) -> usize {
-        self.ring.lock().in_flight.len()
-    }
-
     /// Submits a read of the blocks holding `slot`'s record; `done` runs from a later `reap`. Gives
     /// `done` back when the ring cannot take the read now (full, or the kernel refused the submission):
     /// the caller reads another way.
@@ -238,8 +233,14 @@ impl Drop for UringReads {
             return;
         }
         while !ring.in_flight.is_empty() {
-            if ring.ring.submit_and_wait(1).is_err() {
-                break;
+            match ring.ring.submit_and_wait(1) {
+                Ok(_) => {}
+                Err(error) if error.raw_os_error() == Some(libc::EINTR) => continue,
+                Err(_) => {
+                    // Cannot wait: the buffers the kernel may still fill are kept, not freed.
+                    std::mem::forget(std::mem::take(&mut ring.in_flight));
+                    return;
+                }
             }
             let completed: Vec<u64> = ring.ring.completion().map(|e| e.user_data()).collect();
             for id in completed {

@@ -137,7 +137,7 @@ async fn read_faults(tier2: &Arc<Tier2>, faults: Vec<Fault>) -> Vec<Fetched> {
 
 /// Sets up tier 2's io_uring reads and the task that runs their callbacks whenever the ring signals its
 /// eventfd (read-ahead uses the blocking pool until then, and for good where this fails: the failure is
-/// logged and shown in INFO `tier2_reads`). Call once, within the runtime.
+/// logged and shown in INFO `tier2_read_path`). Call once, within the runtime.
 pub fn start_async_reads(tier2: &Arc<Tier2>) -> Option<tokio::task::JoinHandle<()>> {
     let entries = READS_IN_FLIGHT_MAX as u32;
     if let Err(error) = tier2.enable_async_reads(entries) {
@@ -165,6 +165,8 @@ pub fn start_async_reads(tier2: &Arc<Tier2>) -> Option<tokio::task::JoinHandle<(
             ready.clear_ready();
             tier2.reap_reads();
         }
+        // Nothing polls the ring any more: later reads go to the thread pool.
+        tier2.stop_async_reads("its completions are no longer polled");
     }))
 }
 
