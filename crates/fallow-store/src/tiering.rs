@@ -428,6 +428,19 @@ mod tests {
             .set_string(space, key, value, 0, 0, now_ms());
     }
 
+    /// A write that makes no room first: the store goes over `maxmemory` (as promotions and writes
+    /// between two housekeeping ticks may).
+    fn set_over_limit(store: &Store, space: usize, key: &[u8], value: &[u8]) {
+        store
+            .lock_key(key)
+            .shard(key)
+            .set_string(space, key, value, 0, 0, now_ms());
+    }
+
+    fn load(counter: &std::sync::atomic::AtomicU64) -> u64 {
+        counter.load(Ordering::Relaxed)
+    }
+
     fn get(store: &Store, space: usize, key: &[u8]) -> Option<Vec<u8>> {
         let mut guards = store.lock_key(key);
         let shard = guards.shard(key);
@@ -666,27 +679,16 @@ mod tests {
         let store = store(0);
         store.set_policy(EvictionPolicy::AllKeysLru);
         let (_tier2, _) = attach_with(&store, &dir, 256, AdmissionRule::All);
-        let keys = 0..2000;
-        for i in keys.clone() {
+        for i in 0..2000 {
             set(&store, cache, format!("c{i}").as_bytes(), &value(i));
         }
         let stats = tier_stats(&store);
-        let load = |counter: &std::sync::atomic::AtomicU64| counter.load(Ordering::Relaxed);
         // A limit set above what is used, then overshot (as promotions and writes do between two
         // housekeeping ticks): the excess is demoted with writes, nothing is lost.
         let used = store.used_bytes();
         store.set_maxmemory_bytes(used + (64 << 10));
         for i in 2000..2400 {
-            let mut guards = store.lock_key(format!("c{i}").as_bytes());
-            let key = format!("c{i}");
-            guards.shard(key.as_bytes()).set_string(
-                cache,
-                key.as_bytes(),
-                &value(i),
-                0,
-                0,
-                now_ms(),
-            );
+            set_over_limit(&store, cache, format!("c{i}").as_bytes(), &value(i));
         }
         assert!(store.used_bytes() > store.maxmemory_bytes(), "overshot");
         while store.enforce_maxmemory() {}
@@ -706,25 +708,13 @@ mod tests {
         while store.enforce_maxmemory() {}
         assert!(store.used_bytes() <= store.maxmemory_bytes());
         assert_eq!(load(&stats.demotion_writes), writes, "a cut writes nothing");
-        let existing = (0..2400)
-            .filter(|i| {
-                let key = format!("c{i}");
-                let mut guards = store.lock_key(key.as_bytes());
-                guards
-                    .shard(key.as_bytes())
-                    .exists(cache, key.as_bytes(), now_ms())
-            })
-            .count();
+        let existing = (0..2400).filter(|&i| exists(&store, cache, i)).count();
         assert!(existing < 2400, "values without a copy were dropped");
         // Once under the new limit, overshoots are demoted with writes again.
         for i in 2400..2800 {
             set(&store, cache, format!("c{i}").as_bytes(), &value(i));
         }
-        let key = b"c9999";
-        store
-            .lock_key(key)
-            .shard(key)
-            .set_string(cache, key, &value(9999), 0, 0, now_ms());
+        set_over_limit(&store, cache, b"c9999", &value(9999));
         let refused = load(&stats.admissions_refused);
         while store.enforce_maxmemory() {}
         assert_eq!(load(&stats.admissions_refused), refused);
@@ -759,13 +749,7 @@ mod tests {
                 .iter()
                 .skip(parity)
                 .step_by(2)
-                .filter(|&&i| {
-                    let key = format!("c{i}");
-                    let mut guards = store.lock_key(key.as_bytes());
-                    guards
-                        .shard(key.as_bytes())
-                        .exists(cache, key.as_bytes(), now_ms())
-                })
+                .filter(|&&i| exists(&store, cache, i))
                 .count()
         };
         // New keys until cleaning has passed the regions of every unread one (one lap, not two: a
@@ -792,7 +776,6 @@ mod tests {
         store.set_policy(EvictionPolicy::AllKeysLru);
         let (tier2, _) = attach_with(&store, &dir, 16, AdmissionRule::All);
         let stats = tier_stats(&store);
-        let load = |counter: &std::sync::atomic::AtomicU64| counter.load(Ordering::Relaxed);
         // Three laps of the 1 MiB log; after every batch each new stub is read once on tier 2 (which
         // marks it without promoting it), so every record cleaning meets asks to be copied forward. Cleaning must still free regions (a clean
         // record that finds no room is discarded), and demotions must go on being written.
@@ -816,6 +799,14 @@ mod tests {
             writes_last_lap >= 1000,
             "demotions written in the last 2000 keys: {writes_last_lap}"
         );
+    }
+
+    fn exists(store: &Store, space: usize, i: usize) -> bool {
+        let key = format!("c{i}");
+        let mut guards = store.lock_key(key.as_bytes());
+        guards
+            .shard(key.as_bytes())
+            .exists(space, key.as_bytes(), now_ms())
     }
 
     fn is_stub(store: &Store, space: usize, i: usize) -> bool {

@@ -121,6 +121,19 @@ impl Slot {
     pub fn is_none(self) -> bool {
         self.0 == 0
     }
+
+    /// The block-aligned read covering the record (reads are page-granular): the device position of
+    /// its first block, the bytes to read, and where the record starts in them.
+    pub fn blocks(self) -> (u64, usize, usize) {
+        let position = self.position();
+        let first_block = position / BLOCK_BYTES as u64 * BLOCK_BYTES as u64;
+        let end = (position + self.padded_bytes() as u64).next_multiple_of(BLOCK_BYTES as u64);
+        (
+            first_block,
+            (end - first_block) as usize,
+            (position - first_block) as usize,
+        )
+    }
 }
 
 /// Why tier 2 refused.
@@ -548,15 +561,12 @@ impl Tier2 {
         if let Some(bytes) = self.read_buffered(slot) {
             return self.checked(Ok(bytes), slot, started);
         }
-        let position = slot.position();
-        let first_block = position / BLOCK_BYTES as u64 * BLOCK_BYTES as u64;
-        let end = (position + slot.padded_bytes() as u64).next_multiple_of(BLOCK_BYTES as u64);
-        let mut buffer = AlignedBuf::zeroed((end - first_block) as usize);
+        let (first_block, read_bytes, start) = slot.blocks();
+        let mut buffer = AlignedBuf::zeroed(read_bytes);
         let read = self
             .device
             .read_at(&mut buffer, first_block)
             .map_err(|error| Tier2Error::Io(error.to_string()));
-        let start = (position - first_block) as usize;
         let bytes = read.map(|()| buffer[start..start + slot.padded_bytes()].to_vec());
         self.checked(bytes, slot, started)
     }
@@ -620,20 +630,16 @@ impl Tier2 {
     }
 
     /// Runs the callbacks of the async reads that completed; call when `async_reads_fd` is readable.
-    /// Returns how many there were.
-    pub fn reap_reads(&self) -> usize {
+    pub fn reap_reads(&self) {
         let Some(reads) = self.uring.get() else {
-            return 0;
+            return;
         };
         // Reset the eventfd before draining: a completion after this either is drained now or
         // signals again.
         let _ = reads.clear_completions();
-        let completed = reads.reap();
-        let count = completed.len();
-        for read in completed {
+        for read in reads.reap() {
             (read.done)(self.checked(read.bytes, read.slot, read.started));
         }
-        count
     }
 
     /// Counts a read and checks its record: `Corrupt` unless it decodes with the slot's length.

@@ -7,7 +7,7 @@
 //! push and an `io_uring_enter`, or for draining; never across a wait). Every read in flight owns its
 //! aligned buffer here until its completion arrives, so a reader that gave up (a connection that closed)
 //! never leaves the kernel writing into freed memory; dropping the ring waits for what is in flight.
-use super::device::{AlignedBuf, Device, BLOCK_BYTES};
+use super::device::{AlignedBuf, Device};
 use super::{Slot, Tier2Error};
 use io_uring::{opcode, types, IoUring};
 use parking_lot::Mutex;
@@ -115,10 +115,8 @@ impl UringReads {
     /// `done` back when the ring cannot take the read now (full, or the kernel refused the submission):
     /// the caller reads another way.
     pub fn submit(&self, device: &Device, slot: Slot, done: ReadDone) -> Result<(), ReadDone> {
-        let position = slot.position();
-        let first_block = position / BLOCK_BYTES as u64 * BLOCK_BYTES as u64;
-        let end = (position + slot.padded_bytes() as u64).next_multiple_of(BLOCK_BYTES as u64);
-        let mut buffer = AlignedBuf::zeroed((end - first_block) as usize);
+        let (first_block, read_bytes, record_start) = slot.blocks();
+        let mut buffer = AlignedBuf::zeroed(read_bytes);
         let mut ring = self.ring.lock();
         if ring.broken.is_some() || ring.in_flight.len() >= self.entries as usize {
             return Err(done);
@@ -143,7 +141,7 @@ impl UringReads {
             InFlight {
                 buffer,
                 slot,
-                record_start: (position - first_block) as usize,
+                record_start,
                 started: Instant::now(),
                 done,
             },
