@@ -777,8 +777,9 @@ mod tests {
         let (tier2, _) = attach_with(&store, &dir, 16, AdmissionRule::All);
         let stats = tier_stats(&store);
         // Three laps of the 1 MiB log; after every batch each new stub is read once on tier 2 (which
-        // marks it without promoting it), so every record cleaning meets asks to be copied forward. Cleaning must still free regions (a clean
-        // record that finds no room is discarded), and demotions must go on being written.
+        // marks it without promoting it), so every record cleaning meets asks to be copied forward.
+        // Cleaning must still free regions (a clean record that finds no room is discarded), and
+        // demotions must go on being written.
         let mut writes_last_lap = 0;
         let mut read_once = std::collections::HashSet::new();
         for batch in (0..6000).step_by(50) {

@@ -147,17 +147,19 @@ pub fn start_async_reads(tier2: &Arc<Tier2>) -> Option<tokio::task::JoinHandle<(
     let interest = tokio::io::Interest::READABLE;
     let completions = Completions(tier2.clone());
     // SAFETY: the eventfd is owned by tier 2's ring, which lives as long as tier 2, held by `Completions`.
-    let events = match unsafe {
-        tokio::io::unix::AsyncFd::register_with_interest(completions, interest)
-    } {
-        Ok(events) => events,
-        Err(error) => {
-            let error = error.to_string();
-            tracing::error!(%error, "cannot poll io_uring completions: tier-2 reads go through a thread pool");
-            tier2.stop_async_reads(&error);
-            return None;
-        }
-    };
+    let events =
+        match unsafe { tokio::io::unix::AsyncFd::register_with_interest(completions, interest) } {
+            Ok(events) => events,
+            Err(error) => {
+                let error = error.to_string();
+                tracing::error!(
+                    %error,
+                    "cannot poll io_uring completions: tier-2 reads go through a thread pool"
+                );
+                tier2.stop_async_reads(&error);
+                return None;
+            }
+        };
     let tier2 = tier2.clone();
     Some(tokio::spawn(async move {
         while let Ok(mut ready) = events.readable().await {
