@@ -55,6 +55,7 @@ import numpy as np  # noqa: E402
 import tier2_common as C  # noqa: E402
 
 FALLOW_KEYS = ["ram_hits", "tier2_hits", "tier2_sync_reads", "tier2_async_reads", "tier2_promotions",
+               "tier2_promotions_declined", "tier2_served_without_promotion",
                "tier2_demotions", "tier2_demotion_writes", "tier2_demoted_bytes", "tier2_admissions_refused",
                "tier2_clean_ahead_bytes", "tier2_records_written", "tier2_record_bytes_written",
                "tier2_device_bytes_written", "tier2_device_writes", "tier2_reads", "tier2_read_bytes",

@@ -24,7 +24,10 @@ is fetched from the backing store and SET) against:
                   is a log of regions; while fewer than max(4, regions/64) are free the oldest is cleaned:
                   a stub read on tier 2 since its record was written is copied forward (a write) and
                   unmarked, other stubs are discarded, a copy whose item is in RAM is forgotten. The first tier-2 hit of a stub is served from tier 2 and marks it; a hit
-                  on a marked stub promotes it into RAM keeping its copy (Ex-Tmem Algorithm 2).
+                  on a marked stub promotes it into RAM keeping its copy (Ex-Tmem Algorithm 2), when
+                  RAM has room or the gap since its previous read x 4 is within RAM's residency (items in
+                  RAM over items appended per request: `promote` recent; `second` promotes every second
+                  hit, `never` none).
   fallow-regions  Ex-Tmem's explicit regions (§III-C) with fallow's admission rule and tier 2: a FIFO put
                   buffer and an LRU hot region of `hot_fraction` of RAM; a hit in the buffer moves the item
                   to the hot region; items leaving either go to tier 2 under the same rule as above.
@@ -157,6 +160,8 @@ LFU_PROBABILITY = [1.0 / (max(c - LFU_INIT, 0) * 10.0 + 1.0) for c in range(256)
 #: admission.rs
 SAMPLES_PER_REGION = 8
 FREQUENT_READS_MIN = 3
+#: tier.rs `PROMOTE_READS_PER_RESIDENCY`.
+PROMOTE_READS_PER_RESIDENCY = 4
 SKETCH_BYTES_MIN, SKETCH_BYTES_MAX = 4 << 10, 16 << 20
 
 
@@ -519,9 +524,20 @@ class FallowServer(FallowBase):
     def __init__(self, footprint: int, ram: int, tier2: int, admission: str = "frequency",
                  admit_hits_min: int = 1, hot_quantile: float = 0.5, ram_segments: int = 64,
                  tier2_regions: int = 256, seed: int = 1, frequent_reads_min: int = FREQUENT_READS_MIN,
-                 adaptive: dict | None = None, exclusive: bool = False):
+                 adaptive: dict | None = None, exclusive: bool = False, promote: str = "recent",
+                 promote_reads_per_residency: int = PROMOTE_READS_PER_RESIDENCY):
         super().__init__(footprint, ram, tier2, admission, admit_hits_min, tier2_regions, seed,
                          frequent_reads_min, adaptive, exclusive)
+        assert promote in ("second", "recent", "never"), promote
+        self.promote = promote
+        self.promote_reads_per_residency = promote_reads_per_residency
+        # tier.rs `note_residency`: requests an unread item stays in RAM (Little's law: items in RAM
+        # over items appended per request, smoothed 1/4 per estimate), and the last estimate's
+        # (request, appends).
+        self.residency = 0
+        self.appended = 0
+        self.residency_sample = (0, 0)
+        self.declined = 0  # second tier-2 reads served in place: not as frequent as what RAM keeps
         self.segment_objects = max(1, ram // ram_segments)
         self.hot_quantile = hot_quantile
         self.segments: dict[int, list] = {}
@@ -530,6 +546,7 @@ class FallowServer(FallowBase):
         self.active: list | None = None
         self.active_number = -1
         self.segment_of = [0] * footprint
+        self.now = 0
         self.survivors = 0  # items re-appended by releases (the implicit hot region's traffic)
         self.releases = 0
 
@@ -541,6 +558,7 @@ class FallowServer(FallowBase):
             self.segments[self.active_number] = self.active
             self.order.append(self.active_number)
         self.active.append(obj)
+        self.appended += 1
         self.segment_of[obj] = self.active_number
 
     def hot_thresholds(self) -> tuple[int, int] | None:
@@ -585,6 +603,7 @@ class FallowServer(FallowBase):
                 best = (number, keep)
         number, keep = best
         items = self.segments.pop(number)
+        self.note_residency()
         self.order.remove(number)
         if number == self.active_number:
             self.active = None
@@ -601,11 +620,35 @@ class FallowServer(FallowBase):
         self.survivors += len(keep)
         return victims
 
+    def declines(self, obj: int, previous: int, now: int) -> bool:
+        """tier.rs `serves_without_promotion` for a second tier-2 read while RAM is full."""
+        if self.promote == "second" or self.resident + 1 <= self.ram:
+            return False
+        if self.promote == "never":
+            return True
+        # recent: promoted only when reads come often enough for the item to be read
+        # `promote_reads_per_residency` times while RAM keeps it. The server's clock counts whole
+        # seconds (a gap counts as the second it may have lasted); requests here are exact.
+        return (now - previous) * self.promote_reads_per_residency > self.residency
+
+    def note_residency(self, window: int = 64) -> None:
+        """tier.rs `note_residency`, at most every `window` requests (the server's 100 ms)."""
+        sampled_at, sampled_appends = self.residency_sample
+        if self.now - sampled_at < window:
+            return
+        self.residency_sample = (self.now, self.appended)
+        appended = self.appended - sampled_appends
+        if sampled_at == 0 or appended == 0:
+            return
+        estimate = self.resident * (self.now - sampled_at) // appended
+        self.residency = estimate if self.residency == 0 else (self.residency * 3 + estimate) // 4
+
     def run(self, trace) -> dict:
         state, ram, log = self.state, self.ram, self.log
         touch, append, release_step = self.touch, self.append, self.release_step
         sketch_add, tier2_hit = self.sketch.add, self.tier2_hit
         for now, obj in enumerate(trace):
+            self.now = now
             sketch_add(obj)  # index.rs `access_location`: every read, hit or miss
             status = state[obj]
             if status == 1:
@@ -616,8 +659,12 @@ class FallowServer(FallowBase):
                 # A read of a stub: counted, touched, served from tier 2 the first time; else promoted
                 # (tier.rs `promote_from`): room first, at most 8 slices, then the value is appended
                 # whatever room they made.
+                previous = self.access[obj]
                 touch(obj, now)
                 if not tier2_hit(obj):
+                    continue
+                if self.declines(obj, previous, now):
+                    self.declined += 1
                     continue
                 for _ in range(self.PROMOTION_SLICES_MAX):
                     if self.resident + 1 <= ram or release_step() == 0:
@@ -645,6 +692,7 @@ class FallowServer(FallowBase):
                 log.maintain()
         out = self.result()
         out["survivors_reappended"] = self.survivors
+        out["promotions_declined"] = self.declined
         out["ram_segment_objects"] = self.segment_objects
         return out
 
@@ -1222,7 +1270,10 @@ def configurations(sweep: bool) -> list[tuple[str, str, dict]]:
     runs.append(("fallow", "fallow", dict(DEFAULT_FALLOW)))
     runs.append(("fallow-regions", "fallow-regions", dict(DEFAULT_REGIONS)))
     runs.append(("fallow adaptive", "fallow", {**DEFAULT_FALLOW, "admission": "adaptive"}))
+    runs.append(("fallow promote=second", "fallow", {**DEFAULT_FALLOW, "promote": "second"}))
     if sweep:
+        runs.append(("fallow promote=never", "fallow", {**DEFAULT_FALLOW, "promote": "never"}))
+        runs.append(("fallow promote k=1", "fallow", {**DEFAULT_FALLOW, "promote_reads_per_residency": 1}))
         runs.append(("fallow exclusive", "fallow", {**DEFAULT_FALLOW, "exclusive": True}))
         runs.append(("fallow adaptive requests off<=16", "fallow",
                      {**DEFAULT_FALLOW, "admission": "adaptive",

@@ -327,6 +327,10 @@ impl Durability {
                 "tier2_served_without_promotion",
                 load(&shards.served_from_tier2).to_string(),
             ),
+            (
+                "tier2_promotions_declined",
+                load(&shards.promotions_declined).to_string(),
+            ),
             ("tier2_async_reads", load(&shards.async_reads).to_string()),
             ("tier2_sync_reads", load(&shards.sync_reads).to_string()),
             ("tier2_promotions", load(&shards.promoted_keys).to_string()),

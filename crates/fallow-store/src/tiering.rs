@@ -721,6 +721,44 @@ mod tests {
     }
 
     #[test]
+    fn a_second_read_promotes_only_what_ram_would_serve_again() {
+        let dir = TempDir::new("tiering-promotion-gate");
+        let cache = keyspace(2, 2, 0);
+        let store = store(256 << 10);
+        store.set_policy(EvictionPolicy::AllKeysLru);
+        let (tier2, _) = attach_with(&store, &dir, 16, AdmissionRule::All);
+        fill_cache(&store, &tier2, 0..1500, |_| {});
+        let stubs: Vec<usize> = (0..1500)
+            .filter(|&i| is_stub(&store, cache, i))
+            .take(40)
+            .collect();
+        assert_eq!(stubs.len(), 40, "the first keys went to tier 2");
+        let read_all = || {
+            for &i in &stubs {
+                let key = format!("c{i}");
+                assert_eq!(get(&store, cache, key.as_bytes()), Some(value(i)));
+            }
+        };
+        let stats = tier_stats(&store);
+        let promoted_before = load(&stats.promoted_keys);
+        // RAM at its limit turns over within milliseconds here: two reads of a key a second apart at
+        // most are too rare for a promotion to pay, so both are served from tier 2.
+        read_all();
+        read_all();
+        assert!(stubs.iter().all(|&i| is_stub(&store, cache, i)));
+        assert_eq!(load(&stats.promoted_keys), promoted_before);
+        assert_eq!(load(&stats.promotions_declined), 40);
+        // RAM that keeps an unread item for an hour: the same reads come often enough, and promote.
+        for shard in store.shards.iter() {
+            shard.lock().set_ram_residency_ms(3_600_000);
+        }
+        read_all();
+        assert_eq!(load(&stats.promoted_keys), promoted_before + 40);
+        assert_eq!(load(&stats.promotions_declined), 40);
+        read_all();
+    }
+
+    #[test]
     fn cleaning_keeps_records_read_on_tier2_and_discards_the_rest() {
         let dir = TempDir::new("tiering-second-chance");
         let cache = keyspace(2, 2, 0);

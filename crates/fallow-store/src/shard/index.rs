@@ -205,13 +205,25 @@ impl Shard {
         key: &[u8],
         now_ms: u64,
     ) -> Option<Location> {
+        self.access_location_since(keyspace, key, now_ms)
+            .map(|(location, _)| location)
+    }
+
+    /// `access_location`, with the item's previous access time (the access clock, in seconds).
+    pub(super) fn access_location_since(
+        &mut self,
+        keyspace: usize,
+        key: &[u8],
+        now_ms: u64,
+    ) -> Option<(Location, u32)> {
         match self.lookup(keyspace, key, now_ms) {
             Some((hash, location)) => {
                 self.stats.keyspace_hits += 1;
                 self.tenant_stats_mut(Address::of(keyspace).tenant).hits += 1;
+                let previous_access_s = self.header(location).access_s;
                 self.touch(location, now_ms);
                 self.note_read(|| hash);
-                Some(location)
+                Some((location, previous_access_s))
             }
             None => {
                 self.stats.keyspace_misses += 1;

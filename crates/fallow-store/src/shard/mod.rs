@@ -168,6 +168,14 @@ pub struct Shard {
     clean_ahead_after: u64,
     /// Tier-2 records read for stubs, kept until a command uses them (bounded in bytes).
     stub_fetches: tier::StubFetches,
+    /// Bytes of items ever appended to this shard's segments (writes, promotions, survivors of releases).
+    appended_bytes: u64,
+    /// (now_ms, appended_bytes) when `ram_residency_ms` was last estimated.
+    residency_sample: (u64, u64),
+    /// How long RAM keeps an item nobody reads, by Little's law: live item bytes over the rate items are
+    /// appended, smoothed over careful releases (`Shard::note_residency`; 0 before the first). Decides
+    /// which second reads on tier 2 promote (`serves_without_promotion`).
+    ram_residency_ms: u64,
 }
 
 /// The space (namespace and database) of a keyspace address, as the waiters map and headers know it.
@@ -218,6 +226,9 @@ impl Shard {
             tier: None,
             clean_ahead_after: 0,
             stub_fetches: Default::default(),
+            appended_bytes: 0,
+            residency_sample: (0, 0),
+            ram_residency_ms: 0,
         }
     }
 

@@ -308,6 +308,7 @@ impl Shard {
             "a release empties a segment of its victim"
         );
         self.stop_appending_to(slot);
+        self.note_residency(now_ms);
         // Victims first, survivors after: a slice that stops half-way has evicted before it copied.
         let mut order: Vec<(u32, bool)> = items
             .iter()

@@ -180,6 +180,7 @@ impl Shard {
     ) -> Location {
         let size = item_bytes(key.len(), value.len());
         self.live_item_bytes += size;
+        self.appended_bytes += size as u64;
         if header.is_stub() {
             self.memory.stubs.fetch_add(1, Ordering::Relaxed);
         }

@@ -40,14 +40,15 @@ impl Shard {
         key: &[u8],
         now_ms: u64,
     ) -> Result<Option<(&[u8], ItemInfo)>, WrongType> {
-        let Some(location) = self.access_location(keyspace, key, now_ms) else {
+        let Some((location, previous_access_s)) = self.access_location_since(keyspace, key, now_ms)
+        else {
             return Ok(None);
         };
         let info = self.info_of(location);
         if info.kind != Kind::String {
             return Err(WrongType);
         }
-        if self.serves_without_promotion(location) {
+        if self.serves_without_promotion(location, previous_access_s, now_ms) {
             return Ok(self
                 .first_stub_read(keyspace, key, location)
                 .map(|value| (value, info)));

@@ -180,8 +180,11 @@ pub struct TierStats {
     pub promoted_keys: AtomicU64,
     /// Reads served from tier 2 (stubs read back).
     pub tier2_hits: AtomicU64,
-    /// Of those, first reads served from the record without promoting the key (two reads promote).
+    /// Of those, reads served from the record without promoting the key (two reads promote).
     pub served_from_tier2: AtomicU64,
+    /// Of those, later reads that did not promote: the item was colder than what RAM keeps, or the
+    /// elastic pool had no room (`Shard::serves_without_promotion`).
+    pub promotions_declined: AtomicU64,
     pub tier2_read_errors: AtomicU64,
     /// Stubs dropped because their record could not be read or was corrupt.
     pub lost_keys: AtomicU64,
