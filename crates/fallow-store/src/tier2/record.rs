@@ -161,18 +161,40 @@ fn u64_at(bytes: &[u8], at: usize) -> u64 {
 /// Decodes the record at the start of `bytes` and checks it; Ok gives the header (key and value follow
 /// it: see `key_of` and `value_of`).
 pub fn decode(bytes: &[u8]) -> Result<RecordHeader, RecordError> {
+    let record_bytes = record_bytes_of(bytes)?;
+    if crc32fast::hash(&bytes[8..record_bytes]) != u32_at(bytes, 4) {
+        return Err(RecordError::Corrupt);
+    }
+    header_of(bytes)
+}
+
+/// `decode` without the checksum, for bytes a tier-2 read has already checked (`Tier2::read`,
+/// `Tier2::read_async`): a second pass over a 50 KB value costs about as much as copying it.
+pub fn decode_checked(bytes: &[u8]) -> Result<RecordHeader, RecordError> {
+    record_bytes_of(bytes)?;
+    header_of(bytes)
+}
+
+/// The length the record at the start of `bytes` says it has, when its magic and lengths agree.
+fn record_bytes_of(bytes: &[u8]) -> Result<usize, RecordError> {
     if bytes.len() < RECORD_HEADER_BYTES || u32_at(bytes, 0) != RECORD_MAGIC {
         return Err(RecordError::NoRecord);
     }
     let record_bytes = u32_at(bytes, 8) as usize;
-    let key_bytes = u32_at(bytes, 44);
-    let value_bytes = u32_at(bytes, 48);
-    let consistent = record_bytes
-        == RECORD_HEADER_BYTES + key_bytes as usize + value_bytes as usize
+    let key_bytes = u32_at(bytes, 44) as usize;
+    let value_bytes = u32_at(bytes, 48) as usize;
+    let consistent = record_bytes == RECORD_HEADER_BYTES + key_bytes + value_bytes
         && record_bytes <= bytes.len();
-    if !consistent || crc32fast::hash(&bytes[8..record_bytes]) != u32_at(bytes, 4) {
+    if !consistent {
         return Err(RecordError::Corrupt);
     }
+    Ok(record_bytes)
+}
+
+/// The header fields of a record whose lengths `record_bytes_of` accepted.
+fn header_of(bytes: &[u8]) -> Result<RecordHeader, RecordError> {
+    let key_bytes = u32_at(bytes, 44);
+    let value_bytes = u32_at(bytes, 48);
     let kind = RecordKind::from_u8(bytes[12]).ok_or(RecordError::Corrupt)?;
     let class = match bytes[13] {
         0 => RecordClass::Swap,

@@ -191,10 +191,11 @@ impl InFlight {
             ));
         }
         let end = self.record_start + self.slot.padded_bytes();
-        let mut bytes = vec![0; self.slot.padded_bytes()];
         let available = (result as usize).clamp(self.record_start, end);
-        bytes[..available - self.record_start]
-            .copy_from_slice(&self.buffer[self.record_start..available]);
+        // One pass over the value: copied, and only a short read's tail zeroed.
+        let mut bytes = Vec::with_capacity(self.slot.padded_bytes());
+        bytes.extend_from_slice(&self.buffer[self.record_start..available]);
+        bytes.resize(self.slot.padded_bytes(), 0);
         Ok(bytes)
     }
 }
