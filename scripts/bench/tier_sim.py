@@ -629,7 +629,9 @@ class FallowServer(FallowBase):
         # recent: promoted only when reads come often enough for the item to be read
         # `promote_reads_per_residency` times while RAM keeps it. The server's clock counts whole
         # seconds (a gap counts as the second it may have lasted); requests here are exact.
-        return (now - previous) * self.promote_reads_per_residency > self.residency
+        # RAM that has released nothing for longer than the estimate keeps items at least that long.
+        residency = max(self.residency, now - self.residency_sample[0])
+        return (now - previous) * self.promote_reads_per_residency > residency
 
     def note_residency(self, window: int = 64) -> None:
         """tier.rs `note_residency`, at most every `window` requests (the server's 100 ms)."""

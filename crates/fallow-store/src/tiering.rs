@@ -741,16 +741,22 @@ mod tests {
         };
         let stats = tier_stats(&store);
         let promoted_before = load(&stats.promoted_keys);
-        // RAM at its limit turns over within milliseconds here: two reads of a key a second apart at
-        // most are too rare for a promotion to pay, so both are served from tier 2.
+        // RAM at its limit turns over within milliseconds here (as a release just measured): two reads
+        // of a key a second apart at most are too rare for a promotion to pay, so both are served from
+        // tier 2.
+        for shard in store.shards.iter() {
+            shard.lock().set_ram_residency(10, now_ms());
+        }
         read_all();
         read_all();
         assert!(stubs.iter().all(|&i| is_stub(&store, cache, i)));
         assert_eq!(load(&stats.promoted_keys), promoted_before);
         assert_eq!(load(&stats.promotions_declined), 40);
-        // RAM that keeps an unread item for an hour: the same reads come often enough, and promote.
+        // RAM that last released an item an hour ago keeps items at least that long, whatever its
+        // last estimate said: the same reads come often enough, and promote.
+        let hour_ago_ms = now_ms() - 3_600_000;
         for shard in store.shards.iter() {
-            shard.lock().set_ram_residency_ms(3_600_000);
+            shard.lock().set_ram_residency(10, hour_ago_ms);
         }
         read_all();
         assert_eq!(load(&stats.promoted_keys), promoted_before + 40);

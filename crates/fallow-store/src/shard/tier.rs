@@ -526,7 +526,9 @@ impl Shard {
     ///   when that one has no copy); it pays only when the value is then read from RAM several times
     ///   (benchmark 2, promoting on every second read: 0.56 tier-2 reads saved per promotion, 1.2-1.5x
     ///   extstore's writes). The clock counts whole seconds, so a gap counts as the second it may
-    ///   have lasted: with RAM turning over in under 4 s nothing is promoted.
+    ///   have lasted: with RAM turning over in under 4 s nothing is promoted. RAM that has released
+    ///   nothing for longer than the estimate keeps items at least that long (a read-only phase: the
+    ///   promotions then turn it over, and the next releases measure how fast).
     pub(super) fn serves_without_promotion(
         &self,
         location: Location,
@@ -551,15 +553,18 @@ impl Shard {
             .access_clock_s(now_ms)
             .saturating_sub(previous_access_s);
         let gap_ms_max = (u64::from(gap_s) + 1) * 1000;
-        let read_too_rarely = ram_full
-            && gap_ms_max.saturating_mul(PROMOTE_READS_PER_RESIDENCY) > self.ram_residency_ms;
+        let since_release_ms = now_ms.saturating_sub(self.residency_sample.0);
+        let residency_ms = self.ram_residency_ms.max(since_release_ms);
+        let read_too_rarely =
+            ram_full && gap_ms_max.saturating_mul(PROMOTE_READS_PER_RESIDENCY) > residency_ms;
         header.flags & ITEM_FLAG_TIER2_READ == 0 || no_room || read_too_rarely
     }
 
-    /// Sets how long RAM keeps an unread item, as a slow-turning RAM would have measured it.
+    /// Sets how long RAM keeps an unread item, and when a release last estimated it.
     #[cfg(test)]
-    pub(crate) fn set_ram_residency_ms(&mut self, residency_ms: u64) {
+    pub(crate) fn set_ram_residency(&mut self, residency_ms: u64, estimated_at_ms: u64) {
         self.ram_residency_ms = residency_ms;
+        self.residency_sample.0 = estimated_at_ms;
     }
 
     /// At a careful release: estimates `ram_residency_ms` from the bytes appended since the last
