@@ -720,9 +720,10 @@ mod tests {
         assert_eq!(load(&stats.admissions_refused), refused);
     }
 
-    #[test]
-    fn a_second_read_promotes_only_what_ram_would_serve_again() {
-        let dir = TempDir::new("tiering-promotion-gate");
+    /// A cache tenant filled 1,500 keys deep into 256 KiB of RAM (`tier2-admission all`), and the first
+    /// `count` keys that went to tier 2 as stubs.
+    fn cache_beyond_ram(name: &str, count: usize) -> (TempDir, Store, Arc<Tier2>, Vec<usize>) {
+        let dir = TempDir::new(name);
         let cache = keyspace(2, 2, 0);
         let store = store(256 << 10);
         store.set_policy(EvictionPolicy::AllKeysLru);
@@ -730,9 +731,16 @@ mod tests {
         fill_cache(&store, &tier2, 0..1500, |_| {});
         let stubs: Vec<usize> = (0..1500)
             .filter(|&i| is_stub(&store, cache, i))
-            .take(40)
+            .take(count)
             .collect();
-        assert_eq!(stubs.len(), 40, "the first keys went to tier 2");
+        assert_eq!(stubs.len(), count, "the first keys went to tier 2");
+        (dir, store, tier2, stubs)
+    }
+
+    #[test]
+    fn a_second_read_promotes_only_what_ram_would_serve_again() {
+        let cache = keyspace(2, 2, 0);
+        let (_dir, store, _tier2, stubs) = cache_beyond_ram("tiering-promotion-gate", 40);
         let read_all = || {
             for &i in &stubs {
                 let key = format!("c{i}");
@@ -766,18 +774,9 @@ mod tests {
 
     #[test]
     fn cleaning_keeps_records_read_on_tier2_and_discards_the_rest() {
-        let dir = TempDir::new("tiering-second-chance");
         let cache = keyspace(2, 2, 0);
-        let store = store(256 << 10);
-        store.set_policy(EvictionPolicy::AllKeysLru);
-        let (tier2, _) = attach_with(&store, &dir, 16, AdmissionRule::All);
-        fill_cache(&store, &tier2, 0..1500, |_| {});
         // The oldest keys that are stubs now: read half of them once, on tier 2 (no promotion).
-        let stubs: Vec<usize> = (0..1500)
-            .filter(|&i| is_stub(&store, cache, i))
-            .take(200)
-            .collect();
-        assert_eq!(stubs.len(), 200, "the first keys went to tier 2");
+        let (_dir, store, tier2, stubs) = cache_beyond_ram("tiering-second-chance", 200);
         let served_before = tier_stats(&store).served_from_tier2.load(Ordering::Relaxed);
         for &i in stubs.iter().step_by(2) {
             assert_eq!(
