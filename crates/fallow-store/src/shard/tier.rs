@@ -524,8 +524,8 @@ impl Shard {
     ///   the value to be read `PROMOTE_READS_PER_RESIDENCY` times while RAM keeps an unread item
     ///   (`ram_residency_ms`). A promotion copies the value in and pushes another out (a flash write
     ///   when that one has no copy); it pays only when the value is then read from RAM several times
-    ///   (benchmark 2, promoting on every second read: 0.56 tier-2 reads saved per promotion, 1.2-1.5x
-    ///   extstore's writes). The clock counts whole seconds, so a gap counts as the second it may
+    ///   (benchmark 2, promoting on every second read: 1.2-1.5x extstore's writes and 0.64-0.84x its
+    ///   throughput). The clock counts whole seconds, so a gap counts as the second it may
     ///   have lasted: with RAM turning over in under 4 s nothing is promoted. RAM that has released
     ///   nothing for longer than the estimate keeps items at least that long (a read-only phase: the
     ///   promotions then turn it over, and the next releases measure how fast).
