@@ -537,7 +537,7 @@ class FallowServer(FallowBase):
         self.residency = 0
         self.appended = 0
         self.residency_sample = (0, 0)
-        self.declined = 0  # second tier-2 reads served in place: not as frequent as what RAM keeps
+        self.declined = 0  # second tier-2 reads served in place: too rare for RAM to serve the item again
         self.segment_objects = max(1, ram // ram_segments)
         self.hot_quantile = hot_quantile
         self.segments: dict[int, list] = {}
@@ -620,8 +620,9 @@ class FallowServer(FallowBase):
         self.survivors += len(keep)
         return victims
 
-    def declines(self, obj: int, previous: int, now: int) -> bool:
-        """tier.rs `serves_without_promotion` for a second tier-2 read while RAM is full."""
+    def declines(self, previous: int, now: int) -> bool:
+        """tier.rs `serves_without_promotion` for a second tier-2 read (RAM full: every item slot taken;
+        the server allows for the segment a release may leave free)."""
         if self.promote == "second" or self.resident + 1 <= self.ram:
             return False
         if self.promote == "never":
@@ -665,7 +666,7 @@ class FallowServer(FallowBase):
                 touch(obj, now)
                 if not tier2_hit(obj):
                     continue
-                if self.declines(obj, previous, now):
+                if self.declines(previous, now):
                     self.declined += 1
                     continue
                 for _ in range(self.PROMOTION_SLICES_MAX):

@@ -207,3 +207,19 @@ def test_baselines_match_libcachesim():
                                     ("w-tinylfu", "WTinyLFU", 0.03)):
         mine = tier_sim.BASELINES[ours](array.array("i", trace), footprint, ram, tier2)
         assert abs(mine["misses"] / len(trace) - rows[theirs]["libcachesim_miss_ratio"]) <= tolerance + 1e-9, ours
+
+
+def test_promotion_rules():
+    """A second tier-2 hit promotes always (`second`), never (`never`), or when the gap since the
+    previous read x 4 fits RAM's residency (`recent`, the server's rule: tier.rs `serves_without_promotion`)."""
+    trace, footprint = tier_sim.dense(synthetic(20000, 500, 5))
+    out = {}
+    for promote in ("second", "recent", "never"):
+        sim = tier_sim.FallowServer(footprint, 40, 400, promote=promote, tier2_regions=16)
+        out[promote] = sim.run(trace)
+        assert out[promote]["ram_hits"] + out[promote]["tier2_hits"] + out[promote]["misses"] == len(trace)
+    assert out["second"]["promotions_declined"] == 0
+    served_twice = out["never"]["tier2_hits"] - out["never"]["tier2_served_without_promotion"]
+    assert out["never"]["promotions_declined"] == served_twice > 0, "never: every later hit is served in place"
+    assert 0 < out["recent"]["promotions_declined"] < out["never"]["promotions_declined"]
+    assert out["never"]["ram_hits"] < out["recent"]["ram_hits"] <= out["second"]["ram_hits"] * 1.1

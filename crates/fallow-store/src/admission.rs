@@ -19,8 +19,8 @@
 //! On tier 2 (`shard/tier.rs`): the first read of a stub is served from the record without promoting it
 //! and marks the stub read; a read of a marked stub promotes it (Ex-Tmem Algorithm 2: two references
 //! promote) unless RAM is full and the reads come too rarely for RAM to serve it again
-//! (`Shard::serves_without_promotion`). Cleaning copies a marked stub's record forward and clears the mark (a second chance per lap,
-//! as CLOCK), and discards unmarked ones.
+//! (`Shard::serves_without_promotion`). Cleaning copies a marked stub's record forward and clears the
+//! mark (a second chance per lap, as CLOCK), and discards unmarked ones.
 //!
 //! Memory: the sketch holds 4 four-bit counters per expected key (2 bytes per key, `SKETCH_BYTES_MAX` at
 //! most); the victim samples 8 key hashes per region (64 bytes per 4 MiB region).

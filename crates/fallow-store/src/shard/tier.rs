@@ -1002,7 +1002,7 @@ enum StubValue {
 /// The header of an encoded record, checked against the key and kind the stub expects.
 fn check_record(encoded: &[u8], key: &[u8], kind: Kind) -> Result<RecordHeader, Tier2Error> {
     // Every record reaches a shard through a tier-2 read, which verified its checksum.
-    let header = record::decode_checked(encoded).map_err(|_| Tier2Error::Corrupt)?;
+    let header = record::decode_verified(encoded).map_err(|_| Tier2Error::Corrupt)?;
     if record::key_of(&header, encoded) != key || header.kind != RecordKind::Value(kind) {
         return Err(Tier2Error::Corrupt);
     }

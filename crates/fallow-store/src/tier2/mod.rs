@@ -182,8 +182,8 @@ pub struct TierStats {
     pub tier2_hits: AtomicU64,
     /// Of those, reads served from the record without promoting the key (two reads promote).
     pub served_from_tier2: AtomicU64,
-    /// Of those, later reads that did not promote: the item was colder than what RAM keeps, or the
-    /// elastic pool had no room (`Shard::serves_without_promotion`).
+    /// Of those, later reads that did not promote: reads too rare for RAM to serve the value again, or
+    /// no room in the elastic pool (`Shard::serves_without_promotion`).
     pub promotions_declined: AtomicU64,
     pub tier2_read_errors: AtomicU64,
     /// Stubs dropped because their record could not be read or was corrupt.

@@ -168,9 +168,10 @@ pub fn decode(bytes: &[u8]) -> Result<RecordHeader, RecordError> {
     header_of(bytes)
 }
 
-/// `decode` without the checksum, for bytes a tier-2 read has already checked (`Tier2::read`,
-/// `Tier2::read_async`): a second pass over a 50 KB value costs about as much as copying it.
-pub fn decode_checked(bytes: &[u8]) -> Result<RecordHeader, RecordError> {
+/// `decode` without the checksum, for bytes whose checksum a tier-2 read has already verified
+/// (`Tier2::read`, `Tier2::read_async`): a second pass over a 50 KB value costs about as much as
+/// copying it.
+pub fn decode_verified(bytes: &[u8]) -> Result<RecordHeader, RecordError> {
     record_bytes_of(bytes)?;
     header_of(bytes)
 }

@@ -464,22 +464,22 @@ fn io_uring_refuses_reads_beyond_its_size_and_drops_with_reads_in_flight() {
 }
 
 #[test]
-fn decode_checked_trusts_the_checksum_but_not_the_lengths() {
+fn decode_verified_trusts_the_checksum_but_not_the_lengths() {
     let (key, value) = (b"key".as_slice(), vec![7u8; 5000]);
     let mut encoded = Vec::new();
     record::encode(&header(key, &value), key, &value, &mut encoded);
     let at = record::RECORD_HEADER_BYTES + key.len();
     encoded[at] ^= 1; // a flipped value byte: only the checksum sees it
     assert_eq!(record::decode(&encoded), Err(record::RecordError::Corrupt));
-    let decoded = record::decode_checked(&encoded).unwrap();
+    let decoded = record::decode_verified(&encoded).unwrap();
     assert_eq!(record::key_of(&decoded, &encoded), key);
     encoded[48] ^= 1; // the value length no longer adds up
     assert_eq!(
-        record::decode_checked(&encoded),
+        record::decode_verified(&encoded),
         Err(record::RecordError::Corrupt)
     );
     assert_eq!(
-        record::decode_checked(&encoded[..10]),
+        record::decode_verified(&encoded[..10]),
         Err(record::RecordError::NoRecord)
     );
 }
