@@ -119,9 +119,7 @@ impl Shard {
     /// memory) or unmapped.
     pub(super) fn unmap_segment(&mut self, slot: u32) {
         let segment = self.detach_segment(slot);
-        let standard = segment.capacity_bytes() == self.config.segment_bytes;
-        let over_pool = self.memory.over_pool_limit();
-        if standard && !over_pool && self.spare_segments.len() < SPARE_SEGMENTS_MAX {
+        if self.may_keep_spare(&segment) {
             self.spare_segments.push(segment);
         } else {
             self.forget_segment(&segment);
@@ -130,6 +128,14 @@ impl Shard {
             self.spare_segments.len() <= SPARE_SEGMENTS_MAX,
             "at most {SPARE_SEGMENTS_MAX} spare segments"
         );
+    }
+
+    /// Whether a detached, empty segment may stay mapped as a spare: standard size, fewer than
+    /// `SPARE_SEGMENTS_MAX` spares, and no reclaim asking for memory.
+    pub(super) fn may_keep_spare(&self, segment: &Segment) -> bool {
+        segment.capacity_bytes() == self.config.segment_bytes
+            && !self.memory.over_pool_limit()
+            && self.spare_segments.len() < SPARE_SEGMENTS_MAX
     }
 
     /// Counts a detached segment as unmapped; the caller drops it (munmap), ideally outside the lock.
