@@ -471,7 +471,10 @@ mod tests {
                 break;
             }
         }
-        assert!(drained.is_some(), "a reclaim gives its emptied segment back");
+        assert!(
+            drained.is_some(),
+            "a reclaim gives its emptied segment back"
+        );
         shard.assert_consistent();
     }
 }
