@@ -720,14 +720,21 @@ mod tests {
         assert_eq!(load(&stats.admissions_refused), refused);
     }
 
+    /// A store with 256 KiB of RAM under allkeys-lru and a 16-region tier 2 admitting by `rule`, in a
+    /// directory named `name`.
+    fn cache_store(name: &str, rule: AdmissionRule) -> (TempDir, Store, Arc<Tier2>) {
+        let dir = TempDir::new(name);
+        let store = store(256 << 10);
+        store.set_policy(EvictionPolicy::AllKeysLru);
+        let (tier2, _) = attach_with(&store, &dir, 16, rule);
+        (dir, store, tier2)
+    }
+
     /// A cache tenant filled 1,500 keys deep into 256 KiB of RAM (`tier2-admission all`), and the first
     /// `count` keys that went to tier 2 as stubs.
     fn cache_beyond_ram(name: &str, count: usize) -> (TempDir, Store, Arc<Tier2>, Vec<usize>) {
-        let dir = TempDir::new(name);
         let cache = keyspace(2, 2, 0);
-        let store = store(256 << 10);
-        store.set_policy(EvictionPolicy::AllKeysLru);
-        let (tier2, _) = attach_with(&store, &dir, 16, AdmissionRule::All);
+        let (dir, store, tier2) = cache_store(name, AdmissionRule::All);
         fill_cache(&store, &tier2, 0..1500, |_| {});
         let stubs: Vec<usize> = (0..1500)
             .filter(|&i| is_stub(&store, cache, i))
@@ -813,11 +820,8 @@ mod tests {
 
     #[test]
     fn cleaning_never_sticks_when_every_record_was_read_on_tier2() {
-        let dir = TempDir::new("tiering-all-read");
         let cache = keyspace(2, 2, 0);
-        let store = store(256 << 10);
-        store.set_policy(EvictionPolicy::AllKeysLru);
-        let (tier2, _) = attach_with(&store, &dir, 16, AdmissionRule::All);
+        let (_dir, store, tier2) = cache_store("tiering-all-read", AdmissionRule::All);
         let stats = tier_stats(&store);
         // Three laps of the 1 MiB log; after every batch each new stub is read once on tier 2 (which
         // marks it without promoting it), so every record cleaning meets asks to be copied forward.
@@ -864,11 +868,8 @@ mod tests {
 
     #[test]
     fn frequency_admission_keeps_frequently_read_keys_once_tier2_is_full() {
-        let dir = TempDir::new("tiering-frequency");
         let cache = keyspace(2, 2, 0);
-        let store = store(256 << 10);
-        store.set_policy(EvictionPolicy::AllKeysLru);
-        let (tier2, _) = attach_with(&store, &dir, 16, AdmissionRule::Frequency);
+        let (_dir, store, tier2) = cache_store("tiering-frequency", AdmissionRule::Frequency);
         // Every 4th key is read 4 times while in RAM (counted by the sketch); the rest never.
         fill_cache(&store, &tier2, 0..4000, |i| {
             if i % 4 == 0 {
