@@ -228,16 +228,6 @@ impl Shard {
             }
         }
         plan.next = end;
-        // Fixed mode making room for new data (no elastic pool to give memory back to): the emptied
-        // segment stays mapped as a spare, so the append it makes room for reuses its pages instead of
-        // faulting in fresh zeroed ones (3% of CPU on 50 KB SETs, docs/benchmarks.md).
-        let spare_wanted = may_write
-            && careful_now_ms.is_some()
-            && self
-                .memory
-                .pool_limit_bytes
-                .load(std::sync::atomic::Ordering::Relaxed)
-                == 0;
         let detached = if plan.next == plan.items.len() {
             debug_assert_eq!(self.segment(plan.slot).sequence, plan.sequence);
             assert_eq!(
@@ -245,6 +235,16 @@ impl Shard {
                 0,
                 "a finished release leaves its segment empty"
             );
+            // Fixed mode making room for new data (no elastic pool to give memory back to): the
+            // emptied segment stays mapped as a spare, so the append it makes room for reuses its pages
+            // instead of faulting in fresh zeroed ones (3% of CPU on 50 KB SETs, docs/benchmarks.md).
+            let spare_wanted = may_write
+                && careful_now_ms.is_some()
+                && self
+                    .memory
+                    .pool_limit_bytes
+                    .load(std::sync::atomic::Ordering::Relaxed)
+                    == 0;
             self.finish_draining(plan.slot, spare_wanted)
         } else {
             self.release_plan = Some(plan);
@@ -397,13 +397,19 @@ impl Shard {
 #[cfg(test)]
 mod tests {
     use crate::shard::tests::shard;
+    use crate::shard::Shard;
+
+    /// Sets keys `k<index>` for `indexes`, 500-byte values (many to a segment).
+    fn set_small_items(shard: &mut Shard, indexes: std::ops::Range<u32>) {
+        for index in indexes {
+            shard.set_string(0, format!("k{index}").as_bytes(), &[0; 500], 0, 0, 0);
+        }
+    }
 
     #[test]
     fn fast_release_detaches_one_emptied_segment_per_plan() {
         let mut shard = shard();
-        for index in 0..300u32 {
-            shard.set_string(0, format!("k{index}").as_bytes(), &[0; 500], 0, 0, 0);
-        }
+        set_small_items(&mut shard, 0..300);
         let segments = shard.segment_count();
         let mapped = shard.mapped_bytes();
         let step = shard.fast_release_step(0);
@@ -427,9 +433,7 @@ mod tests {
             .memory
             .pool_limit_bytes
             .store(1 << 40, std::sync::atomic::Ordering::Relaxed);
-        for index in 0..300u32 {
-            shard.set_string(0, format!("k{index}").as_bytes(), &[0; 500], 0, 0, 0);
-        }
+        set_small_items(&mut shard, 0..300);
         let step = shard.careful_release_step(0, 0);
         assert!(step.progressed);
         let detached = step
@@ -447,9 +451,7 @@ mod tests {
     #[test]
     fn fixed_mode_room_making_keeps_the_emptied_segment_as_a_spare() {
         let mut shard = shard();
-        for index in 0..300u32 {
-            shard.set_string(0, format!("k{index}").as_bytes(), &[0; 500], 0, 0, 0);
-        }
+        set_small_items(&mut shard, 0..300);
         let mapped = shard.mapped_bytes();
         let step = shard.careful_release_step(0, 0);
         assert!(step.progressed && step.detached.is_none());
@@ -457,9 +459,7 @@ mod tests {
         shard.assert_consistent();
         // The next segment the shard needs is that one: nothing new is mapped.
         let reused = shard.stats.segments_reused;
-        for index in 300..600u32 {
-            shard.set_string(0, format!("k{index}").as_bytes(), &[0; 500], 0, 0, 0);
-        }
+        set_small_items(&mut shard, 300..600);
         assert!(shard.stats.segments_reused > reused);
         assert!(shard.mapped_bytes() <= mapped + 2 * (64 << 10));
         // A reclaim (no writes) still hands its segment back.
