@@ -3,8 +3,8 @@
 //! stops its batch there, the records are read (through io_uring: submitted from this thread, completed
 //! by the task `start_async_reads` spawns on whichever worker the event loop wakes; or on a bounded pool
 //! of blocking threads under `tier2-reads threads` or where the kernel refuses io_uring) and handed to
-//! the store (a stub's first read is kept for the command, which serves a GET from it without
-//! promoting; a second read promotes), and the command then runs. Keys a command cannot name in advance
+//! the store (kept for the command, which serves a GET from it or promotes the key:
+//! `Shard::serves_without_promotion`), and the command then runs. Keys a command cannot name in advance
 //! (inside EXEC, scans) and a request's records beyond `STUB_FETCH_BYTES_MAX` are read on the worker
 //! instead, counted as `tier2_sync_reads`.
 use super::{key_positions, lookup};
@@ -71,7 +71,7 @@ pub fn stub_faults<'k>(
 }
 
 /// Reads the faults' records (at most `READS_IN_FLIGHT_MAX` at once, server-wide) and hands each to its
-/// shard, which keeps or promotes it if the key is still the same stub.
+/// shard, which keeps it for the command if the key is still the same stub.
 pub async fn read_ahead(server: &Server, faults: Vec<Fault>) {
     let Some(tier2) = server
         .durability

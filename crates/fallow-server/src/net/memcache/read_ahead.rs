@@ -2,9 +2,9 @@
 //! reads values runs (text get/gets/gat/gats, mg, binary get/getk/gat/gatk and their quiet forms, and the
 //! writes that build on the old value: append/prepend (text, `ms` modes A and P, binary), incr/decr
 //! (text, `ma`, binary) and their quiet forms), the
-//! stubs among its keys are found; the connection then stops its batch there, reads their records on the
-//! I/O pool (`command::dispatch::tier2::read_ahead`) and runs the request once they are in the store, so
-//! its worker does not read the device under the shard lock.
+//! stubs among its keys are found; the connection then stops its batch there, reads their records off the
+//! worker (`command::dispatch::tier2::read_ahead`: io_uring or the I/O pool) and runs the request once
+//! they are in the store, so its worker does not read the device under the shard lock.
 use super::{auth, Exec};
 use crate::command::dispatch::tier2;
 use crate::connection::Tier2Fault;
