@@ -168,7 +168,7 @@ SKETCH_BYTES_MIN, SKETCH_BYTES_MAX = 4 << 10, 16 << 20
 #: Which rule wrote a tier-2 record (adaptive admission's bookkeeping).
 ORIGIN_ROOM, ORIGIN_DOOR, ORIGIN_DUEL, ORIGIN_COPY = 0, 1, 2, 3
 ORIGIN_NAMES = ("room", "door", "duel", "copy")
-#: `adaptive` admission's settings (FallowBase.on_cleaned, admits_adaptive); "logs" are tier-2 capacities.
+#: `adaptive` admission's settings (FallowBase.on_cleaned, admission_origin); "logs" are tier-2 capacities.
 ADAPTIVE_DEFAULTS = {
     "eval_logs": 1 / 8,  # doorkeeper records cleaned per verdict (at least eval_min)
     "eval_min": 64,
@@ -405,10 +405,14 @@ class FallowBase:
             return self.ram_hits + self.tier2_hits + self.misses
         return self.departures
 
-    def admits_adaptive(self, obj: int) -> int:
-        """`frequency` with a switch: the origin of the record to write for `obj`, or -1. Room; else the
-        doorkeeper while it is on; else the duel. Off, the doorkeeper is tried again at `off_until`
-        (FallowBase.depart)."""
+    def admission_origin(self, obj: int) -> int:
+        """admission.rs `Admission::admits`: the origin of the record to write for `obj` leaving RAM,
+        or -1. `frequency`: room; else the doorkeeper; else the duel. `adaptive` is `frequency` with the
+        doorkeeper switched off while its records go unread (tried again at `off_until`, `depart`)."""
+        if self.admission == "all":
+            return ORIGIN_ROOM
+        if self.admission == "hits":
+            return ORIGIN_ROOM if self.lfu[obj] - LFU_INIT >= self.admit_hits_min else -1
         if self.log.has_room():
             return ORIGIN_ROOM
         reads = self.sketch.estimate(obj)
@@ -419,24 +423,6 @@ class FallowBase:
         self.draws += 1
         victim = self.log.victim(self.draws)
         return ORIGIN_DUEL if victim is None or reads > self.sketch.estimate(victim) else -1
-
-    def admits(self, obj: int) -> bool:
-        """admission.rs `Admission::admits`."""
-        if self.admission == "all":
-            return True
-        if self.admission == "hits":
-            return self.lfu[obj] - LFU_INIT >= self.admit_hits_min
-        if self.log.has_room():
-            self.last_origin = ORIGIN_ROOM
-            return True
-        reads = self.sketch.estimate(obj)
-        if reads >= self.frequent_reads_min:
-            self.last_origin = ORIGIN_DOOR
-            return True
-        self.last_origin = ORIGIN_DUEL
-        self.draws += 1
-        victim = self.log.victim(self.draws)
-        return victim is None or reads > self.sketch.estimate(victim)
 
     def tier2_hit(self, obj: int) -> bool:
         """A read of a stub: True when it promotes (the stub was read on tier 2 before), else it is
@@ -460,22 +446,16 @@ class FallowBase:
             self.state[obj] = 2
             self.stubbed += 1
             return
-        if self.admission == "adaptive":
-            if not self.door_on:
-                self.departures += 1
-                if self.clock() >= self.off_until:
-                    # A trial: the verdict is on the records it writes once the log has turned over.
-                    self.door_on = True
-                    self.verdict_cleaned = self.verdict_used = 0
-                    settle = int(self.adapt["settle_logs"] * self.log.capacity)
-                    self.door_since_record = self.log.next_record + settle
-            origin = self.admits_adaptive(obj)
-            admitted = origin >= 0
-        else:
-            self.last_origin = ORIGIN_ROOM
-            admitted = self.admits(obj)
-            origin = self.last_origin
-        if admitted:
+        if self.admission == "adaptive" and not self.door_on:
+            self.departures += 1
+            if self.clock() >= self.off_until:
+                # A trial: the verdict is on the records it writes once the log has turned over.
+                self.door_on = True
+                self.verdict_cleaned = self.verdict_used = 0
+                settle = int(self.adapt["settle_logs"] * self.log.capacity)
+                self.door_since_record = self.log.next_record + settle
+        origin = self.admission_origin(obj)
+        if origin >= 0:
             record = self.log.append(obj)
             if record >= 0:
                 self.slot[obj] = record
