@@ -68,8 +68,8 @@ MC_KEYS = ["cmd_get", "cmd_set", "get_hits", "get_misses", "get_extstore", "get_
            "extstore_compact_rescues", "extstore_compact_lost"]
 
 
-#: fallow's admission flags per server name.
-ADMISSION_FLAGS = {
+#: fallow's flags per server name (admission rule, read path).
+FALLOW_FLAGS = {
     "fallow": [],
     "fallow-all": ["--tier2-admission", "all"],
     "fallow-hits1": ["--tier2-admission", "hits", "--tier2-admit-hits", "1"],
@@ -88,12 +88,12 @@ class Server:
         ram, file_mb = args.ram_mb, args.file_mb
         if kind.startswith("fallow"):
             self.rport = C.free_port()
-            admission = ADMISSION_FLAGS[kind]
+            flags = FALLOW_FLAGS[kind]
             self.tier_file = self.dir / "tier2.dat"
             self.argv = [bins["fallow"]["path"], "--bind", "127.0.0.1", "--port", self.rport,
                          "--memcache-port", self.mport, "--unixsocket", "", "--memory-mode", "fixed",
                          "--maxmemory", f"{ram}mb", "--tier2-size", f"{file_mb}mb", "--dir", self.dir,
-                         "--maxmemory-policy", args.fallow_policy, *admission]
+                         "--maxmemory-policy", args.fallow_policy, *flags]
         else:
             self.tier_file = self.dir / "extstore.dat"
             self.argv = ["memcached", "-u", "root", "-l", "127.0.0.1", "-p", self.mport, "-U", "0", "-t", "2",
@@ -528,8 +528,8 @@ def plot(data: dict, path: Path) -> None:
     summ = data["summary"]
     servers = data["params"]["servers"]
     sizes = [str(v) for v in data["params"]["sizes"]]
-    colors = {"fallow": "tab:blue", "fallow-all": "tab:cyan", "fallow-hits1": "tab:green", "fallow-threads": "tab:olive",
-              "memcached": "tab:orange"}
+    colors = {"fallow": "tab:blue", "fallow-all": "tab:cyan", "fallow-hits1": "tab:green",
+              "fallow-threads": "tab:olive", "memcached": "tab:orange"}
     fig, axes = plt.subplots(2, 3, figsize=(17, 9))
     width = 0.8 / max(1, len(servers))
 
@@ -703,7 +703,7 @@ def main() -> int:
                 data["fio"].append(f)
                 C.log(f"  fio randread {bs}: p50 {fio_lat(f):.1f} us (clat {f['clat_p50_us']:.1f}), "
                       f"mean {f['lat_mean_us']:.1f} us, "
-                      f"p99 {f['clat_p99_us']:.1f} us, {f['iops']:.0f} IOPS")
+                      f"p99 {f['lat_p99_us']:.1f} us, {f['iops']:.0f} IOPS")
             order = servers[rnd % len(servers):] + servers[: rnd % len(servers)]
             size_order = sizes if rnd % 2 == 0 else sizes[::-1]
             for value in size_order:
