@@ -383,13 +383,8 @@ impl Store {
         // The careful path re-appends survivors: it keeps the spare segments (already faulted in, so no
         // page is cleared under a shard lock) until it is done.
         let release_spares = || -> usize {
-            self.shards
-                .iter()
-                .map(|shard| {
-                    let spares = shard.lock().take_spare_segments();
-                    spares.iter().map(Segment::capacity_bytes).sum::<usize>()
-                })
-                .sum()
+            let spares = self.memory.take_spares(usize::MAX);
+            spares.iter().map(Segment::capacity_bytes).sum()
         };
         let spare_bytes = match path {
             ReclaimPath::Fast => release_spares(),
@@ -628,14 +623,12 @@ impl Store {
             // Nothing the policy may evict (noeviction, no volatile key): writes get -OOM meanwhile.
             return progressed;
         }
+        // One spare at a time: those within the target stay for the next segments writes need.
         let target = self.resident_target_bytes();
-        for shard in self.shards.iter() {
-            if self.resident_bytes() <= target {
+        while self.resident_bytes() > target {
+            if self.memory.take_spares(1).is_empty() {
                 break;
             }
-            let spares = shard.lock().take_spare_segments();
-            // Unmapped here, after the shard lock was released.
-            drop(spares);
         }
         false
     }
@@ -765,9 +758,7 @@ impl<'a> Guards<'a> {
     /// only persistent data is left (the persistent floor is reached) or nothing reachable can go.
     fn make_pool_room(&mut self, additional_bytes: usize) -> Result<(), OutOfMemory> {
         let now = now_ms();
-        for (_, shard) in self.guards.iter_mut() {
-            shard.release_spare_segments();
-        }
+        drop(self.store.memory.take_spares(usize::MAX));
         // A step that only moves items (survivors, stubs: a segment holding nothing but stubs is
         // re-appended whole) releases nothing net; other shards are tried then, and a run of such steps
         // means nothing reachable can go.

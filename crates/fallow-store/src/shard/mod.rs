@@ -124,8 +124,6 @@ pub struct Shard {
     namespaces: Vec<Vec<Keyspace>>,
     segments: Vec<Option<Segment>>,
     free_slots: Vec<u32>,
-    /// Emptied segments kept mapped for reuse (at most `SPARE_SEGMENTS_MAX`, standard size only).
-    spare_segments: Vec<Segment>,
     /// Slot of each segment by creation sequence, for ordered walks (SCAN, expiry).
     by_sequence: BTreeMap<u64, u32>,
     /// The segment each tenant appends to in this shard (indexed by tenant id).
@@ -199,7 +197,6 @@ impl Shard {
             config,
             segments: Vec::new(),
             free_slots: Vec::new(),
-            spare_segments: Vec::new(),
             by_sequence: BTreeMap::new(),
             active_slots: Vec::new(),
             next_sequence: 1,
@@ -381,11 +378,7 @@ impl Shard {
         );
         assert_eq!(live, self.live_item_bytes, "live item bytes");
         assert_eq!(dead, self.dead_bytes, "dead bytes");
-        assert_eq!(
-            mapped + self.spare_bytes(),
-            self.mapped_bytes,
-            "mapped bytes"
-        );
+        assert_eq!(mapped, self.mapped_bytes, "mapped bytes");
         for (namespace, keyspaces) in self.namespaces.iter().enumerate() {
             for (db, keyspace) in keyspaces.iter().enumerate() {
                 let address = crate::pool::keyspace(0, namespace as u16, db);
@@ -423,12 +416,13 @@ impl Shard {
                 .sum();
             assert_eq!(
                 charged,
-                self.mapped_bytes - self.spare_bytes() + self.collection_bytes,
+                self.mapped_bytes + self.collection_bytes,
                 "tenants are charged for their segments and collections"
             );
             assert_eq!(
                 self.memory.resident_bytes.load(Ordering::Relaxed),
-                self.accounted_resident_bytes
+                self.accounted_resident_bytes + self.memory.spare_bytes(),
+                "resident bytes are the shard's and the store's spare segments"
             );
             assert_eq!(
                 self.memory.used_bytes.load(Ordering::Relaxed),
@@ -444,15 +438,20 @@ mod tests {
 
     /// A shard of 16 databases and 64 KiB segments, as the children's tests use.
     pub(super) fn shard() -> Shard {
+        shard_on(0, Arc::new(MemoryCounters::default()))
+    }
+
+    /// Shard `id` as `shard()` builds it, on store-wide counters shared with other shards.
+    pub(super) fn shard_on(id: usize, memory: Arc<MemoryCounters>) -> Shard {
         Shard::new(
-            0,
+            id,
             ShardConfig {
                 databases: 16,
                 segment_bytes: 64 << 10,
                 epoch_ms: 0,
                 shards: 1,
             },
-            Arc::new(MemoryCounters::default()),
+            memory,
         )
     }
 

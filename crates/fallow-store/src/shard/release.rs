@@ -133,12 +133,7 @@ impl Shard {
     fn finish_draining(&mut self, slot: u32, spare_wanted: bool) -> Option<Segment> {
         self.draining_slot = None;
         let segment = self.detach_segment(slot);
-        if spare_wanted && self.may_keep_spare(&segment) {
-            self.spare_segments.push(segment);
-            return None;
-        }
-        self.forget_segment(&segment);
-        Some(segment)
+        self.give_back_segment(segment, spare_wanted)
     }
 
     /// FCRA: one bounded slice of evicting every item of one segment of `tenant`, in slot order with no
@@ -455,7 +450,7 @@ mod tests {
         let mapped = shard.mapped_bytes();
         let step = shard.careful_release_step(0, 0);
         assert!(step.progressed && step.detached.is_none());
-        assert_eq!(shard.spare_segments.len(), 1);
+        assert_eq!(shard.memory.spare_bytes(), 64 << 10);
         shard.assert_consistent();
         // The next segment the shard needs is that one: nothing new is mapped.
         let reused = shard.stats.segments_reused;

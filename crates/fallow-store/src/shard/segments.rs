@@ -5,12 +5,6 @@ use crate::memory::segment::{item_bytes, ItemHeader, Segment};
 use crate::pool::TenantId;
 use std::sync::atomic::Ordering;
 
-/// Emptied standard-size segments a shard keeps mapped for reuse instead of unmapping them. Overwrite
-/// and large-value loads otherwise unmap and map a segment per few items, and the page faults and page
-/// clears of the fresh mapping cost more than the copy of the data (measured: 64 KiB SETs spent ~30% of
-/// the server's CPU there). Bounded so a shard never holds more than this many idle segments.
-pub(super) const SPARE_SEGMENTS_MAX: usize = 2;
-
 impl Shard {
     pub(super) fn active_slot(&self, tenant: TenantId) -> Option<u32> {
         self.active_slots.get(tenant as usize).copied().flatten()
@@ -55,23 +49,19 @@ impl Shard {
     fn map_segment(&mut self, capacity_bytes: usize, tenant: TenantId) -> u32 {
         let sequence = self.next_sequence;
         self.next_sequence += 1;
-        let mut segment = match self.spare_segments.pop() {
-            Some(mut spare) if spare.capacity_bytes() == capacity_bytes => {
+        let mut segment = match self.memory.take_spare(capacity_bytes) {
+            Some(mut spare) => {
                 spare.recycle(sequence);
                 self.stats.segments_reused += 1;
                 spare
             }
-            other => {
-                if let Some(spare) = other {
-                    self.spare_segments.push(spare);
-                }
-                let segment = Segment::map(capacity_bytes, sequence)
-                    .unwrap_or_else(|| panic!("mmap of {capacity_bytes} bytes failed"));
-                self.mapped_bytes += segment.capacity_bytes();
+            None => {
                 self.stats.segments_mapped += 1;
-                segment
+                Segment::map(capacity_bytes, sequence)
+                    .unwrap_or_else(|| panic!("mmap of {capacity_bytes} bytes failed"))
             }
         };
+        self.mapped_bytes += segment.capacity_bytes();
         segment.tenant = tenant;
         self.charge(tenant, segment.capacity_bytes(), true);
         let slot = match self.free_slots.pop() {
@@ -115,65 +105,40 @@ impl Shard {
         segment
     }
 
-    /// Gives an emptied segment back: kept as a spare (standard size, room left, no reclaim asked for
-    /// memory) or unmapped.
+    /// Gives an emptied segment back: kept as a spare when the spare rules allow (`may_keep_spare`),
+    /// else unmapped here.
     pub(super) fn unmap_segment(&mut self, slot: u32) {
         let segment = self.detach_segment(slot);
-        if self.may_keep_spare(&segment) {
-            self.spare_segments.push(segment);
-        } else {
-            self.forget_segment(&segment);
-        }
-        debug_assert!(
-            self.spare_segments.len() <= SPARE_SEGMENTS_MAX,
-            "at most {SPARE_SEGMENTS_MAX} spare segments"
-        );
+        drop(self.give_back_segment(segment, true));
     }
 
-    /// Whether a detached, empty segment may stay mapped as a spare: standard size, fewer than
-    /// `SPARE_SEGMENTS_MAX` spares, and no reclaim asking for memory.
-    pub(super) fn may_keep_spare(&self, segment: &Segment) -> bool {
-        segment.capacity_bytes() == self.config.segment_bytes
-            && !self.memory.over_pool_limit()
-            && self.spare_segments.len() < SPARE_SEGMENTS_MAX
-    }
-
-    /// Counts a detached segment as unmapped; the caller drops it (munmap), ideally outside the lock.
-    pub(super) fn forget_segment(&mut self, segment: &Segment) {
+    /// Takes a detached segment out of the shard's books and into the store's spares when
+    /// `spare_wanted` and the spare rules allow; else (or when the spares are full) returns it, counted
+    /// as unmapped, for the caller to drop (munmap), ideally outside the lock.
+    pub(super) fn give_back_segment(
+        &mut self,
+        segment: Segment,
+        spare_wanted: bool,
+    ) -> Option<Segment> {
         assert!(
             self.mapped_bytes >= segment.capacity_bytes(),
-            "an unmapped segment of {} bytes was counted in the shard's {} mapped",
+            "a detached segment of {} bytes was counted in the shard's {} mapped",
             segment.capacity_bytes(),
             self.mapped_bytes
         );
         self.mapped_bytes -= segment.capacity_bytes();
-        self.stats.segments_unmapped += 1;
+        let unmapped = match spare_wanted && self.may_keep_spare(&segment) {
+            true => self.memory.keep_spare(segment),
+            false => Some(segment),
+        };
+        self.stats.segments_unmapped += u64::from(unmapped.is_some());
+        unmapped
     }
 
-    /// Unmaps the spare segments (MEMORY PURGE; the elastic controller when the host needs memory back).
-    /// Returns the bytes given back to the OS.
-    pub fn release_spare_segments(&mut self) -> usize {
-        let spares = self.take_spare_segments();
-        spares.iter().map(Segment::capacity_bytes).sum()
-    }
-
-    /// Takes the spare segments out of the books; the caller drops them (their pages go back to the OS),
-    /// ideally after releasing the shard lock.
-    pub fn take_spare_segments(&mut self) -> Vec<Segment> {
-        let spares = std::mem::take(&mut self.spare_segments);
-        for segment in &spares {
-            self.forget_segment(segment);
-        }
-        self.sync_accounting();
-        spares
-    }
-
-    /// Bytes of emptied segments kept mapped for reuse (part of `mapped_bytes`).
-    pub fn spare_bytes(&self) -> usize {
-        self.spare_segments
-            .iter()
-            .map(Segment::capacity_bytes)
-            .sum()
+    /// Whether a detached, empty segment may stay mapped as a spare: standard size and no reclaim
+    /// asking for memory (the store bounds how many, `SPARE_SEGMENTS_MAX`).
+    pub(super) fn may_keep_spare(&self, segment: &Segment) -> bool {
+        segment.capacity_bytes() == self.config.segment_bytes && !self.memory.over_pool_limit()
     }
 
     /// Appends an item to `tenant`'s segments, mapping a new segment when needed.
@@ -284,7 +249,9 @@ impl Shard {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::shard::tests::shard;
+    use crate::memory::{MemoryCounters, SPARE_SEGMENTS_MAX};
+    use crate::shard::tests::{shard, shard_on};
+    use std::sync::Arc;
 
     #[test]
     fn emptied_segments_are_kept_as_spares_reused_and_purged() {
@@ -298,12 +265,19 @@ mod tests {
             while shard.compact_step(64) > 0 || shard.is_compacting() {}
         }
         assert!(shard.stats.segments_reused > 0, "spares were reused");
-        assert!(shard.spare_bytes() <= SPARE_SEGMENTS_MAX * (64 << 10));
-        let mapped_before = shard.mapped_bytes();
-        let spare = shard.spare_bytes();
-        assert_eq!(shard.release_spare_segments(), spare);
-        assert_eq!(shard.spare_bytes(), 0);
-        assert_eq!(shard.mapped_bytes(), mapped_before - spare);
+        let spare = shard.memory.spare_bytes();
+        assert!(spare > 0 && spare <= SPARE_SEGMENTS_MAX * (64 << 10));
+        let resident_before = shard.memory.resident_bytes.load(Ordering::Relaxed);
+        let purged = shard.memory.take_spares(usize::MAX);
+        assert_eq!(
+            purged.iter().map(Segment::capacity_bytes).sum::<usize>(),
+            spare
+        );
+        assert_eq!(shard.memory.spare_bytes(), 0);
+        assert_eq!(
+            shard.memory.resident_bytes.load(Ordering::Relaxed),
+            resident_before - spare
+        );
         for index in 0..12u32 {
             let (found, info) = shard
                 .get_string(0, format!("k{index}").as_bytes(), 0)
@@ -312,6 +286,61 @@ mod tests {
             assert_eq!((found.len(), info.client_flags), (value.len(), 7));
         }
         shard.assert_consistent();
+    }
+
+    #[test]
+    fn a_segment_one_shard_empties_is_the_next_one_another_shard_maps() {
+        let memory = Arc::new(MemoryCounters::default());
+        let (mut emptier, mut writer) = (shard_on(0, memory.clone()), shard_on(1, memory.clone()));
+        let value = [3u8; 20 << 10];
+        for index in 0..6u32 {
+            emptier.set_string(0, format!("k{index}").as_bytes(), &value, 0, 0, 0);
+        }
+        // Deleting every key of the sealed segments empties them: they become the store's spares.
+        for index in 0..6u32 {
+            assert!(emptier.remove(0, format!("k{index}").as_bytes(), 0));
+        }
+        let spare = memory.spare_bytes();
+        assert!(spare >= 64 << 10, "emptied segments are kept");
+        assert_eq!(emptier.stats.segments_unmapped, 0);
+        writer.set_string(0, b"other", &value, 0, 0, 0);
+        assert_eq!(writer.stats.segments_mapped, 0, "nothing new is mapped");
+        assert_eq!(writer.stats.segments_reused, 1);
+        assert_eq!(memory.spare_bytes(), spare - (64 << 10));
+        // The counters hold both shards and the spares; each shard's books hold only its own segments.
+        assert_eq!(
+            memory.resident_bytes.load(Ordering::Relaxed),
+            emptier.resident_bytes() + writer.resident_bytes() + memory.spare_bytes()
+        );
+    }
+
+    #[test]
+    fn the_store_keeps_at_most_spare_segments_max_spares() {
+        let memory = Arc::new(MemoryCounters::default());
+        let mut shards: Vec<Shard> = (0..SPARE_SEGMENTS_MAX + 2)
+            .map(|id| shard_on(id, memory.clone()))
+            .collect();
+        // Three items fill a segment, the fourth seals it; deleting them empties the sealed one (after
+        // every shard wrote, so no shard reuses another's spare here).
+        for shard in &mut shards {
+            for index in 0..4u32 {
+                shard.set_string(0, format!("k{index}").as_bytes(), &[1u8; 20 << 10], 0, 0, 0);
+            }
+        }
+        for shard in &mut shards {
+            for index in 0..4u32 {
+                assert!(shard.remove(0, format!("k{index}").as_bytes(), 0));
+            }
+        }
+        assert_eq!(memory.spare_bytes(), SPARE_SEGMENTS_MAX * (64 << 10));
+        let unmapped: u64 = shards
+            .iter()
+            .map(|shard| shard.stats.segments_unmapped)
+            .sum();
+        assert_eq!(unmapped, 2, "past the bound, emptied segments are unmapped");
+        for shard in &shards {
+            shard.assert_consistent();
+        }
     }
 
     #[test]
@@ -328,7 +357,7 @@ mod tests {
             "the emptied dedicated segment is detached"
         );
         assert_eq!(
-            shard.spare_bytes(),
+            shard.memory.spare_bytes(),
             0,
             "only standard segments are kept as spares"
         );

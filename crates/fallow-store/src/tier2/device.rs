@@ -69,6 +69,55 @@ impl AlignedBuf {
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
+
+    /// Copies `bytes` to `offset` through the raw pointer, so no reference to the whole buffer is made
+    /// while the tier-2 writer reads the bytes below `offset` (`raw_range`).
+    pub fn write_bytes(&mut self, offset: usize, bytes: &[u8]) {
+        assert!(
+            offset <= self.len && bytes.len() <= self.len - offset,
+            "{} bytes at {offset} overflow a {}-byte buffer",
+            bytes.len(),
+            self.len
+        );
+        // SAFETY: the range lies inside the allocation (asserted); `bytes` is a different allocation.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                self.ptr.as_ptr().add(offset),
+                bytes.len(),
+            )
+        };
+    }
+
+    /// Where the bytes `[from, to)` lie, to be read after the lock guarding the buffer is released
+    /// (the tier-2 writer reads region buffers that appenders keep filling past `to`).
+    pub fn raw_range(&self, from: usize, to: usize) -> RawRange {
+        assert!(
+            from <= to && to <= self.len,
+            "range {from}..{to} of {}",
+            self.len
+        );
+        RawRange {
+            // SAFETY: `from` is inside the allocation or one past its end (asserted).
+            ptr: unsafe { self.ptr.as_ptr().add(from) },
+            len: to - from,
+        }
+    }
+}
+
+/// A range of an `AlignedBuf`'s bytes taken by `raw_range`.
+pub struct RawRange {
+    ptr: *const u8,
+    len: usize,
+}
+
+impl RawRange {
+    /// # Safety
+    /// Nothing writes the range, and its buffer is neither dropped nor reused, while the slice lives.
+    pub unsafe fn bytes(&self) -> &[u8] {
+        // SAFETY: the range lay inside a live buffer (raw_range); the caller keeps it so.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
 }
 
 impl std::ops::Deref for AlignedBuf {

@@ -350,6 +350,43 @@ fn reused_read_buffers_return_every_record_once_and_no_stale_bytes() {
 }
 
 #[test]
+fn a_reused_region_buffer_puts_no_stale_bytes_on_the_device() {
+    let dir = TempDir::new("tier2-buffer-reuse");
+    let config = config(&dir, 12, FsyncPolicy::No);
+    let region_bytes = config.region_bytes as u64;
+    let (tier2, _) = opened(config);
+    // Each record is written before the next is appended, so each region from the third on opens on
+    // the buffer of the region two before it: a short record lands on a long one's bytes.
+    let mut slots = Vec::new();
+    for i in 0..9u32 {
+        let value = vec![i as u8 + 1; LONG_LONG_SHORT_VALUE_BYTES[i as usize % 3]];
+        let key = i.to_le_bytes();
+        slots.push(tier2.append(&header(&key, &value), &key, &value).unwrap().0);
+        tier2.flush_and_sync().unwrap();
+    }
+    for (i, slot) in slots.iter().enumerate() {
+        let encoded = tier2.read(*slot).unwrap();
+        let header = record::decode(&encoded).unwrap();
+        assert!(record::value_of(&header, &encoded)
+            .iter()
+            .all(|&byte| byte == i as u8 + 1));
+    }
+    tier2.shutdown().unwrap();
+    let file = std::fs::read(dir.0.join("tier2")).unwrap();
+    for slot in slots.iter().skip(2).step_by(3) {
+        let end = (slot.position() + slot.padded_bytes() as u64) as usize;
+        let region_end = FILE_HEADER_BYTES
+            + (slot.position() - FILE_HEADER_BYTES).next_multiple_of(region_bytes);
+        let tail = &file[end..(region_end as usize).min(file.len())];
+        assert!(
+            !tail.is_empty() && tail.iter().all(|&byte| byte == 0),
+            "bytes after the short record at {} are zeros",
+            slot.position()
+        );
+    }
+}
+
+#[test]
 fn a_region_reader_stops_at_a_read_error_and_can_be_dropped_early() {
     let dir = TempDir::new("tier2-read-ahead-error");
     let (tier2, _) = opened(config(&dir, 8, FsyncPolicy::No));

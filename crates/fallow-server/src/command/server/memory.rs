@@ -19,10 +19,8 @@ see INFO fallow for segment and dead-byte figures.\n";
             .out
             .verbatim("txt", b"Stats not supported for the current allocator"),
         (b"purge", 2) => {
-            // gives the emptied segments each shard keeps for reuse back to the OS
-            for_each_shard(ctx, |shard| {
-                shard.release_spare_segments();
-            });
+            // gives the emptied segments kept for reuse back to the OS
+            drop(ctx.server.store.memory.take_spares(usize::MAX));
             fallow_store::memory::segment::retained::unmap_retained(0);
             ctx.out.ok()
         }

@@ -67,7 +67,6 @@ fn shard_totals(ctx: &mut Ctx, with_keyspace: bool) -> ShardTotals {
         stats.segments_unmapped += shard.stats.segments_unmapped;
         stats.segments_reused += shard.stats.segments_reused;
         totals.mapped_bytes += shard.mapped_bytes();
-        totals.spare_bytes += shard.spare_bytes();
         totals.dead_bytes += shard.dead_bytes();
         totals.segments += shard.segment_count();
         if with_keyspace {
@@ -82,6 +81,9 @@ fn shard_totals(ctx: &mut Ctx, with_keyspace: bool) -> ShardTotals {
             }
         }
     });
+    // The store's spare segments are mapped too, in no shard's books.
+    totals.spare_bytes = ctx.server.store.memory.spare_bytes();
+    totals.mapped_bytes += totals.spare_bytes;
     totals
 }
 
