@@ -24,7 +24,9 @@ One sequence per server and value size (V = 4 KiB and 50 KiB), main data 3x RAM:
   t2-par     GET each c2 key once, --cold-procs processes, random order: tier-2 read throughput
   t2-resp, t2-resp-par (fallow only): the same over RESP on c3/c4 (both protocols read tier 2 ahead, off the
              worker thread: INFO tier2_async_reads; a first read is served without promotion)
-  mixed      zipf 0.9 over the N keys, 10% SET / 90% GET, 2 s warm-up then --mixed-s: ops/s, CPU/op, hit ratio
+  mixed      zipf 0.9 over the N keys, 10% SET / 90% GET, --mixed-requests (the same requests for every
+             server, so tier-2 writes compare like for like; 0: 2 s warm-up then --mixed-s): ops/s, CPU/op,
+             hit ratio
   get        zipf 0.9, GET only, --get-s: GET p50/p99 overall (50 connections, closed loop)
 fallow runs with --maxmemory-policy allkeys-lru (a cache, as memcached: under the default noeviction
 the admission rule is ignored and everything leaving RAM is written). INFO tier2 (ram_hits, tier2_hits) and
@@ -324,8 +326,11 @@ def run_sequence(kind: str, value: int, rnd: int, args, tmp: Path, bins: dict, d
             pyphase("t2-resp-par", rng.permutation(n_thr), "c4:", args.cold_procs, protocol="resp")
         zipf = ["--distribution", f"zipf:{args.zipf}", "--keys", n_main, "--key-prefix", "k:",
                 "--distinct-client-seed", "--seed", rnd + 1]
-        phase("mixed", [*conns, *zipf, "--ratio", "1:9", "--value-size", value, "--warmup", "2s",
-                        "--duration", f"{args.mixed_s}s"])
+        # The same requests for every server (no warm-up): a server that is faster in a timed phase
+        # would also do more SETs, and so more tier-2 writes, than the one it is compared with.
+        span = (["--requests", args.mixed_requests] if args.mixed_requests
+                else ["--warmup", "2s", "--duration", f"{args.mixed_s}s"])
+        phase("mixed", [*conns, *zipf, "--ratio", "1:9", "--value-size", value, *span])
         phase("get", [*conns, *zipf, "--ratio", "0:1", "--duration", f"{args.get_s}s"])
         out["cumulative"] = {k: v for k, v in cumulative.items() if k in ("load", "mixed", "get")}
         out["rss_bytes_end"] = C.rss_bytes(server.pid)
@@ -621,6 +626,9 @@ def main() -> int:
     ap.add_argument("--data-factor", type=float, default=3.0)
     ap.add_argument("--sizes", default="4096,51200")
     ap.add_argument("--zipf", type=float, default=0.9)
+    ap.add_argument("--mixed-requests", type=int, default=1_200_000,
+                    help="requests of the mixed phase, the same for every server (0: --mixed-s seconds "
+                         "after a 2 s warm-up, as runs before 2026-11-26 03:30 UTC did)")
     ap.add_argument("--mixed-s", type=int, default=20)
     ap.add_argument("--get-s", type=int, default=10)
     ap.add_argument("--hot-s", type=int, default=3)
@@ -651,6 +659,7 @@ def main() -> int:
     if args.quick:
         args.rounds, args.ram_mb, args.file_mb = 1, 64, 512
         args.mixed_s, args.get_s, args.hot_s, args.fio_runtime = 5, 3, 1, 3
+        args.mixed_requests = 200_000
         args.traces = "cache2k-web07:0:10240"
     C.install_guards(args.time_limit + 600)
     t_begin = time.monotonic()

@@ -330,6 +330,7 @@ class FallowBase:
                  tier2_regions: int, seed: int, frequent_reads_min: int = FREQUENT_READS_MIN,
                  adaptive: dict | None = None, exclusive: bool = False):
         self.ram = ram
+        self.tier2_nominal = tier2
         self.state = bytearray(footprint)
         self.slot = [-1] * footprint
         self.lfu = bytearray(footprint)
@@ -351,6 +352,8 @@ class FallowBase:
         self.oom = 0  # inserts that found no room (every candidate segment was all hot)
         self.served = 0  # first tier-2 hits served without promotion
         self.exclusive = exclusive  # a promotion drops the tier-2 copy
+        # tier.rs `room_for_promotion`: what a promotion pushes out of RAM is written whatever the rule.
+        self.promoting = False
         # Per-origin counts of records reached by cleaning, and of those read on tier 2 (every admission).
         self.origin = bytearray(footprint)
         self.origin_cleaned = [0] * 4
@@ -409,7 +412,7 @@ class FallowBase:
         """admission.rs `Admission::admits`: the origin of the record to write for `obj` leaving RAM,
         or -1. `frequency`: room; else the doorkeeper; else the duel. `adaptive` is `frequency` with the
         doorkeeper switched off while its records go unread (tried again at `off_until`, `depart`)."""
-        if self.admission == "all":
+        if self.admission == "all" or self.promoting:
             return ORIGIN_ROOM
         if self.admission == "hits":
             return ORIGIN_ROOM if self.lfu[obj] - LFU_INIT >= self.admit_hits_min else -1
@@ -499,7 +502,6 @@ class FallowServer(FallowBase):
     CANDIDATES = 4
     SAMPLE_SEGMENTS = 16
     SAMPLE_ITEMS_PER_SEGMENT = 8
-    PROMOTION_SLICES_MAX = 8
 
     def __init__(self, footprint: int, ram: int, tier2: int, admission: str = "frequency",
                  admit_hits_min: int = 1, hot_quantile: float = 0.5, ram_segments: int = 64,
@@ -630,8 +632,12 @@ class FallowServer(FallowBase):
         state, ram, log = self.state, self.ram, self.log
         touch, append, release_step = self.touch, self.append, self.release_step
         sketch_add, tier2_hit = self.sketch.add, self.tier2_hit
+        # Occupancy, sampled 40 times over the second half (`occupancy`).
+        sample_from, sample_every, samples = len(trace) // 2, max(1, len(trace) // 80), []
         for now, obj in enumerate(trace):
             self.now = now
+            if now >= sample_from and now % sample_every == 0:
+                samples.append(self.occupancy())
             sketch_add(obj)  # index.rs `access_location`: every read, hit or miss
             status = state[obj]
             if status == 1:
@@ -640,8 +646,8 @@ class FallowServer(FallowBase):
                 continue
             if status == 2:
                 # A read of a stub: counted, touched, served from tier 2 the first time; else promoted
-                # (tier.rs `promote_from`): room first, at most 8 slices, then the value is appended
-                # whatever room they made.
+                # (tier.rs `promote_from`): room first, what leaves RAM for it written whatever the
+                # admission rule says, then the value is appended.
                 previous = self.access[obj]
                 touch(obj, now)
                 if not tier2_hit(obj):
@@ -649,9 +655,12 @@ class FallowServer(FallowBase):
                 if self.declines(previous, now):
                     self.declined += 1
                     continue
-                for _ in range(self.PROMOTION_SLICES_MAX):
-                    if self.resident + 1 <= ram or release_step() == 0:
-                        break
+                # What 8 slices leave over the limit the server's housekeeping demotes under the same
+                # rule (`demote_excess_step`): all of it here, at once.
+                self.promoting = True
+                while self.resident + 1 > ram and release_step() > 0:
+                    pass
+                self.promoting = False
                 state[obj] = 1
                 self.resident += 1
                 append(obj)
@@ -677,7 +686,17 @@ class FallowServer(FallowBase):
         out["survivors_reappended"] = self.survivors
         out["promotions_declined"] = self.declined
         out["ram_segment_objects"] = self.segment_objects
+        if samples:
+            capacity = self.ram + self.tier2_nominal
+            out["occupancy_held"] = sum(held for held, _ in samples) / len(samples) / capacity
+            out["occupancy_duplicates"] = sum(twice for _, twice in samples) / len(samples) / capacity
         return out
+
+    def occupancy(self) -> tuple[int, int]:
+        """(distinct objects held: in RAM or stubs, RAM items whose tier-2 copy is valid too)."""
+        slot = self.slot
+        twice = sum(1 for items in self.segments.values() for o in items if slot[o] >= 0)
+        return self.state.count(1) + self.state.count(2), twice
 
 
 class FallowRegions(FallowBase):
@@ -724,7 +743,9 @@ class FallowRegions(FallowBase):
             self.resident += 1
             buffer[obj] = None
             if len(buffer) > buffer_capacity:
+                self.promoting = status == 2
                 depart(buffer.popitem(last=False)[0])
+                self.promoting = False
             if log.free < log.keep_free:
                 log.maintain()
         return self.result()
@@ -1461,6 +1482,47 @@ def markdown_sweep(results: list[dict], traces: list[str], ram_fractions: list[f
     return "\n".join(out)
 
 
+def occupancy_table(results: list[dict], traces: list[str], ram_fractions: list[float]) -> list[dict]:
+    """Per trace x RAM size: fallow's occupancy and miss ratio, and the best baseline at the nominal
+    capacity and at the capacity fallow fills with distinct objects."""
+    rows = []
+    for name in traces:
+        for fraction in ram_fractions:
+            cell = {r["policy"]: r for r in results if r["trace"] == name and r["ram_fraction"] == fraction}
+            if "fallow" not in cell:
+                continue
+            at = [p for p in BASELINES if f"{p} at fallow's occupancy" in cell]
+            if not at:
+                continue
+            nominal = min((p for p in BASELINES if p in cell), key=lambda p: cell[p]["miss_ratio"])
+            held = min(at, key=lambda p: cell[f"{p} at fallow's occupancy"]["miss_ratio"])
+            fallow = cell["fallow"]
+            rows.append({
+                "trace": name, "ram_fraction": fraction,
+                "occupancy_held": fallow["occupancy_held"],
+                "occupancy_duplicates": fallow["occupancy_duplicates"],
+                "fallow_miss_ratio": fallow["miss_ratio"],
+                "best_nominal": nominal, "best_nominal_miss_ratio": cell[nominal]["miss_ratio"],
+                "best_at_occupancy": held,
+                "best_at_occupancy_miss_ratio": cell[f"{held} at fallow's occupancy"]["miss_ratio"],
+            })
+    return rows
+
+
+def markdown_occupancy(rows: list[dict]) -> str:
+    lines = ["| trace | RAM | distinct objects held / capacity (held twice) | fallow miss | best baseline "
+             "(capacity) | gap | best baseline (fallow's occupancy) | gap |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(
+            f"| {r['trace']} | {r['ram_fraction']:.0%} | {r['occupancy_held']:.3f} "
+            f"({r['occupancy_duplicates']:.3f}) | {r['fallow_miss_ratio']:.4f} | {r['best_nominal']} "
+            f"{r['best_nominal_miss_ratio']:.4f} | {r['fallow_miss_ratio'] - r['best_nominal_miss_ratio']:+.4f} | "
+            f"{r['best_at_occupancy']} {r['best_at_occupancy_miss_ratio']:.4f} | "
+            f"{r['fallow_miss_ratio'] - r['best_at_occupancy_miss_ratio']:+.4f} |")
+    return "\n".join(lines)
+
+
 def markdown_config_summary(by_config: dict) -> str:
     out = ["| setting | miss target met | writes target met | mean miss gap | max miss gap | "
            "mean writes / LRU's |", "|---|---|---|---|---|---|"]
@@ -1487,6 +1549,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--no-sweep", action="store_true", help="only the default fallow settings")
     parser.add_argument("--no-check", action="store_true", help="skip the libcachesim cross-check")
+    parser.add_argument("--at-occupancy", action="store_true",
+                        help="also run every baseline at the capacity fallow fills with distinct objects "
+                             "(its mean occupancy): how much of the gap is capacity, how much order")
     parser.add_argument("--policies", default="",
                         help="comma-separated policy labels to run (default: every configuration)")
     parser.add_argument("--json", type=Path, default=ROOT / "docs" / "bench-results" / "tier-sim.json")
@@ -1564,6 +1629,17 @@ def main(argv: list[str] | None = None) -> int:
             if remaining[out["trace"]] == 0:
                 print(f"# {out['trace']} done ({time.perf_counter() - started:.0f} s elapsed)", flush=True)
 
+    occupancy_rows = []
+    if args.at_occupancy:
+        occupancy_jobs = [
+            (r["trace"], r["ram_fraction"], f"{name} at fallow's occupancy", name, {}, 1,
+             max(2, round(r["occupancy_held"] * (r["ram_objects"] + r["tier2_objects"]))) - 1, options)
+            for r in results if r["policy"] == "fallow" and "occupancy_held" in r for name in BASELINES]
+        print(f"# {len(occupancy_jobs)} baseline runs at fallow's occupancy", flush=True)
+        with context.Pool(args.jobs, maxtasksperchild=4) as pool:
+            results.extend(pool.imap_unordered(simulate, occupancy_jobs))
+        occupancy_rows = occupancy_table(results, traces, ram_fractions)
+
     lru = {(r["trace"], r["ram_fraction"]): r["tier2_writes"] for r in results if r["policy"] == "lru"}
     for r in results:
         base = lru.get((r["trace"], r["ram_fraction"]))
@@ -1618,6 +1694,7 @@ def main(argv: list[str] | None = None) -> int:
         "targets": targets,
         "targets_by_config": targets_by_config,
         "libcachesim_check": checks,
+        "at_occupancy": occupancy_rows,
     }
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(document, indent=1) + "\n")
@@ -1627,6 +1704,8 @@ def main(argv: list[str] | None = None) -> int:
     print(markdown_table(results, traces, ram_fractions, policies_main))
     print(markdown_sweep(results, traces, ram_fractions, fallow_labels))
     print(markdown_config_summary(targets_by_config))
+    if occupancy_rows:
+        print(markdown_occupancy(occupancy_rows))
     for t in targets:
         print(f"# target {t['trace']} RAM {t['ram_fraction']:.0%}: fallow miss {t['fallow_miss_ratio']:.4f} vs "
               f"best {t['best_baseline']} {t['best_baseline_miss_ratio']:.4f} "

@@ -146,8 +146,9 @@ def test_fallow_state_is_consistent(kind, admission):
     assert 0 < out["tier2_served_without_promotion"] <= out["tier2_hits"]
     if admission != "hits":
         assert out["admissions_refused"] > 0, "a full tier 2 refuses keys read no more than its oldest"
+    # Room is made before each insert or promotion; one over only when a release freed nothing.
     resident = sum(1 for s in sim.state if s == 1)
-    assert resident == sim.resident <= ram + tier_sim.FallowServer.PROMOTION_SLICES_MAX
+    assert resident == sim.resident <= ram + 1
     regions = [records for records, _ in sim.log.sealed] + [sim.log.open or []]
     live = {record for region in regions for _, record in region}
     for obj, status in enumerate(sim.state):

@@ -603,11 +603,14 @@ impl Store {
                 if tier2 {
                     // Tier 2 demotes the oldest segments: what has a copy becomes a stub. Lowering the
                     // limit is a reclaim and waits on no write, unless nothing may be dropped; any other
-                    // excess (promotions and writes that overshot the limit) is demoted as a write's
-                    // room-making would, so steady traffic loses nothing to this path.
+                    // excess (promotions, mostly, and writes that overshot the limit) is demoted with
+                    // writes whatever the admission rule says, so steady traffic loses nothing to it.
                     let may_write = self.memory.noeviction.load(Ordering::Relaxed)
                         || !self.limit_cut.load(Ordering::Relaxed);
-                    let step = self.shards[index].lock().demote_step(now, may_write);
+                    let step = match may_write {
+                        true => self.shards[index].lock().demote_excess_step(now),
+                        false => self.shards[index].lock().demote_step(now, false),
+                    };
                     // A slice that only re-appended hot items releases nothing: not progress.
                     progressed |= step.progressed
                         && (step.objects > 0 || step.released_bytes > step.grown_bytes);

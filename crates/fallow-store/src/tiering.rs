@@ -678,7 +678,8 @@ mod tests {
         let cache = keyspace(2, 2, 0);
         let store = store(0);
         store.set_policy(EvictionPolicy::AllKeysLru);
-        let (_tier2, _) = attach_with(&store, &dir, 256, AdmissionRule::All);
+        // Admission by reads in RAM, which none of these keys had: the excess is written anyway.
+        let (_tier2, _) = attach_with(&store, &dir, 256, AdmissionRule::Hits);
         for i in 0..2000 {
             set(&store, cache, format!("c{i}").as_bytes(), &value(i));
         }
@@ -777,6 +778,61 @@ mod tests {
         assert_eq!(load(&stats.promoted_keys), promoted_before + 40);
         assert_eq!(load(&stats.promotions_declined), 40);
         read_all();
+    }
+
+    #[test]
+    fn a_promotion_writes_what_it_pushes_out_of_ram_whatever_the_admission_rule() {
+        let cache = keyspace(2, 2, 0);
+        // Admission by reads in RAM: keys 0..1000 are read once after their SET (admitted when they
+        // leave RAM), keys from 1000 never (refused: evicted when a write makes room).
+        let (_dir, store, tier2) = cache_store("tiering-promotion-keeps", AdmissionRule::Hits);
+        fill_cache(&store, &tier2, 0..1000, |i| {
+            assert_eq!(
+                get(&store, cache, format!("c{i}").as_bytes()),
+                Some(value(i))
+            );
+        });
+        fill_cache(&store, &tier2, 1000..1300, |_| {});
+        let stubs: Vec<usize> = (0..1000)
+            .filter(|&i| is_stub(&store, cache, i))
+            .take(200)
+            .collect();
+        assert_eq!(stubs.len(), 200);
+        let in_ram: Vec<usize> = (1000..1300).filter(|&i| exists(&store, cache, i)).collect();
+        assert!(!in_ram.is_empty());
+        let evicted = || -> u64 {
+            store
+                .shards
+                .iter()
+                .map(|s| s.lock().stats.evicted_keys)
+                .sum()
+        };
+        let stats = tier_stats(&store);
+        let (evicted_before, promoted_before) = (evicted(), load(&stats.promoted_keys));
+        let (refused_before, written_before) = (
+            load(&stats.admissions_refused),
+            load(&stats.demotion_writes),
+        );
+        // RAM keeps items an hour: second reads promote, each pushing unread keys out of RAM.
+        for shard in store.shards.iter() {
+            shard.lock().set_ram_residency(10, now_ms() - 3_600_000);
+        }
+        for _ in 0..2 {
+            for &i in &stubs {
+                assert_eq!(
+                    get(&store, cache, format!("c{i}").as_bytes()),
+                    Some(value(i))
+                );
+            }
+        }
+        assert_eq!(load(&stats.promoted_keys), promoted_before + 200);
+        assert!(
+            load(&stats.demotion_writes) > written_before,
+            "pushed-out keys were written"
+        );
+        assert_eq!(load(&stats.admissions_refused), refused_before);
+        assert_eq!(evicted(), evicted_before, "no promotion cost a key");
+        assert!(in_ram.iter().all(|&i| exists(&store, cache, i)));
     }
 
     #[test]

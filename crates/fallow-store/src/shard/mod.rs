@@ -174,6 +174,9 @@ pub struct Shard {
     /// appended, smoothed over careful releases (`Shard::note_residency`; 0 before the first). Decides
     /// which second reads on tier 2 promote (`serves_without_promotion`).
     ram_residency_ms: u64,
+    /// Set while room is made for a promotion, or the excess promotions left is demoted: what leaves
+    /// RAM then is written whatever the admission rule says (`Shard::room_for_promotion`).
+    admit_all_departures: bool,
 }
 
 /// The space (namespace and database) of a keyspace address, as the waiters map and headers know it.
@@ -226,6 +229,7 @@ impl Shard {
             appended_bytes: 0,
             residency_sample: (0, 0),
             ram_residency_ms: 0,
+            admit_all_departures: false,
         }
     }
 
