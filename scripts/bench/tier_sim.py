@@ -604,7 +604,8 @@ class FallowServer(FallowBase):
 
     def declines(self, previous: int, now: int) -> bool:
         """tier.rs `serves_without_promotion` for a second tier-2 read (RAM full: every item slot taken;
-        the server allows for the segment a release may leave free)."""
+        the server allows for the segment a release may leave free). The server also declines while
+        tier-2 cleaning is behind (`cleaning_behind`); here cleaning runs after every request and never is."""
         if self.promote == "second" or self.resident + 1 <= self.ram:
             return False
         if self.promote == "never":

@@ -781,6 +781,53 @@ mod tests {
     }
 
     #[test]
+    fn no_promotion_while_cleaning_is_behind() {
+        let cache = keyspace(2, 2, 0);
+        let (_dir, store, tier2, stubs) = cache_beyond_ram("tiering-promotion-behind", 40);
+        let stats = tier_stats(&store);
+        for shard in store.shards.iter() {
+            shard.lock().set_ram_residency(10, now_ms() - 3_600_000);
+        }
+        // Records nobody points at fill the log until half the free regions cleaning keeps are gone.
+        let filler = vec![0u8; 4000];
+        let record = crate::tier2::value_header(
+            crate::types::Kind::String,
+            RecordClass::Clean,
+            cache,
+            0,
+            0,
+            6,
+            filler.len(),
+        );
+        let (_, total) = tier2.regions_free_total();
+        while tier2.regions_free_total().0 > crate::admission::regions_kept_free(total) / 2 {
+            tier2.append(&record, b"filler", &filler).unwrap();
+        }
+        let read_all = || {
+            for &i in &stubs {
+                assert_eq!(
+                    get(&store, cache, format!("c{i}").as_bytes()),
+                    Some(value(i))
+                );
+            }
+        };
+        let (promoted, declined) = (load(&stats.promoted_keys), load(&stats.promotions_declined));
+        read_all();
+        read_all();
+        assert_eq!(load(&stats.promoted_keys), promoted, "nothing promoted");
+        assert_eq!(load(&stats.promotions_declined), declined + 40);
+        assert!(stubs.iter().all(|&i| is_stub(&store, cache, i)));
+        // Once cleaning has caught up, the same reads promote (each release they cause measures RAM's
+        // residency anew, so not necessarily all of them).
+        store
+            .tier2_maintain(crate::admission::regions_kept_free(total), 64)
+            .unwrap();
+        assert!(tier2.regions_free_total().0 > crate::admission::regions_kept_free(total) / 2);
+        read_all();
+        assert!(load(&stats.promoted_keys) > promoted);
+    }
+
+    #[test]
     fn a_promotion_writes_what_it_pushes_out_of_ram_whatever_the_admission_rule() {
         let cache = keyspace(2, 2, 0);
         // Admission by reads in RAM: keys 0..1000 are read once after their SET (admitted when they

@@ -82,6 +82,13 @@ impl TierLink {
             region: region as usize,
         })
     }
+
+    /// True when cleaning has fallen behind: half the free regions it keeps are used up. Writes then
+    /// soon find the log full, and what they would have written is dropped.
+    pub fn cleaning_behind(&self) -> bool {
+        let (free, total) = self.tier2.regions_free_total();
+        free <= crate::admission::regions_kept_free(total) / 2
+    }
 }
 
 /// Records read from tier 2 for stubs whose first read is served without promotion (or read ahead for
@@ -531,7 +538,10 @@ impl Shard {
     ///   throughput). The clock counts whole seconds, so a gap counts as the second it may
     ///   have lasted: with RAM turning over in under 4 s nothing is promoted. RAM that has released
     ///   nothing for longer than the estimate keeps items at least that long (a read-only phase: the
-    ///   promotions then turn it over, and the next releases measure how fast).
+    ///   promotions then turn it over, and the next releases measure how fast);
+    /// - while RAM is at `maxmemory`, any read while tier-2 cleaning is behind (`cleaning_behind`): what
+    ///   the promotion pushed out could not be written and would be lost (a burst of promotions at the
+    ///   start of benchmark 2's GET-only phase filled the log and dropped 650-830 keys).
     pub(super) fn serves_without_promotion(
         &self,
         location: Location,
@@ -560,7 +570,10 @@ impl Shard {
         let residency_ms = self.ram_residency_ms.max(since_release_ms);
         let read_too_rarely =
             ram_full && gap_ms_max.saturating_mul(PROMOTE_READS_PER_RESIDENCY) > residency_ms;
-        header.flags & ITEM_FLAG_TIER2_READ == 0 || no_room || read_too_rarely
+        header.flags & ITEM_FLAG_TIER2_READ == 0
+            || no_room
+            || read_too_rarely
+            || (ram_full && self.tier.as_ref().is_some_and(TierLink::cleaning_behind))
     }
 
     /// Sets how long RAM keeps an unread item, and when a release last estimated it.
