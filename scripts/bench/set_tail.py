@@ -3,9 +3,9 @@
 
 One client SETs values of --value-bytes one at a time over the memcached text protocol into a server whose
 RAM is --ram-mb: first --fill SETs (RAM fills, the server starts demoting to its tier-2 file), then
---measured SETs, each timed. Every 50 SETs the client pauses 0.5 ms, as a real writer would. Runs fallow
-(fixed mode, allkeys-lru, --tier2-admission all, so every value leaving RAM is written) and memcached with
-extstore on the same sizes, one after the other, and prints the SET latency percentiles, the SETs slower
+--measured SETs, each timed. Every 50 SETs the client pauses 0.5 ms, as a real writer would. Runs benchmark
+2's servers (tier2_server.py): fallow-all (fixed mode, allkeys-lru, --tier2-admission all, so every value
+leaving RAM is written) and memcached with extstore on the same sizes, one after the other, and prints the SET latency percentiles, the SETs slower
 than 1 ms, and fallow's segment counters (a fresh segment means page faults under the shard lock).
 
   python3 scripts/bench/set_tail.py [--rounds 2] [--json FILE]
@@ -14,10 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,46 +25,25 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import tier2_common as C  # noqa: E402
 from tier2_client import _Conn  # noqa: E402
+from tier2_server import Server  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
+#: benchmark 2's servers: fallow with `--tier2-admission all` (every value leaving RAM is written), and
+#: memcached with extstore.
+SERVERS = ("fallow-all", "memcached")
 
 
-def start(kind: str, args, tmp: Path) -> tuple[subprocess.Popen, int, int | None]:
-    port, rport = C.free_port(), None
-    if kind == "fallow":
-        rport = C.free_port()
-        argv = [str(ROOT / "target/release/fallow"), "--bind", "127.0.0.1", "--port", str(rport),
-                "--memcache-port", str(port), "--unixsocket", "", "--memory-mode", "fixed",
-                "--maxmemory", f"{args.ram_mb}mb", "--tier2-size", f"{args.file_mb}mb", "--dir", str(tmp),
-                "--maxmemory-policy", "allkeys-lru", "--tier2-admission", "all"]
-    else:
-        argv = ["memcached", "-u", "root", "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-t", "2",
-                "-c", "4096", "-m", str(args.ram_mb),
-                "-o", f"ext_path={tmp}/extstore.dat:{args.file_mb}m,ext_threads=4,slab_automove_window=3"]
-    proc = C.spawn(argv, tmp / "server.log")
-    C.wait_port(port, proc)
-    return proc, port, rport
+def segments(server: Server) -> dict:
+    """fallow's segment counters (INFO fallow)."""
+    raw = C.info(server.rport, "fallow")
+    return {k: v for k, v in raw.items() if k.startswith("segments_")}
 
 
-def fallow_segments(rport: int) -> dict:
-    """Segment counters from INFO (RESP)."""
-    with socket.create_connection(("127.0.0.1", rport)) as sock:
-        sock.sendall(b"INFO all\r\n")
-        data = b""
-        while True:
-            data += sock.recv(1 << 16)
-            head = re.match(rb"\$(\d+)\r\n", data)
-            if head and len(data) >= head.end() + int(head.group(1)) + 2:
-                break
-    text = data.decode()
-    return {k: int(v) for k, v in re.findall(r"^(segments_\w+):(\d+)", text, re.M)}
-
-
-def run(kind: str, args) -> dict:
-    tmp = Path(tempfile.mkdtemp(prefix=f"set-tail-{kind}-", dir=args.tmp))
-    proc, port, rport = start(kind, args, tmp)
+def run(kind: str, args, tmp: Path) -> dict:
+    bins = {"fallow": {"path": str(ROOT / "target/release/fallow")}}
+    server = Server(kind, args, tmp, bins, kind)
     try:
-        conn = _Conn(port)
+        conn = _Conn(server.mport)
         value = b"x" * args.value_bytes
         header = b" 0 0 %d\r\n" % args.value_bytes
 
@@ -79,7 +55,7 @@ def run(kind: str, args) -> dict:
 
         for k in range(args.fill):
             set_key(k)
-        before = fallow_segments(rport) if rport else {}
+        before = segments(server) if server.rport else {}
         latencies = []
         for k in range(args.fill, args.fill + args.measured):
             started = time.perf_counter_ns()
@@ -87,19 +63,17 @@ def run(kind: str, args) -> dict:
             latencies.append((time.perf_counter_ns() - started) / 1e3)
             if k % 50 == 0:
                 time.sleep(0.0005)
-        after = fallow_segments(rport) if rport else {}
+        after = segments(server) if server.rport else {}
         lat = np.array(latencies)
         out = {"server": kind, "sets": len(lat), "mean_us": float(lat.mean()),
                **{f"p{q}_us": float(np.percentile(lat, q)) for q in (50, 99, 99.9)},
-               "over_1ms": int((lat > 1000).sum()), "rss_bytes": C.rss_bytes(proc.pid)}
+               "over_1ms": int((lat > 1000).sum()), "rss_bytes": C.rss_bytes(server.pid)}
         if before:
             out["segments_mapped"] = after["segments_mapped_total"] - before["segments_mapped_total"]
             out["segments_reused"] = after["segments_reused_total"] - before["segments_reused_total"]
         return out
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        shutil.rmtree(tmp, ignore_errors=True)
+        server.stop()
 
 
 def main() -> int:
@@ -113,10 +87,15 @@ def main() -> int:
     ap.add_argument("--tmp", default="/tmp")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
+    # What tier2_server.Server reads besides the sizes: benchmark 2's settings.
+    args.fallow_policy, args.mc_ext_opts = "allkeys-lru", "ext_threads=4,slab_automove_window=3"
+    C.install_guards(1800)  # children stopped and files removed on exit
+    tmp = Path(tempfile.mkdtemp(prefix="set-tail-", dir=args.tmp))
+    C.on_exit(lambda: shutil.rmtree(tmp, ignore_errors=True))
     results = []
     for rnd in range(args.rounds):
-        for kind in (("fallow", "memcached") if rnd % 2 == 0 else ("memcached", "fallow")):
-            row = {**run(kind, args), "round": rnd}
+        for kind in (SERVERS if rnd % 2 == 0 else SERVERS[::-1]):
+            row = {**run(kind, args, tmp), "round": rnd}
             results.append(row)
             extra = (f"  fresh segments {row['segments_mapped']}, reused {row['segments_reused']}"
                      if "segments_mapped" in row else "")

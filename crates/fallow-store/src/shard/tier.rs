@@ -741,9 +741,15 @@ impl Shard {
     /// whatever the admission rule says: the promoted value was served from tier 2 anyway, so a promotion
     /// that dropped a key would trade a miss for a faster hit (a GET-only phase lost 1-5% of its hits so).
     fn room_for_promotion(&mut self, bytes: usize) {
+        self.admitting_all_departures(|shard| shard.demote_for_promotion(bytes));
+    }
+
+    /// Runs `demote` with what leaves RAM written whatever the admission rule says.
+    fn admitting_all_departures<T>(&mut self, demote: impl FnOnce(&mut Self) -> T) -> T {
         self.admit_all_departures = true;
-        self.demote_for_promotion(bytes);
+        let outcome = demote(self);
         self.admit_all_departures = false;
+        outcome
     }
 
     fn demote_for_promotion(&mut self, bytes: usize) {
@@ -821,10 +827,7 @@ impl Shard {
     /// ticks (promotions, mostly: writes make room before they land). As for a promotion's own room,
     /// what leaves RAM is written whatever the admission rule says, so no promotion costs a key.
     pub fn demote_excess_step(&mut self, now_ms: u64) -> super::ReclaimStep {
-        self.admit_all_departures = true;
-        let step = self.demote_step(now_ms, true);
-        self.admit_all_departures = false;
-        step
+        self.admitting_all_departures(|shard| shard.demote_step(now_ms, true))
     }
 
     /// Clean-ahead: writes tier-2 copies of admitted ephemeral items in the oldest half of this shard's
