@@ -15,11 +15,12 @@ is fetched from the backing store and SET) against:
                   free regions than cleaning keeps + 1, then only an item that a count-min sketch of reads
                   (4 x 4-bit counters per expected key, halved every 10 reads per key) counts at least 3
                   reads, or ranks strictly above a key sampled from the oldest region (8 per region,
-                  reservoir); `adaptive` (label `fallow adaptive`): `frequency` whose doorkeeper (the
-                  reads >= 3 rule) is switched off when fewer than 1/16 of the records it wrote were read
-                  on tier 2 before cleaning reached them (verdicts over 1/8 of tier 2's records), and
-                  tried again after 1, 2, 4 .. 64 tier-2 capacities of departures from RAM (the verdict
-                  on a trial counts records written after one capacity); `hits`: LFU counter - 5 >=
+                  reservoir); the doorkeeper (the reads >= 3 rule) adapts (admission.rs `Doorkeeper`):
+                  it is switched off when fewer than 1/16 of the records it wrote were read on tier 2
+                  (or promoted) before cleaning reached them (verdicts over 1/8 of tier 2's records),
+                  and tried again after 1, 2, 4 .. 64 tier-2 capacities of departures from RAM (a
+                  trial's verdicts count once cleaning has turned tier 2 over); `fixed_doorkeeper`
+                  (label `fallow fixed doorkeeper`) never switches it off; `hits`: LFU counter - 5 >=
                   admit_hits_min; `all`. `exclusive` (sweep): a promotion drops the tier-2 copy. Tier 2
                   is a log of regions; while fewer than max(4, regions/64) are free the oldest is cleaned:
                   a stub read on tier 2 since its record was written is copied forward (a write) and
@@ -165,18 +166,16 @@ PROMOTE_READS_PER_RESIDENCY = 4
 SKETCH_BYTES_MIN, SKETCH_BYTES_MAX = 4 << 10, 16 << 20
 
 
-#: Which rule wrote a tier-2 record (adaptive admission's bookkeeping).
+#: Which rule wrote a tier-2 record (the doorkeeper's bookkeeping).
 ORIGIN_ROOM, ORIGIN_DOOR, ORIGIN_DUEL, ORIGIN_COPY = 0, 1, 2, 3
 ORIGIN_NAMES = ("room", "door", "duel", "copy")
-#: `adaptive` admission's settings (FallowBase.on_cleaned, admission_origin); "logs" are tier-2 capacities.
+#: admission.rs `Doorkeeper` (FallowBase.on_cleaned, admission_origin); "logs" are tier-2 capacities.
 ADAPTIVE_DEFAULTS = {
     "eval_logs": 1 / 8,  # doorkeeper records cleaned per verdict (at least eval_min)
-    "eval_min": 64,
-    "useful_min": 1 / 16,  # a verdict's records read on tier 2 below this fraction: doorkeeper off
+    "eval_min": 64,  # VERDICT_RECORDS_MIN
+    "useful_min": 1 / 16,  # USEFUL_ONE_IN: a verdict's records read on tier 2 below this fraction: off
     "off_logs": 1,  # first off period (doubles after each failed trial, back to this after a passed verdict)
-    "off_logs_max": 64,
-    "settle_logs": 1,  # a trial's verdict counts only the records written once this much has been written
-    "off_clock": "departures",  # what off periods count: "departures" (items leaving RAM) or "requests"
+    "off_logs_max": 64,  # OFF_LAPS_MAX
 }
 
 
@@ -250,6 +249,7 @@ class Tier2Log:
         self.state, self.slot, self.read = state, slot, read
         self.copies = 0  # records copied forward by cleaning (writes)
         self.discarded = 0  # stubs dropped by cleaning (tier-2 evictions)
+        self.regions_cleaned = 0
         self.full = 0  # appends refused: no free region
         # Which rule wrote each live record (ORIGIN_*), and a hook told of every live record that cleaning
         # reaches: `cleaned(origin, used, record)`, used when the record was read on tier 2 since it was
@@ -321,6 +321,7 @@ class Tier2Log:
             else:
                 slot[obj] = -1  # the item is in RAM: its copy is simply forgotten
         self.free += 1
+        self.regions_cleaned += 1
 
 
 class FallowBase:
@@ -328,7 +329,7 @@ class FallowBase:
 
     def __init__(self, footprint: int, ram: int, tier2: int, admission: str, admit_hits_min: int,
                  tier2_regions: int, seed: int, frequent_reads_min: int = FREQUENT_READS_MIN,
-                 adaptive: dict | None = None, exclusive: bool = False):
+                 adaptive: dict | None = None, exclusive: bool = False, fixed_doorkeeper: bool = False):
         self.ram = ram
         self.tier2_nominal = tier2
         self.state = bytearray(footprint)
@@ -336,7 +337,8 @@ class FallowBase:
         self.lfu = bytearray(footprint)
         self.read = bytearray(footprint)
         self.access = [0] * footprint
-        assert admission in ("frequency", "adaptive", "hits", "all"), admission
+        assert admission in ("frequency", "hits", "all"), admission
+        self.fixed_doorkeeper = fixed_doorkeeper
         self.admission = admission
         self.admit_hits_min = admit_hits_min
         self.frequent_reads_min = frequent_reads_min
@@ -361,7 +363,7 @@ class FallowBase:
         self.origin_written = [0] * 4
         self.log.origin = self.origin
         self.log.cleaned = self.on_cleaned
-        # adaptive admission: the doorkeeper is switched off while its records go unread.
+        # The doorkeeper is switched off while its records go unread.
         self.adapt = {**ADAPTIVE_DEFAULTS, **(adaptive or {})}
         self.door_on = True
         self.verdict_cleaned = self.verdict_used = 0
@@ -371,7 +373,7 @@ class FallowBase:
         self.off_logs = self.adapt["off_logs"]
         self.door_switches = 0
         self.door_off_departures = 0
-        self.door_since_record = 0  # a verdict counts the doorkeeper's records from this record number
+        self.door_settled_at = 0  # a verdict counts once the log has cleaned this many regions
 
     def touch(self, obj: int, now: int) -> None:
         """index.rs `touch`, without the decay by idle minutes (the traces carry no time)."""
@@ -385,8 +387,8 @@ class FallowBase:
         self.origin_cleaned[origin] += 1
         if used:
             self.origin_used[origin] += 1
-        if (origin != ORIGIN_DOOR or self.admission != "adaptive" or not self.door_on
-                or record < self.door_since_record):
+        if (origin != ORIGIN_DOOR or self.admission != "frequency" or self.fixed_doorkeeper
+                or not self.door_on or self.log.regions_cleaned < self.door_settled_at):
             return
         self.verdict_cleaned += 1
         self.verdict_used += used
@@ -403,15 +405,13 @@ class FallowBase:
         self.off_logs = min(self.off_logs * 2, self.adapt["off_logs_max"])
 
     def clock(self) -> int:
-        """adaptive admission's clock: requests served, or departures from RAM (`off_clock`)."""
-        if self.adapt["off_clock"] == "requests":
-            return self.ram_hits + self.tier2_hits + self.misses
+        """The doorkeeper's clock: items that left RAM without a copy while it was off."""
         return self.departures
 
     def admission_origin(self, obj: int) -> int:
         """admission.rs `Admission::admits`: the origin of the record to write for `obj` leaving RAM,
-        or -1. `frequency`: room; else the doorkeeper; else the duel. `adaptive` is `frequency` with the
-        doorkeeper switched off while its records go unread (tried again at `off_until`, `depart`)."""
+        or -1. `frequency`: room; else the doorkeeper (switched off while its records go unread, tried
+        again at `off_until`, `depart`); else the duel."""
         if self.admission == "all" or self.promoting:
             return ORIGIN_ROOM
         if self.admission == "hits":
@@ -449,14 +449,13 @@ class FallowBase:
             self.state[obj] = 2
             self.stubbed += 1
             return
-        if self.admission == "adaptive" and not self.door_on:
+        if self.admission == "frequency" and not self.door_on:
             self.departures += 1
             if self.clock() >= self.off_until:
                 # A trial: the verdict is on the records it writes once the log has turned over.
                 self.door_on = True
                 self.verdict_cleaned = self.verdict_used = 0
-                settle = int(self.adapt["settle_logs"] * self.log.capacity)
-                self.door_since_record = self.log.next_record + settle
+                self.door_settled_at = self.log.regions_cleaned + self.log.regions
         origin = self.admission_origin(obj)
         if origin >= 0:
             record = self.log.append(obj)
@@ -506,10 +505,11 @@ class FallowServer(FallowBase):
     def __init__(self, footprint: int, ram: int, tier2: int, admission: str = "frequency",
                  admit_hits_min: int = 1, hot_quantile: float = 0.5, ram_segments: int = 64,
                  tier2_regions: int = 256, seed: int = 1, frequent_reads_min: int = FREQUENT_READS_MIN,
-                 adaptive: dict | None = None, exclusive: bool = False, promote: str = "recent",
+                 adaptive: dict | None = None, exclusive: bool = False, fixed_doorkeeper: bool = False,
+                 promote: str = "recent",
                  promote_reads_per_residency: int = PROMOTE_READS_PER_RESIDENCY):
         super().__init__(footprint, ram, tier2, admission, admit_hits_min, tier2_regions, seed,
-                         frequent_reads_min, adaptive, exclusive)
+                         frequent_reads_min, adaptive, exclusive, fixed_doorkeeper)
         assert promote in ("second", "recent", "never"), promote
         self.promote = promote
         self.promote_reads_per_residency = promote_reads_per_residency
@@ -706,9 +706,9 @@ class FallowRegions(FallowBase):
     def __init__(self, footprint: int, ram: int, tier2: int, admission: str = "frequency",
                  admit_hits_min: int = 1, hot_fraction: float = 0.5, tier2_regions: int = 256,
                  seed: int = 1, frequent_reads_min: int = FREQUENT_READS_MIN,
-                 adaptive: dict | None = None, exclusive: bool = False):
+                 adaptive: dict | None = None, exclusive: bool = False, fixed_doorkeeper: bool = False):
         super().__init__(footprint, ram, tier2, admission, admit_hits_min, tier2_regions, seed,
-                         frequent_reads_min, adaptive, exclusive)
+                         frequent_reads_min, adaptive, exclusive, fixed_doorkeeper)
         self.hot_capacity = min(ram - 1, max(0, round(hot_fraction * ram)))
         self.buffer_capacity = ram - self.hot_capacity
 
@@ -1274,15 +1274,12 @@ def configurations(sweep: bool) -> list[tuple[str, str, dict]]:
     runs = [(name, name, {}) for name in BASELINES]
     runs.append(("fallow", "fallow", dict(DEFAULT_FALLOW)))
     runs.append(("fallow-regions", "fallow-regions", dict(DEFAULT_REGIONS)))
-    runs.append(("fallow adaptive", "fallow", {**DEFAULT_FALLOW, "admission": "adaptive"}))
+    runs.append(("fallow fixed doorkeeper", "fallow", {**DEFAULT_FALLOW, "fixed_doorkeeper": True}))
     runs.append(("fallow promote=second", "fallow", {**DEFAULT_FALLOW, "promote": "second"}))
     if sweep:
         runs.append(("fallow promote=never", "fallow", {**DEFAULT_FALLOW, "promote": "never"}))
         runs.append(("fallow promote k=1", "fallow", {**DEFAULT_FALLOW, "promote_reads_per_residency": 1}))
         runs.append(("fallow exclusive", "fallow", {**DEFAULT_FALLOW, "exclusive": True}))
-        runs.append(("fallow adaptive requests off<=16", "fallow",
-                     {**DEFAULT_FALLOW, "admission": "adaptive",
-                      "adaptive": {"off_clock": "requests", "off_logs_max": 16}}))
         for admit in (0, 1):
             runs.append((f"fallow hits>={admit}", "fallow",
                          {**DEFAULT_FALLOW, "admission": "hits", "admit_hits_min": admit}))

@@ -201,6 +201,24 @@ def test_touch_object(r, c):
     assert isinstance(err, Err) and err.startswith("ERR An LFU maxmemory policy is not selected")
 
 
+def test_an_overwritten_key_keeps_its_lfu_frequency(c):
+    # Redis's dbOverwrite keeps the old value's LFU counter under an LFU policy: a SET does not make
+    # a hot key look new (and cold) to eviction.
+    assert c.cmd("CONFIG", "SET", "maxmemory-policy", "allkeys-lfu") == "OK"
+    try:
+        c.cmd("SET", "lfu:hot", "v1")
+        c.cmd("SET", "lfu:new", "v")
+        for _ in range(100):
+            c.cmd("GET", "lfu:hot")
+        before = c.cmd("OBJECT", "FREQ", "lfu:hot")
+        assert before > c.cmd("OBJECT", "FREQ", "lfu:new")
+        c.cmd("SET", "lfu:hot", "v2")
+        assert c.cmd("OBJECT", "FREQ", "lfu:hot") >= before
+    finally:
+        assert c.cmd("CONFIG", "SET", "maxmemory-policy", "noeviction") == "OK"
+        c.cmd("DEL", "lfu:hot", "lfu:new")
+
+
 @pytest.mark.redis_only
 def test_object_encoding_exact(r, c):
     r.set("int", "123")

@@ -133,12 +133,14 @@ def test_placement_keeps_the_hottest_in_ram(monkeypatch):
 
 
 @pytest.mark.parametrize("kind", ["fallow", "fallow-regions"])
-@pytest.mark.parametrize("admission", ["frequency", "adaptive", "hits"])
+@pytest.mark.parametrize("admission", ["frequency", "fixed doorkeeper", "hits"])
 def test_fallow_state_is_consistent(kind, admission):
     trace, footprint = tier_sim.dense(synthetic(20000, 500, 5))
     ram, tier2 = 40, 400
     cls = tier_sim.FallowServer if kind == "fallow" else tier_sim.FallowRegions
-    sim = cls(footprint, ram, tier2, admission=admission, admit_hits_min=0, tier2_regions=16)
+    fixed = admission == "fixed doorkeeper"
+    sim = cls(footprint, ram, tier2, admission="frequency" if fixed else admission, admit_hits_min=0,
+              tier2_regions=16, fixed_doorkeeper=fixed)
     out = sim.run(trace)
     assert out["ram_hits"] + out["tier2_hits"] + out["misses"] == len(trace)
     assert out["tier2_hits"] > 0 and out["tier2_writes_admitted"] > 0
@@ -160,24 +162,25 @@ def test_fallow_state_is_consistent(kind, admission):
     assert stubs <= sim.log.capacity
 
 
-def test_adaptive_admission_switches_the_doorkeeper_off_in_a_loop():
-    """A loop larger than both tiers: every key reaches 3 reads, so `frequency`'s doorkeeper writes every
-    departure and tier 2 churns without hits; `adaptive` sees its records go unread, turns it off and keeps
-    the duel's stable subset. On the skewed synthetic trace it never switches and equals `frequency`."""
+def test_the_doorkeeper_switches_off_in_a_loop():
+    """A loop larger than both tiers: every key reaches 3 reads, so a fixed doorkeeper writes every
+    departure and tier 2 churns without hits; the adaptive one (the default, as the server's) sees its
+    records go unread, turns itself off and keeps the duel's stable subset. On the skewed synthetic trace
+    it never switches and equals the fixed one."""
     keys = 400
     loop = array.array("i", list(range(keys)) * 100)
     runs = {}
-    for admission in ("frequency", "adaptive"):
-        sim = tier_sim.FallowServer(keys, 20, 200, admission=admission, tier2_regions=40)
-        runs[admission] = sim.run(loop)
-    assert runs["frequency"]["door_switches_off"] == 0
-    assert runs["adaptive"]["door_switches_off"] >= 1
-    assert runs["adaptive"]["misses"] < 0.75 * runs["frequency"]["misses"]
-    assert runs["adaptive"]["tier2_writes"] < 0.25 * runs["frequency"]["tier2_writes"]
+    for fixed in (True, False):
+        sim = tier_sim.FallowServer(keys, 20, 200, tier2_regions=40, fixed_doorkeeper=fixed)
+        runs[fixed] = sim.run(loop)
+    assert runs[True]["door_switches_off"] == 0
+    assert runs[False]["door_switches_off"] >= 1
+    assert runs[False]["misses"] < 0.75 * runs[True]["misses"]
+    assert runs[False]["tier2_writes"] < 0.25 * runs[True]["tier2_writes"]
 
     trace, footprint = tier_sim.dense(synthetic(20000, 500, 5))
-    same = [tier_sim.FallowServer(footprint, 40, 400, admission=admission, tier2_regions=16).run(trace)
-            for admission in ("frequency", "adaptive")]
+    same = [tier_sim.FallowServer(footprint, 40, 400, tier2_regions=16, fixed_doorkeeper=fixed).run(trace)
+            for fixed in (True, False)]
     assert same[1]["door_switches_off"] == 0
     assert {k: v for k, v in same[0].items() if k != "door_off_refusals"} == \
         {k: v for k, v in same[1].items() if k != "door_off_refusals"}
@@ -187,11 +190,11 @@ def test_policies_flag_runs_only_the_chosen_labels(traces, tmp_path):
     out = tmp_path / "sim.json"
     run = subprocess.run([sys.executable, str(SCRIPT), "--traces-dir", str(traces), "--json", str(out),
                           "--no-plot", "--no-check", "--jobs", "1", "--traces", "syn-lirs",
-                          "--policies", "lru,fallow,fallow adaptive"],
+                          "--policies", "lru,fallow,fallow fixed doorkeeper"],
                          capture_output=True, text=True, timeout=50)
     assert run.returncode == 0, run.stderr
     results = json.loads(out.read_text())["results"]
-    assert {r["policy"] for r in results} == {"lru", "fallow", "fallow adaptive"}
+    assert {r["policy"] for r in results} == {"lru", "fallow", "fallow fixed doorkeeper"}
     bad = subprocess.run([sys.executable, str(SCRIPT), "--traces-dir", str(traces), "--json", str(out),
                           "--no-plot", "--no-check", "--policies", "nope"], capture_output=True, text=True,
                          timeout=50)

@@ -366,6 +366,30 @@ impl Durability {
                     .to_string(),
             ),
             (
+                "tier2_doorkeeper",
+                self.admission
+                    .as_ref()
+                    .map_or("", |admission| match admission.doorkeeper.is_on() {
+                        true => "on",
+                        false => "off",
+                    })
+                    .into(),
+            ),
+            (
+                "tier2_doorkeeper_switched_off",
+                self.admission
+                    .as_ref()
+                    .map_or(0, |admission| load(&admission.doorkeeper.switched_off))
+                    .to_string(),
+            ),
+            (
+                "tier2_doorkeeper_passed_while_off",
+                self.admission
+                    .as_ref()
+                    .map_or(0, |admission| load(&admission.doorkeeper.passed_while_off))
+                    .to_string(),
+            ),
+            (
                 "tier2_persistent_records",
                 load(&shards.persistent_records).to_string(),
             ),
@@ -550,6 +574,7 @@ fn admission(config: &Config, tier2: &Tier2) -> Admission {
         config.tier2_admit_hits,
         expected_keys,
         tier2.config.regions(),
+        tier2.config.size_bytes,
     )
 }
 

@@ -12,9 +12,14 @@
 //!
 //! | rule (`tier2-admission`) | an ephemeral item leaving RAM without a copy is written when |
 //! |---|---|
-//! | `frequency` (default) | tier 2 has room, or sketch(item) >= 3, or sketch(item) > sketch(a victim of the oldest region) |
+//! | `frequency` (default) | tier 2 has room, or sketch(item) >= 3 (while the doorkeeper is on), or sketch(item) > sketch(a victim of the oldest region) |
 //! | `hits` | it was read at least `tier2-admit-hits` times while in RAM |
 //! | `all` | always (also what fixed-mode `noeviction` does, whatever the rule) |
+//!
+//! The doorkeeper adapts (`Doorkeeper`): a loop larger than both tiers reads every key 3 times, so the
+//! doorkeeper admits all of it and cleaning discards it unread (lirs-loop: miss ratio 0.998 against
+//! W-TinyLFU's 0.50). Cleaning judges the doorkeeper's records: when under 1/16 of those it reaches were
+//! read on tier 2 since written, the duel alone decides for a while, then the doorkeeper is tried again.
 //!
 //! On tier 2 (`shard/tier.rs`): the first read of a stub is served from the record without promoting it
 //! and marks the stub read; a read of a marked stub promotes it (Ex-Tmem Algorithm 2: two references
@@ -24,7 +29,7 @@
 //!
 //! Memory: the sketch holds 4 four-bit counters per expected key (2 bytes per key, `SKETCH_BYTES_MAX` at
 //! most); the victim samples 8 key hashes per region (64 bytes per 4 MiB region).
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 
 /// The admission rule (`tier2-admission`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -211,6 +216,119 @@ impl VictimSamples {
     }
 }
 
+/// Why an item leaving RAM is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Admitted {
+    /// Tier 2 has room, or the rule admits everything (`all`, `hits`).
+    Room,
+    /// Read at least `FREQUENT_READS_MIN` times lately (the frequency rule's doorkeeper).
+    Doorkeeper,
+    /// Ranked above a record of the region cleaned next (the frequency rule's duel).
+    Duel,
+}
+
+/// Records of the doorkeeper's that cleaning must judge for a verdict: an eighth of tier 2's bytes, and
+/// at least this many.
+const VERDICT_RECORDS_MIN: u64 = 64;
+/// A verdict keeps the doorkeeper on when at least 1 in this many of its records was read on tier 2.
+const USEFUL_ONE_IN: u64 = 16;
+/// The longest the doorkeeper stays off, in tier-2 capacities of departures from RAM.
+const OFF_LAPS_MAX: u64 = 64;
+
+/// The frequency rule's doorkeeper, switched off while its records go unread (tier_sim.py's `fallow`
+/// runs the same rule). Verdicts: once cleaning has turned tier 2 over since the doorkeeper came on
+/// (so every record it judges was written under it), every doorkeeper record cleaning reaches counts,
+/// read on tier 2 (or promoted) since written or not; after an eighth of tier 2's bytes of them, a
+/// verdict. A failed one switches the doorkeeper off for `off_laps` tier-2 capacities of items leaving
+/// RAM without a copy (the duel alone decides meanwhile), 1 at first, doubling after each failed trial
+/// up to `OFF_LAPS_MAX`, back to 1 after a passed verdict.
+pub struct Doorkeeper {
+    on: AtomicBool,
+    capacity_bytes: u64,
+    verdict_bytes: AtomicU64,
+    verdict_records: AtomicU64,
+    verdict_used: AtomicU64,
+    /// Verdicts count once tier 2 has cleaned this many regions (its `regions_cleaned`).
+    settled_at_regions: AtomicU64,
+    /// Bytes of items that left RAM without a copy while the doorkeeper was off, and the figure at
+    /// which it is tried again.
+    departed_off_bytes: AtomicU64,
+    trial_at_bytes: AtomicU64,
+    off_laps: AtomicU64,
+    pub switched_off: AtomicU64,
+    /// Items the doorkeeper would have admitted while off (the duel judged them).
+    pub passed_while_off: AtomicU64,
+}
+
+impl Doorkeeper {
+    fn new(capacity_bytes: u64) -> Doorkeeper {
+        Doorkeeper {
+            on: AtomicBool::new(true),
+            capacity_bytes: capacity_bytes.max(1),
+            verdict_bytes: AtomicU64::new(0),
+            verdict_records: AtomicU64::new(0),
+            verdict_used: AtomicU64::new(0),
+            settled_at_regions: AtomicU64::new(0),
+            departed_off_bytes: AtomicU64::new(0),
+            trial_at_bytes: AtomicU64::new(0),
+            off_laps: AtomicU64::new(1),
+            switched_off: AtomicU64::new(0),
+            passed_while_off: AtomicU64::new(0),
+        }
+    }
+
+    pub fn is_on(&self) -> bool {
+        self.on.load(Relaxed)
+    }
+
+    /// An item of `bytes` leaves RAM without a copy; tier 2 has cleaned `regions_cleaned` regions of
+    /// its `regions`. While off, this is the clock of the next trial.
+    pub fn note_departure(&self, bytes: u64, regions_cleaned: u64, regions: u64) {
+        if self.is_on() {
+            return;
+        }
+        let departed = self.departed_off_bytes.fetch_add(bytes, Relaxed) + bytes;
+        if departed >= self.trial_at_bytes.load(Relaxed) && !self.on.swap(true, Relaxed) {
+            self.reset_verdict();
+            self.settled_at_regions
+                .store(regions_cleaned + regions, Relaxed);
+        }
+    }
+
+    /// Cleaning reached a live record of `bytes` the doorkeeper admitted; `used`: read on tier 2 (or
+    /// promoted) since written; tier 2 has cleaned `regions_cleaned` regions.
+    pub fn note_cleaned(&self, used: bool, bytes: u64, regions_cleaned: u64) {
+        if !self.is_on() || regions_cleaned < self.settled_at_regions.load(Relaxed) {
+            return;
+        }
+        let judged_bytes = self.verdict_bytes.fetch_add(bytes, Relaxed) + bytes;
+        let judged = self.verdict_records.fetch_add(1, Relaxed) + 1;
+        let used_count = self.verdict_used.fetch_add(u64::from(used), Relaxed) + u64::from(used);
+        if judged < VERDICT_RECORDS_MIN || judged_bytes < self.capacity_bytes / 8 {
+            return;
+        }
+        self.reset_verdict();
+        if used_count * USEFUL_ONE_IN >= judged {
+            self.off_laps.store(1, Relaxed);
+            return;
+        }
+        if self.on.swap(false, Relaxed) {
+            let laps = self.off_laps.load(Relaxed);
+            self.off_laps.store((laps * 2).min(OFF_LAPS_MAX), Relaxed);
+            let departed = self.departed_off_bytes.load(Relaxed);
+            self.trial_at_bytes
+                .store(departed + laps * self.capacity_bytes, Relaxed);
+            self.switched_off.fetch_add(1, Relaxed);
+        }
+    }
+
+    fn reset_verdict(&self) {
+        self.verdict_bytes.store(0, Relaxed);
+        self.verdict_records.store(0, Relaxed);
+        self.verdict_used.store(0, Relaxed);
+    }
+}
+
 /// The admission state tier 2 shares between shards.
 pub struct Admission {
     pub rule: AdmissionRule,
@@ -218,6 +336,7 @@ pub struct Admission {
     pub admit_hits_min: u8,
     pub sketch: FrequencySketch,
     pub samples: VictimSamples,
+    pub doorkeeper: Doorkeeper,
     draws: AtomicU64,
 }
 
@@ -228,11 +347,13 @@ pub struct Opponent {
 }
 
 impl Admission {
+    /// `capacity_bytes`: tier 2's size (the doorkeeper's verdicts and off periods are counted in it).
     pub fn new(
         rule: AdmissionRule,
         admit_hits_min: u8,
         expected_keys: u64,
         regions: usize,
+        capacity_bytes: u64,
     ) -> Admission {
         Admission {
             rule,
@@ -243,6 +364,7 @@ impl Admission {
                 _ => 0,
             }),
             samples: VictimSamples::new(regions),
+            doorkeeper: Doorkeeper::new(capacity_bytes),
             draws: AtomicU64::new(0),
         }
     }
@@ -254,25 +376,35 @@ impl Admission {
         }
     }
 
-    /// Whether an item with `hash`, read `hits` times while in RAM, is written to tier 2. `opponent`
-    /// gives None while tier 2 has room to spare (asked only by the frequency rule: it locks tier 2).
-    pub fn admits(&self, hash: u64, hits: u8, opponent: impl FnOnce() -> Option<Opponent>) -> bool {
+    /// Whether (and why) an item with `hash`, read `hits` times while in RAM, is written to tier 2.
+    /// `opponent` gives None while tier 2 has room to spare (asked only by the frequency rule: it
+    /// locks tier 2).
+    pub fn admits(
+        &self,
+        hash: u64,
+        hits: u8,
+        opponent: impl FnOnce() -> Option<Opponent>,
+    ) -> Option<Admitted> {
         match self.rule {
-            AdmissionRule::All => true,
-            AdmissionRule::Hits => hits >= self.admit_hits_min,
+            AdmissionRule::All => Some(Admitted::Room),
+            AdmissionRule::Hits => (hits >= self.admit_hits_min).then_some(Admitted::Room),
             AdmissionRule::Frequency => {
                 let Some(opponent) = opponent() else {
-                    return true;
+                    return Some(Admitted::Room);
                 };
                 let reads = self.sketch.estimate(hash);
                 if reads >= FREQUENT_READS_MIN {
-                    return true;
+                    if self.doorkeeper.is_on() {
+                        return Some(Admitted::Doorkeeper);
+                    }
+                    self.doorkeeper.passed_while_off.fetch_add(1, Relaxed);
                 }
                 let draw = self.draws.fetch_add(1, Relaxed);
-                match self.samples.victim(opponent.region, draw) {
+                let wins = match self.samples.victim(opponent.region, draw) {
                     Some(victim) => reads > self.sketch.estimate(victim),
                     None => true,
-                }
+                };
+                wins.then_some(Admitted::Duel)
             }
         }
     }
@@ -336,14 +468,17 @@ mod tests {
 
     #[test]
     fn frequency_rule_admits_with_room_and_compares_when_full() {
-        let admission = Admission::new(AdmissionRule::Frequency, 1, 1 << 12, 4);
+        let admission = Admission::new(AdmissionRule::Frequency, 1, 1 << 12, 4, 1 << 20);
         let (hot, cold, victim) = (crate::hash_key(b"a"), crate::hash_key(b"b"), 7u64);
-        assert!(
+        assert_eq!(
             admission.admits(cold, 0, || None),
+            Some(Admitted::Room),
             "room: everything is admitted"
         );
         assert!(
-            admission.admits(cold, 0, || Some(Opponent { region: 1 })),
+            admission
+                .admits(cold, 0, || Some(Opponent { region: 1 }))
+                .is_some(),
             "an empty region has no victim"
         );
         let full = || Some(Opponent { region: 1 });
@@ -352,43 +487,109 @@ mod tests {
         admission.note_read(|| victim);
         admission.note_read(|| hot);
         assert!(
-            !admission.admits(cold, 0, full),
+            admission.admits(cold, 0, full).is_none(),
             "never read: loses the duel"
         );
-        assert!(!admission.admits(hot, 0, full), "read once: loses to twice");
-        admission.note_read(|| hot);
-        assert!(!admission.admits(hot, 0, full), "a tie refuses");
-        admission.note_read(|| hot);
         assert!(
+            admission.admits(hot, 0, full).is_none(),
+            "read once: loses to twice"
+        );
+        admission.note_read(|| hot);
+        assert!(admission.admits(hot, 0, full).is_none(), "a tie refuses");
+        admission.note_read(|| hot);
+        assert_eq!(
             admission.admits(hot, 0, full),
+            Some(Admitted::Doorkeeper),
             "read 3 times: admitted whatever the victim"
         );
         for _ in 0..5 {
             admission.note_read(|| victim);
         }
         assert!(
-            admission.admits(hot, 0, full),
+            admission.admits(hot, 0, full).is_some(),
             "the doorkeeper needs no duel"
         );
         let warm = crate::hash_key(b"warm");
         admission.samples.reset(1);
         admission.samples.record(1, cold);
         admission.note_read(|| warm);
-        assert!(
+        assert_eq!(
             admission.admits(warm, 0, full),
+            Some(Admitted::Duel),
             "read more than the victim: wins the duel"
         );
         admission.samples.reset(1);
-        assert!(admission.admits(cold, 0, || Some(Opponent { region: 1 })));
+        assert!(admission
+            .admits(cold, 0, || Some(Opponent { region: 1 }))
+            .is_some());
+    }
+
+    /// Judges `records` doorkeeper records of 1 KiB, `used` of them read on tier 2.
+    fn judge(doorkeeper: &Doorkeeper, records: u64, used: u64, regions_cleaned: u64) {
+        for index in 0..records {
+            doorkeeper.note_cleaned(index < used, 1024, regions_cleaned);
+        }
+    }
+
+    #[test]
+    fn the_doorkeeper_goes_off_while_its_records_go_unread_and_is_tried_again() {
+        // 1 MiB of tier 2: a verdict every 128 records of 1 KiB.
+        let admission = Admission::new(AdmissionRule::Frequency, 1, 1 << 12, 4, 1 << 20);
+        let doorkeeper = &admission.doorkeeper;
+        let hot = crate::hash_key(b"hot");
+        for _ in 0..3 {
+            admission.note_read(|| hot);
+        }
+        let full = || Some(Opponent { region: 1 });
+        admission.samples.record(1, hot);
+        assert_eq!(admission.admits(hot, 0, full), Some(Admitted::Doorkeeper));
+        // 8 of 128 read (1 in 16): it pays, it stays.
+        judge(doorkeeper, 128, 8, 0);
+        assert!(doorkeeper.is_on());
+        // 7 of 128: off; the same item now meets the duel (a tie with itself: refused).
+        judge(doorkeeper, 128, 7, 0);
+        assert!(!doorkeeper.is_on());
+        assert_eq!(doorkeeper.switched_off.load(Relaxed), 1);
+        assert_eq!(admission.admits(hot, 0, full), None);
+        assert_eq!(doorkeeper.passed_while_off.load(Relaxed), 1);
+        judge(doorkeeper, 1000, 0, 0);
+        assert_eq!(doorkeeper.switched_off.load(Relaxed), 1, "off: no verdicts");
+        // One capacity of departures later, a trial; its verdicts count once cleaning has turned tier 2
+        // (4 regions) over.
+        doorkeeper.note_departure((1 << 20) - 1, 10, 4);
+        assert!(!doorkeeper.is_on());
+        doorkeeper.note_departure(1, 10, 4);
+        assert!(doorkeeper.is_on());
+        judge(doorkeeper, 1000, 0, 13);
+        assert!(
+            doorkeeper.is_on(),
+            "records written before the trial are not judged"
+        );
+        judge(doorkeeper, 128, 0, 14);
+        assert!(!doorkeeper.is_on(), "the trial failed");
+        // The next off period is twice as long.
+        doorkeeper.note_departure((2 << 20) - 1, 20, 4);
+        assert!(!doorkeeper.is_on());
+        doorkeeper.note_departure(1, 20, 4);
+        assert!(doorkeeper.is_on());
+        // A passed verdict brings the off period back to one capacity.
+        judge(doorkeeper, 128, 64, 24);
+        assert!(doorkeeper.is_on());
+        judge(doorkeeper, 128, 0, 24);
+        let departed = doorkeeper.departed_off_bytes.load(Relaxed);
+        assert_eq!(
+            doorkeeper.trial_at_bytes.load(Relaxed),
+            departed + (1 << 20)
+        );
     }
 
     #[test]
     fn other_rules() {
-        let hits = Admission::new(AdmissionRule::Hits, 2, 16, 1);
-        assert!(!hits.admits(1, 1, || None));
-        assert!(hits.admits(1, 2, || Some(Opponent { region: 0 })));
-        let all = Admission::new(AdmissionRule::All, 9, 16, 1);
-        assert!(all.admits(1, 0, || Some(Opponent { region: 0 })));
+        let hits = Admission::new(AdmissionRule::Hits, 2, 16, 1, 1 << 20);
+        assert!(hits.admits(1, 1, || None).is_none());
+        assert!(hits.admits(1, 2, || Some(Opponent { region: 0 })).is_some());
+        let all = Admission::new(AdmissionRule::All, 9, 16, 1, 1 << 20);
+        assert!(all.admits(1, 0, || Some(Opponent { region: 0 })).is_some());
         assert_eq!(AdmissionRule::from_name("HITS"), Some(AdmissionRule::Hits));
         assert_eq!(AdmissionRule::from_name("lfu"), None);
     }

@@ -48,6 +48,9 @@ pub const ITEM_FLAG_STUB: u16 = 1;
 /// The stub was read on tier 2 since its record was written (or copied forward): the next read promotes
 /// it, and cleaning copies its record forward instead of discarding it.
 pub const ITEM_FLAG_TIER2_READ: u16 = 2;
+/// The item's clean record was written on the frequency rule's doorkeeper's word (not copied forward
+/// since): cleaning reports whether it was read to the doorkeeper (`admission::Doorkeeper`).
+pub const ITEM_FLAG_TIER2_DOORKEEPER: u16 = 4;
 
 const _: () = assert!(ITEM_HEADER_BYTES == 48);
 

@@ -157,11 +157,8 @@ impl Shard {
     pub(super) fn touch(&mut self, location: Location, now_ms: u64) {
         let clock = self.access_clock_s(now_ms);
         let random: f64 = self.rng.gen();
+        let mut counter = self.decayed_lfu_counter(location, clock);
         let header = self.header_mut(location);
-        let idle_minutes = clock.saturating_sub(header.access_s) / 60;
-        let mut counter = header
-            .lfu_counter
-            .saturating_sub(idle_minutes.min(255) as u8);
         if counter < 255 {
             let base = counter.saturating_sub(super::LFU_INITIAL) as f64;
             if random < 1.0 / (base * 10.0 + 1.0) {
@@ -170,6 +167,16 @@ impl Shard {
         }
         header.lfu_counter = counter;
         header.access_s = clock;
+    }
+
+    /// The LFU counter of the item at `location` at access-clock second `clock`: less one per idle
+    /// minute (Redis's lfu-decay-time 1).
+    pub(super) fn decayed_lfu_counter(&self, location: Location, clock: u32) -> u8 {
+        let header = self.header(location);
+        let idle_minutes = clock.saturating_sub(header.access_s) / 60;
+        header
+            .lfu_counter
+            .saturating_sub(idle_minutes.min(255) as u8)
     }
 
     pub(super) fn info_of(&self, location: Location) -> ItemInfo {

@@ -10,9 +10,11 @@
 //! stub (`ITEM_FLAG_TIER2_READ`); a read of a marked stub promotes it; cleaning keeps marked records.
 //! A stub costs `ITEM_HEADER_BYTES` + key + the index's 9 bytes in RAM.
 use super::{slot_of, space_of, Location, Shard};
-use crate::admission::{Admission, Opponent};
+use crate::admission::{Admission, Admitted, Opponent};
 use crate::hash_key;
-use crate::memory::segment::{ItemHeader, ITEM_FLAG_STUB, ITEM_FLAG_TIER2_READ};
+use crate::memory::segment::{
+    ItemHeader, ITEM_FLAG_STUB, ITEM_FLAG_TIER2_DOORKEEPER, ITEM_FLAG_TIER2_READ,
+};
 use crate::pool::{Address, TenantId};
 use crate::tier2::record::{self, RecordClass, RecordHeader, RecordKind};
 use crate::tier2::{Slot, Tier2, Tier2Error, FILE_HEADER_BYTES};
@@ -170,10 +172,14 @@ pub enum Liveness {
     /// A stub or a clean RAM item of a persistent tenant refers to it: it must be copied forward.
     Swap,
     /// A stub of an ephemeral tenant refers to it; `read_on_tier2`: it was read since the record was
-    /// written (or last copied forward).
-    CleanStub { read_on_tier2: bool },
-    /// A RAM item of an ephemeral tenant holds the same value: the copy can simply be forgotten.
-    CleanResident,
+    /// written (or last copied forward); `doorkeeper`: the doorkeeper admitted it (not copied since).
+    CleanStub {
+        read_on_tier2: bool,
+        doorkeeper: bool,
+    },
+    /// A RAM item of an ephemeral tenant holds the same value (promoted since): the copy can simply be
+    /// forgotten.
+    CleanResident { doorkeeper: bool },
 }
 
 impl Shard {
@@ -419,10 +425,8 @@ impl Shard {
     }
 
     /// The admission rule's verdict on an ephemeral item leaving RAM without a copy.
-    fn admits(&self, header: &ItemHeader, key: &[u8]) -> bool {
-        let Some(tier) = &self.tier else {
-            return false;
-        };
+    fn admits(&self, header: &ItemHeader, key: &[u8]) -> Option<Admitted> {
+        let tier = self.tier.as_ref()?;
         let hits = header.lfu_counter.saturating_sub(super::LFU_INITIAL);
         tier.admission
             .admits(hash_key(key), hits, || tier.opponent())
@@ -440,13 +444,22 @@ impl Shard {
             self.log_item(location);
             return self.header(location).tier2_slot != 0;
         }
-        if !self.noeviction()
-            && !self.admit_all_departures
-            && !self.admits(&header, self.item_key(location))
-        {
-            self.count(|stats| &stats.admissions_refused, 1);
-            return false;
-        }
+        tier.admission.doorkeeper.note_departure(
+            header.item_bytes() as u64,
+            tier.tier2.stats.regions_cleaned.load(Ordering::Relaxed),
+            tier.tier2.config.regions() as u64,
+        );
+        let admitted = if self.noeviction() || self.admit_all_departures {
+            Admitted::Room
+        } else {
+            match self.admits(&header, self.item_key(location)) {
+                Some(admitted) => admitted,
+                None => {
+                    self.count(|stats| &stats.admissions_refused, 1);
+                    return false;
+                }
+            }
+        };
         let tier = tier.clone();
         let tier2 = &tier.tier2;
         let value = self.record_value(location);
@@ -467,7 +480,10 @@ impl Shard {
                     .record(tier.region_of(slot), hash_key(key));
                 let header = self.header_mut(location);
                 header.tier2_slot = slot.0;
-                header.flags &= !ITEM_FLAG_TIER2_READ;
+                header.flags &= !(ITEM_FLAG_TIER2_READ | ITEM_FLAG_TIER2_DOORKEEPER);
+                if admitted == Admitted::Doorkeeper {
+                    header.flags |= ITEM_FLAG_TIER2_DOORKEEPER;
+                }
                 self.count(|stats| &stats.demotion_writes, 1);
                 true
             }
@@ -960,12 +976,14 @@ impl Shard {
             return Liveness::Dead;
         }
         let persistent = self.is_persistent(self.segment(slot_of(location)).tenant);
+        let doorkeeper = header.flags & ITEM_FLAG_TIER2_DOORKEEPER != 0;
         match (persistent, header.is_stub()) {
             (true, _) => Liveness::Swap,
             (false, true) => Liveness::CleanStub {
                 read_on_tier2: header.flags & ITEM_FLAG_TIER2_READ != 0,
+                doorkeeper,
             },
-            (false, false) => Liveness::CleanResident,
+            (false, false) => Liveness::CleanResident { doorkeeper },
         }
     }
 
@@ -975,8 +993,9 @@ impl Shard {
             if self.header(location).tier2_slot == old.0 {
                 let header = self.header_mut(location);
                 header.tier2_slot = new.0;
-                // A new lap: it stays past the next cleaning only if read again meanwhile.
-                header.flags &= !ITEM_FLAG_TIER2_READ;
+                // A new lap: it stays past the next cleaning only if read again meanwhile (and it is
+                // cleaning's copy now, not the doorkeeper's record).
+                header.flags &= !(ITEM_FLAG_TIER2_READ | ITEM_FLAG_TIER2_DOORKEEPER);
             }
         }
     }

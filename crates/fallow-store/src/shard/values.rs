@@ -96,8 +96,14 @@ impl Shard {
         let cas = self.next_cas();
         header.cas = cas;
         header.access_s = self.access_clock_s(now_ms);
-        header.lfu_counter = super::LFU_INITIAL; // new keys are not evicted first
         let old = self.find(keyspace, hash, key);
+        // New keys are not evicted first; an overwritten key keeps its frequency, as Redis's
+        // dbOverwrite does: how often a key is read is the key's, not the value's (a hot key SET
+        // often would otherwise look new, and cold, after every SET).
+        header.lfu_counter = old.map_or(super::LFU_INITIAL, |old| {
+            self.decayed_lfu_counter(old, header.access_s)
+                .max(super::LFU_INITIAL)
+        });
         let writer = Address::of(keyspace).tenant;
         let log = self.must_log(writer, old);
         if let Some(old) = old {
@@ -438,6 +444,30 @@ mod tests {
             64 << 10,
             "only the active segment stays"
         );
+        shard.assert_consistent();
+    }
+
+    #[test]
+    fn an_overwritten_key_keeps_its_frequency() {
+        let mut shard = shard();
+        shard.set_string(0, b"hot", b"v1", 0, 0, 1000);
+        let initial = shard.peek(0, b"hot", 1000).unwrap().lfu_counter;
+        assert_eq!(initial, crate::shard::LFU_INITIAL);
+        for _ in 0..200 {
+            shard.get_string(0, b"hot", 1000).unwrap().unwrap();
+        }
+        let read = shard.peek(0, b"hot", 1000).unwrap().lfu_counter;
+        assert!(read > initial, "200 reads count");
+        shard.set_string(0, b"hot", b"v2", 0, 0, 1000);
+        assert_eq!(shard.peek(0, b"hot", 1000).unwrap().lfu_counter, read);
+        // Ten idle minutes decay it by ten, never below a new key's.
+        shard.set_string(0, b"hot", b"v3", 0, 0, 1000 + 600_000);
+        assert_eq!(
+            shard.peek(0, b"hot", 1000 + 600_000).unwrap().lfu_counter,
+            read.saturating_sub(10).max(initial)
+        );
+        shard.set_string(0, b"new", b"v", 0, 0, 1000);
+        assert_eq!(shard.peek(0, b"new", 1000).unwrap().lfu_counter, initial);
         shard.assert_consistent();
     }
 
