@@ -16,7 +16,7 @@ is fetched from the backing store and SET) against:
                   (4 x 4-bit counters per expected key, halved every 10 reads per key) counts at least 3
                   reads, or ranks strictly above a key sampled from the oldest region (8 per region,
                   reservoir); the doorkeeper (the reads >= 3 rule) adapts (admission.rs `Doorkeeper`):
-                  it is switched off when fewer than 1/16 of the records it wrote were read on tier 2
+                  it is switched off when fewer than 1/8 of the records it wrote were read on tier 2
                   (or promoted) before cleaning reached them (verdicts over 1/8 of tier 2's records),
                   and tried again after 1, 2, 4 .. 64 tier-2 capacities of departures from RAM (a
                   trial's verdicts count once cleaning has turned tier 2 over); `fixed_doorkeeper`
@@ -173,7 +173,7 @@ ORIGIN_NAMES = ("room", "door", "duel", "copy")
 ADAPTIVE_DEFAULTS = {
     "eval_logs": 1 / 8,  # doorkeeper records cleaned per verdict (at least eval_min)
     "eval_min": 64,  # VERDICT_RECORDS_MIN
-    "useful_min": 1 / 16,  # USEFUL_ONE_IN: a verdict's records read on tier 2 below this fraction: off
+    "useful_min": 1 / 8,  # USEFUL_ONE_IN: a verdict's records read on tier 2 below this fraction: off
     "off_logs": 1,  # first off period (doubles after each failed trial, back to this after a passed verdict)
     "off_logs_max": 64,  # OFF_LAPS_MAX
 }
