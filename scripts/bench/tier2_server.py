@@ -63,7 +63,7 @@ FALLOW_KEYS = ["ram_hits", "tier2_hits", "tier2_sync_reads", "tier2_async_reads"
                "tier2_device_bytes_written", "tier2_device_writes", "tier2_reads", "tier2_read_bytes",
                "tier2_regions_cleaned", "tier2_cleaned_bytes", "tier2_clean_discarded", "tier2_lost_keys",
                "tier2_read_errors", "tier2_corrupt_records", "tier2_doorkeeper_switched_off",
-               "tier2_doorkeeper_passed_while_off", "keyspace_hits", "keyspace_misses", "evicted_keys"]
+               "tier2_doorkeeper_passed_while_off", "tier2_dead_probes", "keyspace_hits", "keyspace_misses", "evicted_keys"]
 MC_KEYS = ["cmd_get", "cmd_set", "get_hits", "get_misses", "get_extstore", "get_aborted_extstore",
            "get_oom_extstore", "recache_from_extstore", "miss_from_extstore", "badcrc_from_extstore",
            "evictions", "extstore_objects_written", "extstore_bytes_written", "extstore_objects_read",

@@ -231,7 +231,8 @@ impl Durability {
         *self.durable.borrow()
     }
 
-    /// Cleans tier 2 when its free regions run low (the housekeeping task calls this every tick).
+    /// Cleans tier 2 when its free regions run low, or when its oldest region is mostly dead while the
+    /// admission rule refuses values (the housekeeping task calls this every tick).
     pub fn maintain(&self, store: &Store) {
         let Some(tier2) = &self.tier2 else {
             return;
@@ -240,6 +241,9 @@ impl Durability {
         let keep_free = fallow_store::admission::regions_kept_free(total);
         if let Err(error) = store.tier2_maintain(keep_free, 8) {
             tracing::warn!(%error, "tier-2 cleaning failed");
+        }
+        if let Err(error) = store.tier2_probe_dead(fallow_store::now_ms()) {
+            tracing::warn!(%error, "tier-2 dead-record probe failed");
         }
     }
 
@@ -365,6 +369,11 @@ impl Durability {
                     .map_or(0, |admission| admission.sketch.bytes())
                     .to_string(),
             ),
+            (
+                "tier2_cleaned_dead_permille",
+                load(&stats.cleaned_dead_permille).to_string(),
+            ),
+            ("tier2_dead_probes", load(&stats.dead_probes).to_string()),
             (
                 "tier2_doorkeeper",
                 self.admission

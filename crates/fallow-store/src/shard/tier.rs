@@ -73,10 +73,15 @@ impl TierLink {
     }
 
     /// What a candidate for the clean region competes with: None while tier 2 has free regions beyond
-    /// what cleaning keeps (everything is admitted), else the oldest region, which cleaning empties next.
+    /// what cleaning keeps, or while at least half of what cleaning met lately was dead (overwritten,
+    /// deleted: cleaning frees that room without evicting anything), so everything is admitted; else the
+    /// oldest region, which cleaning empties next.
     pub fn opponent(&self) -> Option<Opponent> {
+        use std::sync::atomic::Ordering::Relaxed;
         let (free, total) = self.tier2.regions_free_total();
-        if free > crate::admission::regions_kept_free(total) + 1 {
+        if free > crate::admission::regions_kept_free(total) + 1
+            || self.tier2.stats.cleaned_dead_permille.load(Relaxed) >= DEAD_PERMILLE_ROOM
+        {
             return None;
         }
         let (region, _) = self.tier2.oldest_region()?;
@@ -112,6 +117,10 @@ pub const STUB_FETCH_BYTES_MAX: usize = 1 << 20;
 /// Reads from RAM a promotion must expect (at the gap between its last two reads, over the time RAM
 /// keeps an unread item) to be worth its copy and the demotion it causes (`serves_without_promotion`).
 pub const PROMOTE_READS_PER_RESIDENCY: u64 = 4;
+/// A log whose cleaned regions lately held at least this share (1/1000) of dead records has room:
+/// cleaning frees it without evicting (benchmark 2's 50 KB sequence overwrites values in a 2 GiB tier 2
+/// that holds 786 MB of them).
+const DEAD_PERMILLE_ROOM: u64 = 500;
 
 impl StubFetches {
     fn forget_if_stale(&mut self, regions_cleaned: u64) {

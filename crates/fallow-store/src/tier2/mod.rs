@@ -221,11 +221,34 @@ pub struct Tier2Stats {
     pub regions_cleaned: AtomicU64,
     /// Clean records discarded by cleaning.
     pub clean_discarded: AtomicU64,
+    /// Of the record bytes cleaning met lately, the share (in 1/1000) nothing referred to any more
+    /// (overwritten, deleted, expired): weight 1/4 to each newly cleaned region.
+    pub cleaned_dead_permille: AtomicU64,
+    /// Oldest regions read to see how much of them is dead (`Store::tier2_probe_dead`), and the
+    /// admission refusals counted when the last probe ran.
+    pub dead_probes: AtomicU64,
+    pub refusals_at_last_probe: AtomicU64,
+    pub last_probe_ms: AtomicU64,
     /// Read latency histogram: bucket i counts reads of < 2^i µs (the last bucket: the rest).
     pub read_latency_us: [AtomicU64; 16],
 }
 
 impl Tier2Stats {
+    /// Cleaning emptied a region whose records took `record_bytes`, `dead_bytes` of them dead.
+    pub fn note_cleaned_region(&self, dead_bytes: u64, record_bytes: u64) {
+        if record_bytes == 0 {
+            return;
+        }
+        let share = (dead_bytes.min(record_bytes) * 1000 / record_bytes).min(1000);
+        let before = self.cleaned_dead_permille.load(Ordering::Relaxed);
+        let smoothed = match self.regions_cleaned.load(Ordering::Relaxed) {
+            0 => share,
+            _ => (before * 3 + share) / 4,
+        };
+        self.cleaned_dead_permille
+            .store(smoothed, Ordering::Relaxed);
+    }
+
     pub fn record_read_latency(&self, elapsed: Duration) {
         let micros = elapsed.as_micros() as u64;
         let bucket = (64 - micros.leading_zeros() as usize).min(15);
