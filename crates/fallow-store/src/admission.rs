@@ -412,6 +412,12 @@ impl Admission {
     }
 }
 
+/// True while tier 2 has more free regions than cleaning keeps (+ 1): the frequency rule admits every
+/// value then, and becomes selective below (where cleaning has not started yet).
+pub fn regions_to_spare(regions_free: usize, regions_total: usize) -> bool {
+    regions_free > regions_kept_free(regions_total) + 1
+}
+
 /// Free regions tier-2 cleaning keeps ahead of writers: 4, or 1/64 of the regions when more (a burst of
 /// writes between two maintenance rounds must find room), at most half.
 pub fn regions_kept_free(regions_total: usize) -> usize {

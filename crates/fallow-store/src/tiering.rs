@@ -269,7 +269,7 @@ impl Store {
         let stats = &tier2.stats;
         let refusals = stats.shards.admissions_refused.load(Ordering::Relaxed);
         let (free, total) = tier2.regions_free_total();
-        if free > crate::admission::regions_kept_free(total) + 1
+        if crate::admission::regions_to_spare(free, total)
             || refusals == stats.refusals_at_last_probe.load(Ordering::Relaxed)
             || now_ms < stats.last_probe_ms.load(Ordering::Relaxed) + DEAD_PROBE_INTERVAL_MS
         {
@@ -291,10 +291,14 @@ impl Store {
             }
         });
         stats.dead_probes.fetch_add(1, Ordering::Relaxed);
-        if dead_bytes * 2 < record_bytes {
+        // The bytes just read serve the cleaning too, while the region is still the oldest.
+        if dead_bytes * 2 < record_bytes
+            || tier2.oldest_region().map(|(oldest, _)| oldest) != Some(index)
+        {
             return Ok(false);
         }
-        self.tier2_clean_oldest()
+        self.clean_region(tier2, index, &region)?;
+        Ok(true)
     }
 
     /// Whether nothing refers to the record at `slot` any more (cleaning would drop it for nothing).
@@ -322,9 +326,15 @@ impl Store {
             return Ok(false);
         };
         let region = tier2.read_region(index)?;
+        self.clean_region(tier2, index, &region)?;
+        Ok(true)
+    }
+
+    /// Cleans region `index`, the oldest, whose bytes are `region`.
+    fn clean_region(&self, tier2: &Tier2, index: u32, region: &[u8]) -> Result<(), Tier2Error> {
         let mut failure = None;
         let (mut record_bytes, mut dead_bytes) = (0, 0);
-        let corrupt = walk_region(&tier2.config, index, &region, |slot, header, encoded| {
+        let corrupt = walk_region(&tier2.config, index, region, |slot, header, encoded| {
             if failure.is_some() {
                 return;
             }
@@ -347,7 +357,7 @@ impl Store {
         if let Some(link) = self.tier_link() {
             link.admission.samples.reset(index as usize);
         }
-        Ok(true)
+        Ok(())
     }
 
     /// Cleans one record; `Fate::Dead` when nothing referred to it (an overwritten, deleted or expired

@@ -79,7 +79,7 @@ impl TierLink {
     pub fn opponent(&self) -> Option<Opponent> {
         use std::sync::atomic::Ordering::Relaxed;
         let (free, total) = self.tier2.regions_free_total();
-        if free > crate::admission::regions_kept_free(total) + 1
+        if crate::admission::regions_to_spare(free, total)
             || self.tier2.stats.cleaned_dead_permille.load(Relaxed) >= DEAD_PERMILLE_ROOM
         {
             return None;
