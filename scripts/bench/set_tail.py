@@ -25,7 +25,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import tier2_common as C  # noqa: E402
 from tier2_client import _Conn  # noqa: E402
-from tier2_server import Server  # noqa: E402
+from tier2_server import FALLOW_POLICY, MC_EXT_OPTS, Server  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 #: benchmark 2's servers: fallow with `--tier2-admission all` (every value leaving RAM is written), and
@@ -88,7 +88,7 @@ def main() -> int:
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     # What tier2_server.Server reads besides the sizes: benchmark 2's settings.
-    args.fallow_policy, args.mc_ext_opts = "allkeys-lru", "ext_threads=4,slab_automove_window=3"
+    args.fallow_policy, args.mc_ext_opts = FALLOW_POLICY, MC_EXT_OPTS
     C.install_guards(1800)  # children stopped and files removed on exit
     tmp = Path(tempfile.mkdtemp(prefix="set-tail-", dir=args.tmp))
     C.on_exit(lambda: shutil.rmtree(tmp, ignore_errors=True))

@@ -71,6 +71,10 @@ MC_KEYS = ["cmd_get", "cmd_set", "get_hits", "get_misses", "get_extstore", "get_
            "extstore_compact_rescues", "extstore_compact_lost"]
 
 
+#: Benchmark 2's defaults for `--fallow-policy` and `--mc-ext-opts` (set_tail.py starts its servers so too).
+FALLOW_POLICY = "allkeys-lru"
+MC_EXT_OPTS = "ext_threads=4,slab_automove_window=3"
+
 #: fallow's flags per server name (admission rule, read path).
 FALLOW_FLAGS = {
     "fallow": [],
@@ -635,9 +639,9 @@ def main() -> int:
     ap.add_argument("--hot-s", type=int, default=3)
     ap.add_argument("--lat-keys", type=int, default=3000)
     ap.add_argument("--servers", default="fallow,fallow-all,memcached")
-    ap.add_argument("--fallow-policy", default="allkeys-lru",
+    ap.add_argument("--fallow-policy", default=FALLOW_POLICY,
                     help="fallow's maxmemory-policy (under the default noeviction the admission rule is ignored)")
-    ap.add_argument("--mc-ext-opts", default="ext_threads=4,slab_automove_window=3",
+    ap.add_argument("--mc-ext-opts", default=MC_EXT_OPTS,
                     help="memcached -o options besides ext_path")
     ap.add_argument("--load-mibps", type=float, default=80.0,
                     help="open-loop rate of the load phase in MiB/s (0: closed loop, as fast as the server goes)")
