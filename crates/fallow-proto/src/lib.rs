@@ -7,6 +7,7 @@ mod fuzz_replay;
 pub mod fuzzing;
 pub mod memcache;
 pub mod reply;
+pub mod reply_value;
 pub mod resp;
 pub mod socket_path;
 

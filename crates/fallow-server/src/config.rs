@@ -261,6 +261,11 @@ pub struct Config {
     pub txn_phasing: bool,
     pub txn_phase_max_ms: u64,
     pub txn_lock_wait_ms: u64,
+    /// A script running longer than this makes commands on its shards answer BUSY (Redis's
+    /// `busy-reply-threshold`, alias `lua-time-limit`).
+    pub busy_reply_threshold_ms: u64,
+    /// Scripts lock only their declared keys' shards and may not touch other keys.
+    pub lua_strict_keys: bool,
     /// Entries ACL LOG keeps.
     pub acllog_max_len: usize,
     /// Failed authentications per connection answered at once; later ones are delayed.
@@ -327,6 +332,8 @@ impl Default for Config {
             txn_phasing: true,
             txn_phase_max_ms: 10,
             txn_lock_wait_ms: 500,
+            busy_reply_threshold_ms: 5_000,
+            lua_strict_keys: false,
             acllog_max_len: 128,
             auth_failures_before_delay: 10,
             auth_failure_delay_ms: 100,
@@ -734,6 +741,12 @@ impl Config {
             ("txn-phasing", yes_no(self.txn_phasing).into()),
             ("txn-phase-max-ms", self.txn_phase_max_ms.to_string()),
             ("txn-lock-wait-ms", self.txn_lock_wait_ms.to_string()),
+            (
+                "busy-reply-threshold",
+                self.busy_reply_threshold_ms.to_string(),
+            ),
+            ("lua-time-limit", self.busy_reply_threshold_ms.to_string()),
+            ("lua-strict-keys", yes_no(self.lua_strict_keys).into()),
             ("acllog-max-len", self.acllog_max_len.to_string()),
             (
                 "auth-failures-before-delay",

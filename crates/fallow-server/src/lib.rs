@@ -16,6 +16,7 @@ pub mod log_limit;
 pub mod metrics;
 pub mod net;
 pub mod pubsub;
+pub mod scripting;
 pub mod server;
 pub mod stats;
 pub mod tenants;

@@ -47,6 +47,8 @@ pub struct Server {
     pub elastic: crate::elastic::Elastic,
     /// Interactive transactions: the lock table and its counters.
     pub txns: crate::txn::Txns,
+    /// Lua scripting: the script cache and the runs in progress.
+    pub scripts: crate::scripting::Scripts,
     /// The data directory and tier 2 (set by `Server::open`; servers made by `new`, in tests, have none).
     pub durability: std::sync::OnceLock<crate::durability::Durability>,
 }
@@ -149,6 +151,7 @@ impl Server {
             shutting_down: AtomicBool::new(false),
             elastic: crate::elastic::Elastic::default(),
             txns: crate::txn::Txns::new(txn_settings),
+            scripts: crate::scripting::Scripts::default(),
             durability: std::sync::OnceLock::new(),
         }
     }

@@ -689,6 +689,34 @@ impl<'a> Guards<'a> {
         self.guards.len() == self.store.shard_count()
     }
 
+    /// Whether shard `index` is locked here.
+    pub fn holds(&self, index: usize) -> bool {
+        self.guards
+            .binary_search_by_key(&index, |(held, _)| *held)
+            .is_ok()
+    }
+
+    /// The locked shards' indices, ascending.
+    pub fn indices(&self) -> impl Iterator<Item = usize> + '_ {
+        self.guards.iter().map(|(index, _)| *index)
+    }
+
+    /// Locks shard `index` too if it is free right now; false if another holder has it. It never waits,
+    /// so taking a shard out of ascending order cannot deadlock (a script touching a key it did not
+    /// declare).
+    pub fn try_add(&mut self, index: usize) -> bool {
+        let Err(position) = self.guards.binary_search_by_key(&index, |(held, _)| *held) else {
+            return true;
+        };
+        match self.store.shards[index].try_lock() {
+            Some(guard) => {
+                self.guards.insert(position, (index, guard));
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Evicts until the store is within maxmemory: from the locked shards first, then from other shards
     /// that are free right now (`try_lock`, so lock order cannot deadlock). Err when the policy allows no
     /// eviction or nothing evictable can be reached.

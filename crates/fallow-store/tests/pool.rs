@@ -233,3 +233,30 @@ fn tenants_keyspaces_are_private_and_shared_tenants_use_the_common_one() {
         "bytes count to the writer"
     );
 }
+
+#[test]
+fn guards_take_a_free_shard_out_of_order_and_never_wait_for_a_held_one() {
+    let store = store();
+    let first = store.shard_index(b"a");
+    let other_key = (0..1000)
+        .map(|n| format!("k{n}"))
+        .find(|key| store.shard_index(key.as_bytes()) != first)
+        .expect("four shards take more than one key's");
+    let other = store.shard_index(other_key.as_bytes());
+    let mut guards = store.lock_key(b"a");
+    assert!(guards.holds(first) && !guards.holds(other));
+    assert!(guards.try_add(first), "a shard already held is held");
+    {
+        let _elsewhere = store.lock_key(other_key.as_bytes());
+        assert!(
+            !guards.try_add(other),
+            "a shard another holder has is refused at once"
+        );
+    }
+    assert!(guards.try_add(other));
+    let held: Vec<usize> = guards.indices().collect();
+    let mut expected = vec![first, other];
+    expected.sort_unstable();
+    assert_eq!(held, expected, "indices stay ascending");
+    guards.shard(other_key.as_bytes());
+}

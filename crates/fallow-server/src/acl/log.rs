@@ -41,11 +41,12 @@ impl Reason {
     }
 }
 
-/// Where the denied request ran: on its own, or queued in (or run by) MULTI/EXEC.
+/// Where the denied request ran: on its own, queued in (or run by) MULTI/EXEC, or by a script.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Context {
     Toplevel,
     Multi,
+    Lua,
 }
 
 impl Context {
@@ -61,6 +62,7 @@ impl Context {
         match self {
             Context::Toplevel => "toplevel",
             Context::Multi => "multi",
+            Context::Lua => "lua",
         }
     }
 }

@@ -18,6 +18,7 @@ pub mod pubsub;
 pub mod random;
 pub mod reply;
 pub mod scan;
+pub mod scripting;
 pub mod server;
 pub mod session;
 pub mod set;
@@ -66,6 +67,7 @@ const HANDLERS: &[&[(&str, Handler)]] = &[
     zset::HANDLERS,
     list::HANDLERS,
     pubsub::HANDLERS,
+    scripting::HANDLERS,
     transaction::HANDLERS,
     txn::HANDLERS,
     connection::HANDLERS,

@@ -76,6 +76,12 @@ fn exec(ctx: &mut Ctx, _args: &[&[u8]]) {
         return ctx.out.error("ERR EXEC without MULTI");
     }
     let server = ctx.server;
+    let every_shard = crate::scripting::HeldShards::All;
+    if server.scripts.any_running()
+        && !super::dispatch::scripts_let_run(server, ctx.conn, ctx.out, &every_shard)
+    {
+        return;
+    }
     let mut guards = server.store.lock_all();
     if !ctx.conn.multi_error && !txn_locks_admit(ctx) {
         // waiting for a transaction's lock (EXEC re-runs when granted) or refused (the error is written)

@@ -274,6 +274,25 @@ pub static PARAMS: &[Param] = &[
         |config, value| config.txn_lock_wait_ms = value.number(),
     ),
     param(
+        "busy-reply-threshold",
+        Kind::Int {
+            min: 0,
+            max: i64::MAX,
+        },
+        |config, value| config.busy_reply_threshold_ms = value.number(),
+    ),
+    param(
+        "lua-time-limit",
+        Kind::Int {
+            min: 0,
+            max: i64::MAX,
+        },
+        |config, value| config.busy_reply_threshold_ms = value.number(),
+    ),
+    param("lua-strict-keys", Kind::Bool, |config, value| {
+        config.lua_strict_keys = value.flag()
+    }),
+    param(
         "acllog-max-len",
         Kind::Int {
             min: 0,

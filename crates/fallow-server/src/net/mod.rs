@@ -237,6 +237,34 @@ async fn refuse<S: tokio::io::AsyncWrite + tokio::io::AsyncRead + Unpin>(
 /// extra runnable thread gets preempted while holding a shard lock, and every client of that shard then
 /// waits out the scheduler's time slice.
 async fn housekeeping(server: Arc<Server>) {
+    loop {
+        let hz = server.config.read().hz.max(1);
+        tokio::time::sleep(Duration::from_millis(1000 / hz)).await;
+        // Expiry, compaction and maxmemory enforcement lock shards, which a running script may hold for
+        // long: they wait for the next tick rather than block a worker.
+        if !server.scripts.any_running() {
+            shard_housekeeping(&server).await;
+        }
+        if server.durability.get().is_some() {
+            // Cleaning reads a whole region and takes shard locks record by record: off the workers.
+            let server = server.clone();
+            let _ = tokio::task::spawn_blocking(move || {
+                if let Some(durability) = server.durability.get() {
+                    durability.maintain(&server.store);
+                }
+            })
+            .await;
+        }
+        server.store.memory.sample_peak();
+        // Pub/sub queues grow without their connections running: catch a total PUBLISH pushed over.
+        crate::clients::memory::enforce_maxmemory_clients(&server.clients, &server.clients_memory);
+        crate::clients::memory::trim_if_wanted(&server.clients_memory);
+        server.acl_log.report_auth_failures();
+    }
+}
+
+/// Expiry, compaction, and (fixed mode) maxmemory enforcement: one tick's work, yielding between slices.
+async fn shard_housekeeping(server: &Server) {
     /// Items checked per shard per active-expiry round.
     const EXPIRE_ITEMS_PER_ROUND: usize = 2000;
     /// Live items moved per compaction slice (one lock hold, a few microseconds).
@@ -249,50 +277,34 @@ async fn housekeeping(server: Arc<Server>) {
     /// Compaction time per shard per tick while fixed mode holds resident bytes over their target
     /// (overwrites faster than `COMPACT_BUDGET` keeps up with): maxmemory bounds resident memory too.
     const COMPACT_BUDGET_OVER_TARGET: Duration = Duration::from_millis(5);
-    loop {
-        let hz = server.config.read().hz.max(1);
-        tokio::time::sleep(Duration::from_millis(1000 / hz)).await;
-        let store = &server.store;
-        let target = store.resident_target_bytes();
-        let budget = if target != 0 && store.resident_bytes() > target {
-            COMPACT_BUDGET_OVER_TARGET
-        } else {
-            COMPACT_BUDGET
-        };
-        for index in 0..store.shard_count() {
-            store.expire_shard(index, EXPIRE_ITEMS_PER_ROUND);
+    let store = &server.store;
+    let target = store.resident_target_bytes();
+    let budget = if target != 0 && store.resident_bytes() > target {
+        COMPACT_BUDGET_OVER_TARGET
+    } else {
+        COMPACT_BUDGET
+    };
+    for index in 0..store.shard_count() {
+        if server.scripts.any_running() {
+            return;
+        }
+        store.expire_shard(index, EXPIRE_ITEMS_PER_ROUND);
+        tokio::task::yield_now().await;
+        let deadline = std::time::Instant::now() + budget;
+        while store.compact_shard_slice(index, COMPACT_ITEMS_PER_SLICE)
+            && std::time::Instant::now() < deadline
+        {
             tokio::task::yield_now().await;
-            let deadline = std::time::Instant::now() + budget;
-            while store.compact_shard_slice(index, COMPACT_ITEMS_PER_SLICE)
-                && std::time::Instant::now() < deadline
-            {
-                tokio::task::yield_now().await;
-            }
         }
-        // Under an elastic pool limit the controller reclaims the excess (in bounded slices); evicting here
-        // too would release it twice. In fixed mode, after CONFIG SET lowered maxmemory: evict the excess
-        // one bounded slice per shard lock hold, yielding between rounds, then give spare segments back
-        // while resident bytes are over their target (compaction above handles dead space).
-        if store.pool_limit_bytes() == 0 {
-            let deadline = std::time::Instant::now() + ENFORCE_BUDGET;
-            while store.enforce_maxmemory() && std::time::Instant::now() < deadline {
-                tokio::task::yield_now().await;
-            }
+    }
+    // Under an elastic pool limit the controller reclaims the excess (in bounded slices); evicting here
+    // too would release it twice. In fixed mode, after CONFIG SET lowered maxmemory: evict the excess
+    // one bounded slice per shard lock hold, yielding between rounds, then give spare segments back
+    // while resident bytes are over their target (compaction above handles dead space).
+    if store.pool_limit_bytes() == 0 {
+        let deadline = std::time::Instant::now() + ENFORCE_BUDGET;
+        while store.enforce_maxmemory() && std::time::Instant::now() < deadline {
+            tokio::task::yield_now().await;
         }
-        if server.durability.get().is_some() {
-            // Cleaning reads a whole region and takes shard locks record by record: off the workers.
-            let server = server.clone();
-            let _ = tokio::task::spawn_blocking(move || {
-                if let Some(durability) = server.durability.get() {
-                    durability.maintain(&server.store);
-                }
-            })
-            .await;
-        }
-        store.memory.sample_peak();
-        // Pub/sub queues grow without their connections running: catch a total PUBLISH pushed over.
-        crate::clients::memory::enforce_maxmemory_clients(&server.clients, &server.clients_memory);
-        crate::clients::memory::trim_if_wanted(&server.clients_memory);
-        server.acl_log.report_auth_failures();
     }
 }

@@ -37,6 +37,8 @@ enum Flow {
     LockWait,
     /// The next command's values are on tier 2: read them ahead, then run it.
     Tier2Read,
+    /// The next command needs shards a running script holds: it runs again once a script ends.
+    ScriptWait,
     Close,
 }
 
@@ -168,6 +170,12 @@ where
                     return Ok(());
                 }
                 // Requests that arrived while blocked are waiting in the buffer.
+                flow = Flow::More;
+            }
+            Flow::ScriptWait => {
+                if !wait_for_scripts(server, &handle).await {
+                    return Ok(());
+                }
                 flow = Flow::More;
             }
             Flow::Tier2Read => {
@@ -590,6 +598,11 @@ fn execute_input(
                     }
                 }
                 command::dispatch::execute(server, conn, out, &args);
+                if std::mem::take(&mut conn.script_wait) {
+                    // Not consumed: it runs again after the wait.
+                    flow = Flow::ScriptWait;
+                    break;
+                }
                 if conn.block.is_some() || conn.lock_wait.is_some() {
                     remember_blocked_command(conn, &args);
                 }
@@ -601,6 +614,10 @@ fn execute_input(
             } => {
                 let inline: Vec<&[u8]> = owned.iter().map(|arg| arg.as_slice()).collect();
                 command::dispatch::execute(server, conn, out, &inline);
+                if std::mem::take(&mut conn.script_wait) {
+                    flow = Flow::ScriptWait;
+                    break;
+                }
                 if conn.block.is_some() || conn.lock_wait.is_some() {
                     remember_blocked_command(conn, &inline);
                 }
@@ -631,6 +648,15 @@ fn execute_input(
     conn.flush_command_stats(server);
     conn.update_snapshot();
     flow
+}
+
+/// Waits, off the worker thread, until a script ends or a short tick passes (so a script turning busy
+/// is noticed); false when the client is killed meanwhile.
+async fn wait_for_scripts(server: &Server, handle: &crate::clients::ClientHandle) -> bool {
+    tokio::select! {
+        _ = server.scripts.wait_for_an_end() => true,
+        _ = handle.kill_signal.notified() => false,
+    }
 }
 
 /// The blocked command is re-run on wake-up, so keep an owned copy of it.

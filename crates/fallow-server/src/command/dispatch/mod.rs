@@ -5,6 +5,7 @@
 use super::info::CommandInfo;
 use super::{arity_error, flags, key_positions, lookup, oom_error, CommandSpec, Ctx, Keys};
 use crate::connection::ConnState;
+use crate::scripting::{Conflict, HeldShards, BUSY_ERROR};
 use crate::server::Server;
 use fallow_proto::ReplyWriter;
 use fallow_store::Guards;
@@ -110,9 +111,19 @@ pub fn permitted_now(
     info: &CommandInfo,
     args: &[&[u8]],
 ) -> Result<(), String> {
+    permitted_in(server, conn, info, args, crate::acl::log::Context::Multi)
+}
+
+/// `permitted_now` for a command run in `context` (a script's commands log as `lua`).
+pub fn permitted_in(
+    server: &Server,
+    conn: &ConnState,
+    info: &CommandInfo,
+    args: &[&[u8]],
+    context: crate::acl::log::Context,
+) -> Result<(), String> {
     let unrestricted =
         conn.user == "default" && server.acl_default_unrestricted.load(Ordering::Relaxed);
-    let context = crate::acl::log::Context::Multi;
     check_acl(server, conn, info, args, unrestricted, context)
 }
 
@@ -152,6 +163,11 @@ pub fn run(
     args: &[&[u8]],
     in_exec: bool,
 ) {
+    if server.scripts.any_running()
+        && !scripts_let_run(server, conn, out, &needed_shards(server, spec, args))
+    {
+        return;
+    }
     let guards = lock_shards(server, spec, args);
     // Checked with the shards locked: a transaction that locks a record later reads it after this command.
     // TXN.* act on the connection's own transaction (TXN.LOCK takes its locks), never as a plain command.
@@ -183,6 +199,55 @@ pub fn run_unlocked_by_txns(
 ) {
     let guards = lock_shards(server, spec, args);
     run_with_guards(server, conn, out, spec, args, guards, in_exec);
+}
+
+/// The shards a command locks, for the check against running scripts. A keyless command outside the
+/// families that never touch the store (connection, pub/sub, transactions, scripting) may reach every
+/// shard (INFO, MEMORY, CONFIG, TENANT...): it counts as needing all of them, as Redis answers such
+/// commands BUSY during a long script.
+fn needed_shards(server: &Server, info: &CommandInfo, args: &[&[u8]]) -> HeldShards {
+    const STORELESS_FAMILIES: [&str; 4] = ["connection", "pubsub", "transaction", "scripting"];
+    match info.keys {
+        Keys::All => HeldShards::All,
+        Keys::None if STORELESS_FAMILIES.contains(&info.group.category) => {
+            HeldShards::Some(Vec::new())
+        }
+        Keys::None => HeldShards::All,
+        _ => {
+            let mut indices: Vec<usize> = key_positions(info, args)
+                .into_iter()
+                .map(|position| server.store.shard_index(args[position]))
+                .collect();
+            indices.sort_unstable();
+            indices.dedup();
+            HeldShards::Some(indices)
+        }
+    }
+}
+
+/// Whether a command needing `needed` may lock its shards now: no running script holds one. A script
+/// past `busy-reply-threshold` gets the command answered BUSY; a younger one makes it wait off the
+/// worker thread (`conn.script_wait`: the connection runs it again when a script ends). False in both.
+pub fn scripts_let_run(
+    server: &Server,
+    conn: &mut ConnState,
+    out: &mut ReplyWriter,
+    needed: &HeldShards,
+) -> bool {
+    let stats = &server.scripts.stats;
+    match server.scripts.conflict(conn.id(), needed) {
+        Conflict::None => true,
+        Conflict::Busy => {
+            stats.busy_replies.fetch_add(1, Ordering::Relaxed);
+            out.error(BUSY_ERROR);
+            false
+        }
+        Conflict::Wait => {
+            stats.waits.fetch_add(1, Ordering::Relaxed);
+            conn.script_wait = true;
+            false
+        }
+    }
 }
 
 fn lock_shards<'s>(server: &'s Server, info: &CommandInfo, args: &[&[u8]]) -> Guards<'s> {

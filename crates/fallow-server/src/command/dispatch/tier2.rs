@@ -20,7 +20,13 @@ static READ_PERMITS: tokio::sync::Semaphore =
 /// The stubs among the keys `args` names (none while the store has no stubs, the common case, at the
 /// cost of one atomic load).
 pub fn faults(server: &Server, conn: &ConnState, args: &[&[u8]]) -> Vec<Fault> {
-    if !any_stubs(server) || !conn.authenticated || conn.multi.is_some() {
+    // While a script runs, the keys' shards may be its: the command is checked against it first (and
+    // reads its values on the worker if it then runs).
+    if !any_stubs(server)
+        || !conn.authenticated
+        || conn.multi.is_some()
+        || server.scripts.any_running()
+    {
         return Vec::new();
     }
     let Some((_, spec)) = lookup(args[0]) else {

@@ -24,10 +24,10 @@ pub const COMMANDS: &[CommandInfo] = &[
     info("lmove", 5, WRITE | DENYOOM, TWO_KEYS, Group::LIST, "Pop an element from one list and push it to another"),
     info("rpoplpush", 3, WRITE | DENYOOM, TWO_KEYS, Group::LIST, "Pop the last element and push it to the head of another list"),
     info("lmpop", -4, WRITE, Keys::Custom(lmpop_keys), Group::LIST, "Pop elements from the first non-empty list"),
-    info("blpop", -3, WRITE | BLOCKING, KEYS_BEFORE_TIMEOUT, Group::LIST, "Pop the first element, blocking until there is one"),
-    info("brpop", -3, WRITE | BLOCKING, KEYS_BEFORE_TIMEOUT, Group::LIST, "Pop the last element, blocking until there is one"),
-    info("blmove", 6, WRITE | DENYOOM | BLOCKING, TWO_KEYS, Group::LIST, "LMOVE, blocking until the source has an element"),
-    info("brpoplpush", 4, WRITE | DENYOOM | BLOCKING, TWO_KEYS, Group::LIST, "RPOPLPUSH, blocking until the source has an element"),
+    info("blpop", -3, WRITE | BLOCKING | NOSCRIPT, KEYS_BEFORE_TIMEOUT, Group::LIST, "Pop the first element, blocking until there is one"),
+    info("brpop", -3, WRITE | BLOCKING | NOSCRIPT, KEYS_BEFORE_TIMEOUT, Group::LIST, "Pop the last element, blocking until there is one"),
+    info("blmove", 6, WRITE | DENYOOM | BLOCKING | NOSCRIPT, TWO_KEYS, Group::LIST, "LMOVE, blocking until the source has an element"),
+    info("brpoplpush", 4, WRITE | DENYOOM | BLOCKING | NOSCRIPT, TWO_KEYS, Group::LIST, "RPOPLPUSH, blocking until the source has an element"),
     info("blmpop", -5, WRITE | BLOCKING, Keys::Custom(blmpop_keys), Group::LIST, "LMPOP, blocking until a list has elements"),
 ];
 

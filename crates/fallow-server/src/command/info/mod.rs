@@ -12,6 +12,7 @@ pub mod hash;
 pub mod keys;
 pub mod list;
 pub mod pubsub;
+pub mod scripting;
 pub mod server;
 pub mod set;
 pub mod string;
@@ -35,6 +36,7 @@ const FAMILIES: &[&[CommandInfo]] = &[
     zset::COMMANDS,
     list::COMMANDS,
     pubsub::COMMANDS,
+    scripting::COMMANDS,
     transaction::COMMANDS,
     txn::COMMANDS,
     connection::COMMANDS,

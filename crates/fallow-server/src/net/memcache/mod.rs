@@ -218,6 +218,8 @@ enum Flow {
     WaitLock,
     /// The next request's values are on tier 2 (it is still in the input): read them ahead, then run it.
     Tier2Read,
+    /// A script holds shards: the next request (still in the input) runs once it ends.
+    ScriptWait,
     Close,
 }
 
@@ -308,10 +310,23 @@ where
             conn.tier2_read_ahead_done = true;
             flow = Flow::More;
         }
+        if flow == Flow::ScriptWait {
+            tokio::select! {
+                _ = server.scripts.wait_for_an_end() => flow = Flow::More,
+                _ = handle.kill_signal.notified() => return Ok(()),
+            }
+        }
         if flow == Flow::Close {
             return Ok(());
         }
     }
+}
+
+/// Whether a running script holds any shard: memcached requests then wait (off the worker) until none
+/// does, as the protocol has no BUSY reply; scripts that long are rare.
+fn scripts_hold_shards(server: &Server) -> bool {
+    let every_shard = crate::scripting::HeldShards::All;
+    server.scripts.conflict(u64::MAX, &every_shard) != crate::scripting::Conflict::None
 }
 
 /// Sleeps until the waiting request's lock is granted (then it runs again), its wait passes
@@ -480,6 +495,11 @@ fn process_input(server: &Arc<Server>, conn: &mut Conn) -> Flow {
                 break;
             }
             Parsed::Request { request, consumed } => {
+                if server.scripts.any_running() && scripts_hold_shards(server) {
+                    // It stays in the input and runs once no script holds shards.
+                    flow = Flow::ScriptWait;
+                    break;
+                }
                 if !conn.tier2_read_ahead_done {
                     let faults = read_ahead::faults(&exec, &request);
                     if !faults.is_empty() {
