@@ -362,3 +362,121 @@ def test_commands_on_other_shards_run_beside_a_long_script(raw):
         assert result.get("reply") == 2
     finally:
         cmd(admin, "CONFIG", "SET", "busy-reply-threshold", "5000")
+
+
+LIBRARY = ("#!lua name=mylib\n"
+           "redis.register_function('myfunc', function(keys, args) return {keys[1], args[1]} end)\n"
+           "redis.register_function{function_name='ro', callback=function(keys, args) "
+           "return redis.call('get', keys[1]) end, flags={'no-writes'}, description='reads'}")
+
+
+def by_name(libraries):
+    """FUNCTION LIST with each library's functions in name order (Redis lists them in its dict's order)."""
+    for library in libraries:
+        library[5] = sorted(library[5], key=lambda function: function[1])
+    return libraries
+
+
+def test_functions_load_list_and_call(c):
+    assert cmd(c, "FUNCTION", "FLUSH") == "OK"
+    assert cmd(c, "FUNCTION", "LOAD", LIBRARY) == "mylib"
+    assert cmd(c, "FUNCTION", "LOAD", LIBRARY) == Err("ERR Library 'mylib' already exists")
+    assert cmd(c, "FUNCTION", "LOAD", "REPLACE", LIBRARY) == "mylib"
+    assert cmd(c, "FUNCTION", "LOAD", "X", LIBRARY) == Err("ERR Unknown option given: X")
+    assert cmd(c, "FCALL", "myfunc", "1", "k", "a") == ["k", "a"]
+    assert cmd(c, "FCALL_RO", "myfunc", "1", "k", "a") == \
+        Err("ERR Can not execute a script with write flag using *_ro command.")
+    c.cmd("SET", "k", "v")
+    assert cmd(c, "FCALL_RO", "ro", "1", "k") == "v"
+    assert cmd(c, "FCALL", "nosuch", "0") == Err("ERR Function not found")
+    assert cmd(c, "FCALL", "myfunc", "2", "k") == Err("ERR Number of keys can't be greater than number of args")
+    listed = [["library_name", "mylib", "engine", "LUA", "functions",
+               [["name", "myfunc", "description", None, "flags", []],
+                ["name", "ro", "description", "reads", "flags", ["no-writes"]]]]]
+    assert by_name(cmd(c, "FUNCTION", "LIST")) == listed
+    assert by_name(cmd(c, "FUNCTION", "LIST", "LIBRARYNAME", "my*")) == listed
+    assert cmd(c, "FUNCTION", "LIST", "LIBRARYNAME", "other*") == []
+    assert by_name(cmd(c, "FUNCTION", "LIST", "WITHCODE")) == [listed[0] + ["library_code", LIBRARY]]
+    assert cmd(c, "FUNCTION", "LIST", "x") == Err("ERR Unknown argument x")
+    assert cmd(c, "FUNCTION", "LIST", "LIBRARYNAME") == Err("ERR library name argument was not given")
+    assert cmd(c, "FUNCTION", "STATS") == ["running_script", None, "engines",
+                                           ["LUA", ["libraries_count", 1, "functions_count", 2]]]
+    assert cmd(c, "FUNCTION", "KILL") == Err("NOTBUSY No scripts in execution right now.")
+    assert cmd(c, "FUNCTION", "DELETE", "mylib") == "OK"
+    assert cmd(c, "FUNCTION", "DELETE", "mylib") == Err("ERR Library not found")
+    assert cmd(c, "FCALL", "myfunc", "0") == Err("ERR Function not found")
+    assert cmd(c, "FUNCTION", "FLUSH", "x") == Err("ERR FUNCTION FLUSH only supports SYNC|ASYNC option")
+    assert cmd(c, "FUNCTION", "HELP")[0] == "FUNCTION <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"
+
+
+def test_function_libraries_are_checked_as_redis_checks_them(c):
+    cmd(c, "FUNCTION", "FLUSH")
+    assert cmd(c, "FUNCTION", "LOAD", LIBRARY) == "mylib"
+    lua_error = "ERR Error registering functions: ERR "
+    for code, error in [
+        ("return 1", "ERR Missing library metadata"),
+        ("#!lua\nreturn 1", "ERR Library name was not given"),
+        ("#!lua name=bad\nreturn 1", "ERR No functions registered"),
+        ("#!lua name=bad\nredis.call('set','x','1')",
+         lua_error + "user_function:2: Script attempted to access nonexistent global variable 'call'"),
+        ("#!lua name=bad\nredis.register_function('a', function() end)\nredis.register_function('a', function() end)",
+         lua_error + "Function already exists in the library"),
+        ("#!lua name=bad\nredis.register_function('myfunc', function() end)", "ERR Function myfunc already exists"),
+        ("#!lua name=bad\nredis.register_function('f x', function() end)",
+         lua_error + "Library names can only contain letters, numbers, or underscores(_) and must be at least "
+                     "one character long"),
+        ("#!foo name=bad\nredis.register_function('f', function() end)", "ERR Engine 'foo' not found"),
+        ("#!lua name=bad x=y\nredis.register_function('f', function() end)", "ERR Invalid metadata value given: x=y"),
+        ("#!lua name=bad\nredis.register_function{function_name='f', callback=function() end, flags={'bogus'}}",
+         lua_error + "unknown flag given"),
+        ("#!lua name=bad\nredis.register_function('f', 'notafunction')",
+         lua_error + "second argument to redis.register_function must be a function"),
+        ("#!lua name=bad\nredis.register_function{function_name='f'}",
+         lua_error + "redis.register_function must get a callback argument"),
+        ("#!lua name=bad\nfoo = 1\nredis.register_function('f', function() end)",
+         lua_error + "user_function:2: Attempt to modify a readonly table"),
+        ("#!lua name=bad\nlocal s = string.format('%d', 1)\nredis.register_function('f', function() end)",
+         lua_error + "user_function:2: Script attempted to access nonexistent global variable 'string'"),
+        ("#!lua name=bad\nsyntax error here", "ERR Error compiling function: user_function:2: '=' expected near 'error'"),
+        ("#!lua name=bad\nwhile true do end", lua_error + "FUNCTION LOAD timeout"),
+    ]:
+        assert cmd(c, "FUNCTION", "LOAD", code) == Err(error), code
+    assert cmd(c, "FUNCTION", "STATS")[3] == ["LUA", ["libraries_count", 1, "functions_count", 2]]
+
+
+def test_function_errors_name_the_function_and_line(c):
+    cmd(c, "FUNCTION", "FLUSH")
+    code = ("#!lua name=errs\n"
+            "redis.register_function('f3', function(keys, args) return x end)\n"
+            "redis.register_function('f4', function(keys, args) error('boom') end)\n"
+            "redis.register_function('f5', function(keys, args) return redis.call('nosuch') end)\n"
+            "redis.register_function('f6', function(keys, args) return KEYS end)\n"
+            "redis.register_function{function_name='f7', callback=function(keys, args) "
+            "return redis.call('set', keys[1], 'v') end, flags={'no-writes'}}\n")
+    assert cmd(c, "FUNCTION", "LOAD", code) == "errs"
+    assert cmd(c, "FCALL", "f3", "0") == \
+        Err("ERR user_function:2: Script attempted to access nonexistent global variable 'x' script: f3, "
+            "on @user_function:2.")
+    assert cmd(c, "FCALL", "f4", "0") == Err("ERR user_function:3: boom script: f4, on @user_function:3.")
+    assert cmd(c, "FCALL", "f5", "0") == \
+        Err("ERR Unknown Redis command called from script script: f5, on @user_function:4.")
+    ev(c, "return 1", "1", "leftover")
+    assert cmd(c, "FCALL", "f6", "0") == \
+        Err("ERR user_function:5: Script attempted to access nonexistent global variable 'KEYS' script: f6, "
+            "on @user_function:5.")
+    assert cmd(c, "FCALL", "f7", "1", "k") == \
+        Err("ERR Write commands are not allowed from read-only scripts. script: f7, on @user_function:6.")
+
+
+def test_eval_shebang_flags(c):
+    body = "#!lua flags=no-writes\nreturn redis.call('set','a','1')"
+    assert ev(c, body) == Err("ERR Write commands are not allowed from read-only scripts." + where(body, 2))
+    body = "#!lua\nerror('x')"
+    assert ev(c, body) == Err("ERR user_script:2: x" + where(body, 2))
+    assert ev(c, "#!lua flags=bogus\nreturn 1") == Err("ERR Unexpected flag in script shebang: bogus")
+    assert ev(c, "#!lua name=x\nreturn 1") == Err("ERR Unknown lua shebang option: name=x")
+    assert ev(c, "#!luax\nreturn 1") == Err("ERR Unexpected engine in script shebang: #!luax")
+    assert ev(c, "#!lua\nreturn 1") == 1
+    assert cmd(c, "EVAL_RO", "#!lua\nreturn redis.call('get','a')", "0") == \
+        Err("ERR Can not execute a script with write flag using *_ro command.")
+    assert cmd(c, "EVAL_RO", "#!lua flags=no-writes\nreturn redis.call('get','a')", "0") is None

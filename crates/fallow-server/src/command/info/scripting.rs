@@ -19,4 +19,7 @@ pub const COMMANDS: &[CommandInfo] = &[
     info("eval_ro", -3, READONLY | NOSCRIPT | STALE, EVAL_KEYS, SCRIPTING, "Run a read-only Lua script"),
     info("evalsha_ro", -3, READONLY | NOSCRIPT | STALE, EVAL_KEYS, SCRIPTING, "Run a cached read-only Lua script by its SHA1"),
     info("script", -2, NOSCRIPT, Keys::None, SCRIPTING, "Manage the script cache (LOAD, EXISTS, FLUSH, KILL)"),
+    info("fcall", -3, NOSCRIPT | STALE, EVAL_KEYS, SCRIPTING, "Call a function"),
+    info("fcall_ro", -3, READONLY | NOSCRIPT | STALE, EVAL_KEYS, SCRIPTING, "Call a read-only function"),
+    info("function", -2, NOSCRIPT, Keys::None, SCRIPTING, "Manage function libraries (LOAD, LIST, STATS, DELETE, FLUSH, KILL)"),
 ];

@@ -165,10 +165,14 @@ local function proxy(target)
   })
 end
 
+-- While FUNCTION LOAD runs a library's code, the globals are the library API alone (Redis 7.0 swaps the
+-- globals' __index the same way), so the functions it registers see the full globals when they run.
+local library_api = nil
+
 local env = {}
 local env_meta = {
   __index = function(_, name)
-    local value = rawget(G, name)
+    local value = rawget(library_api or G, name)
     if value == nil then
       error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
     end
@@ -220,10 +224,122 @@ G.load = function(reader, name)
 end
 
 -- Runs a script: ok, its result or error, and the RESP version it ended with.
-local function run(f)
+-- Runs a script or function (f with its arguments): ok, its result or error, and the RESP version it
+-- ended with.
+local function run(f, ...)
   registry['fallow.resp'] = 2
-  local ok, result = xpcall(f, error_handler)
+  local count, args = select('#', ...), {...}
+  local ok, result = xpcall(function() return f(unpack(args, 1, count)) end, error_handler)
   return ok, result, registry['fallow.resp']
 end
 
-return run, env, proxy, raising
+-- FUNCTION LOAD: the library API is `redis` with register_function, log and the constants only.
+local registered = nil
+local known_flags = {}
+for _, flag in ipairs({'no-writes', 'allow-oom', 'allow-stale', 'no-cluster', 'allow-cross-slot-keys'}) do
+  known_flags[flag] = true
+end
+
+local function is_text(value) return type(value) == 'string' or type(value) == 'number' end
+
+local function function_spec(spec)
+  local name, callback, flags, description
+  for key, value in next, spec do
+    if key == 'function_name' then name = value
+    elseif key == 'callback' then callback = value
+    elseif key == 'flags' then flags = value
+    elseif key == 'description' then description = value
+    else return nil, 'unknown argument given to redis.register_function' end
+  end
+  if name == nil then return nil, 'redis.register_function must get a function name argument' end
+  if callback == nil then return nil, 'redis.register_function must get a callback argument' end
+  if not is_text(name) then return nil, 'function_name argument given to redis.register_function must be a string' end
+  if type(callback) ~= 'function' then
+    return nil, 'callback argument given to redis.register_function must be a function'
+  end
+  if description ~= nil and not is_text(description) then
+    return nil, 'description argument given to redis.register_function must be a string'
+  end
+  return {name = tostring(name), callback = callback, flags = flags,
+          description = description and tostring(description)}
+end
+
+local function check_registration(entry)
+  if entry.flags ~= nil then
+    if type(entry.flags) ~= 'table' then
+      return 'flags argument to redis.register_function must be a table representing function flags'
+    end
+    local list = {}
+    for _, flag in next, entry.flags do
+      if type(flag) ~= 'string' or not known_flags[flag] then return 'unknown flag given' end
+      list[#list + 1] = flag
+    end
+    entry.flags = list
+  else
+    entry.flags = {}
+  end
+  if not entry.name:match('^[%w_]+$') then
+    return 'Library names can only contain letters, numbers, or underscores(_) and must be at least one character long'
+  end
+  for _, other in ipairs(registered) do
+    if other.name == entry.name then return 'Function already exists in the library' end
+  end
+end
+
+local function register_function(...)
+  local count = select('#', ...)
+  local entry, message
+  if count == 1 then
+    local spec = ...
+    if type(spec) ~= 'table' then
+      return fail('calling redis.register_function with a single argument is only applicable to Lua table (representing named arguments).')
+    end
+    entry, message = function_spec(spec)
+  elseif count == 2 then
+    local name, callback = ...
+    if not is_text(name) then return fail('first argument to redis.register_function must be a string') end
+    if type(callback) ~= 'function' then return fail('second argument to redis.register_function must be a function') end
+    entry = {name = tostring(name), callback = callback}
+  else
+    return fail('wrong number of arguments to redis.register_function')
+  end
+  if entry == nil then return fail(message) end
+  message = check_registration(entry)
+  if message then return fail(message) end
+  registered[#registered + 1] = entry
+  return nil, false
+end
+raising.register_function = register_function
+
+local function protected_api(fields)
+  return setmetatable_(fields, {
+    __index = function(_, name)
+      error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
+    end,
+    __newindex = readonly_error,
+    __metatable = false,
+  })
+end
+
+-- Runs a library's code (f) with the library API: ok, error, and the functions it registered.
+local function load_library(f, load_redis)
+  registered = {}
+  library_api = protected_api({redis = load_redis})
+  local ok, err = xpcall(f, error_handler)
+  library_api = nil
+  local found = registered
+  registered = nil
+  return ok, err, found
+end
+
+-- The library API's redis table (register_function is added by Rust as a raising C function).
+local function library_redis(register)
+  return protected_api({
+    register_function = register, log = redis.log,
+    LOG_DEBUG = redis.LOG_DEBUG, LOG_VERBOSE = redis.LOG_VERBOSE, LOG_NOTICE = redis.LOG_NOTICE,
+    LOG_WARNING = redis.LOG_WARNING, REDIS_VERSION = redis.REDIS_VERSION,
+    REDIS_VERSION_NUM = redis.REDIS_VERSION_NUM,
+  })
+end
+
+return run, env, proxy, raising, load_library, library_redis

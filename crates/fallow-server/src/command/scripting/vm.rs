@@ -3,23 +3,19 @@
 //! `dofile`, `loadfile`, `getfenv`, `setfenv` or `debug`; globals read-only (`bootstrap.lua`), text
 //! chunks only, memory bounded, and an instruction-count hook that marks a long script busy and stops a
 //! killed one.
-use crate::scripting::{RunningScript, Scripts};
+use super::hook;
+use crate::scripting::functions::{Library, Registered};
+use crate::scripting::{ScriptFlags, Scripts};
 use mlua::chunk::ChunkMode;
 use mlua::{Function, HookTriggers, Lua, LuaOptions, LuaString, MultiValue, StdLib, Table, Value};
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
-use std::time::Duration;
 
 /// Bytes one worker's Lua state may allocate; past it a script fails with "not enough memory".
 pub const LUA_MEMORY_BYTES_MAX: usize = 256 << 20;
 
 /// Compiled functions one state keeps (recompiling is cheap; the sources stay in `Scripts`).
 const COMPILED_FUNCTIONS_MAX: usize = 1_000;
-
-/// Instructions between two calls of the hook, as Redis counts them.
-const HOOK_INSTRUCTIONS: u32 = 100_000;
 
 const BOOTSTRAP: &str = include_str!("bootstrap.lua");
 
@@ -41,39 +37,38 @@ const PROTECTED_LIBRARIES: &[&str] = &[
     "struct",
 ];
 
-/// The error a killed script stops with.
-#[derive(Debug)]
-pub struct Killed;
-
-impl std::fmt::Display for Killed {
-    fn fmt(&self, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        out.write_str("Script killed by user with SCRIPT KILL...")
-    }
-}
-
-impl std::error::Error for Killed {}
-
-/// What the hook watches during a run.
-struct HookWatch {
-    running: Arc<RunningScript>,
-    busy_after: Duration,
-    /// Tries left to hand the worker thread's other tasks to a new worker (see `leave_the_worker`).
-    worker_handoff_tries: u8,
-}
-
 thread_local! {
     static VM: RefCell<Option<Vm>> = const { RefCell::new(None) };
-    static WATCH: RefCell<Option<HookWatch>> = const { RefCell::new(None) };
 }
 
 pub struct Vm {
     pub lua: Lua,
-    /// `run(f)`: xpcall with Redis's error handler.
+    /// `run(f, ...)`: xpcall with Redis's error handler.
     run: Function,
     /// The read-only environment scripts run in.
     env: Table,
+    /// `load_library(f, library_redis)`: runs a library's code with the library API.
+    load_library: Function,
+    /// The `redis` table of the library API.
+    library_redis: Table,
+    /// Compiled scripts by SHA1.
     functions: HashMap<String, Function>,
     generation: u64,
+    /// Libraries loaded in this state: their version and callbacks by function name.
+    libraries: HashMap<String, (u64, HashMap<String, Function>)>,
+}
+
+/// What FUNCTION LOAD found in a library's code.
+pub struct LoadedLibrary {
+    pub functions: Vec<Registered>,
+    callbacks: HashMap<String, Function>,
+}
+
+/// What a run calls: a script (`KEYS`, `ARGV` as globals) or a function (keys and args as arguments).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Callee {
+    Script,
+    Function,
 }
 
 /// Runs `body` with this thread's state, made on first use. Err only if the state cannot be built.
@@ -100,17 +95,23 @@ impl Vm {
         lua.set_memory_limit(LUA_MEMORY_BYTES_MAX)?;
         super::libs::register_all(&lua)?;
         let helpers = rust_helpers(&lua)?;
-        let (run, env, proxy, raising): (Function, Table, Function, Table) = lua
+        let (run, env, proxy, raising, load_library, make_library_redis): Bootstrapped = lua
             .load(BOOTSTRAP)
             .set_name("=bootstrap")
             .set_mode(ChunkMode::Text)
             .call(helpers)?;
         let globals = lua.globals();
         let redis: Table = globals.raw_get("redis")?;
+        let mut register_function = None;
         for pair in raising.pairs::<String, Function>() {
             let (name, answering) = pair?;
-            redis.raw_set(name, raising_function(&lua, answering)?)?;
+            let raising = raising_function(&lua, answering)?;
+            match name.as_str() {
+                "register_function" => register_function = Some(raising),
+                _ => redis.raw_set(name, raising)?,
+            }
         }
+        let library_redis: Table = make_library_redis.call(register_function)?;
         for name in REMOVED_GLOBALS {
             globals.raw_set(*name, Value::Nil)?;
         }
@@ -121,15 +122,18 @@ impl Vm {
         }
         globals.raw_set("_G", env.clone())?;
         lua.set_hook(
-            HookTriggers::new().every_nth_instruction(HOOK_INSTRUCTIONS),
-            |_, _| watch_run(),
+            HookTriggers::new().every_nth_instruction(hook::HOOK_INSTRUCTIONS),
+            |_, _| hook::on_hook(),
         )?;
         Ok(Vm {
             lua,
             run,
             env,
+            load_library,
+            library_redis,
             functions: HashMap::new(),
             generation: 0,
+            libraries: HashMap::new(),
         })
     }
 
@@ -147,7 +151,8 @@ impl Vm {
         if let Some(function) = self.functions.get(sha) {
             return Ok(function.clone());
         }
-        let function = compile(&self.lua, &self.env, source)?;
+        let function = compile(&self.lua, &self.env, source, SCRIPT_CHUNK)
+            .map_err(|message| format!("ERR Error compiling script (new function): {message}"))?;
         if self.functions.len() >= COMPILED_FUNCTIONS_MAX {
             self.functions.clear();
         }
@@ -155,29 +160,94 @@ impl Vm {
         Ok(function)
     }
 
-    /// Runs `function` with `KEYS` and `ARGV` set, `call`/`acl_check` behind `redis.call`/`pcall` and
+    /// Loads a library's code (FUNCTION LOAD, or a worker's first FCALL of it): the functions it
+    /// registered. Err is Redis's error reply.
+    pub fn load_library(&mut self, code: &[u8]) -> Result<LoadedLibrary, String> {
+        let chunk = compile(&self.lua, &self.env, code, FUNCTION_CHUNK)
+            .map_err(|message| format!("ERR Error compiling function: {message}"))?;
+        let loaded: (bool, Value, Table) =
+            hook::watching_load(|| self.load_library.call((chunk, self.library_redis.clone())))
+                .map_err(|error| format!("ERR Error registering functions: {error}"))?;
+        let (ok, error, found) = loaded;
+        if !ok {
+            let message = error_message(&error);
+            return Err(format!("ERR Error registering functions: {message}"));
+        }
+        let mut loaded = LoadedLibrary {
+            functions: Vec::new(),
+            callbacks: HashMap::new(),
+        };
+        for entry in found.sequence_values::<Table>() {
+            let (registered, callback) = entry
+                .and_then(|entry| registered_function(&entry))
+                .map_err(|error| format!("ERR {error}"))?;
+            loaded.callbacks.insert(registered.name.clone(), callback);
+            loaded.functions.push(registered);
+        }
+        if loaded.functions.is_empty() {
+            return Err("ERR No functions registered".into());
+        }
+        Ok(loaded)
+    }
+
+    /// Keeps a loaded library's callbacks in this state under `version`.
+    pub fn keep_library(&mut self, name: &str, version: u64, loaded: LoadedLibrary) {
+        self.libraries
+            .insert(name.to_string(), (version, loaded.callbacks));
+    }
+
+    /// Function `name` of `library`, loading the library in this state first if it has not got this
+    /// version of it (libraries no longer registered are forgotten then too).
+    pub fn library_function(
+        &mut self,
+        library: &Library,
+        name: &str,
+        registered: impl Fn(&str, u64) -> bool,
+    ) -> Result<Function, String> {
+        let current = matches!(self.libraries.get(&library.name),
+            Some((version, _)) if *version == library.version);
+        if !current {
+            self.libraries
+                .retain(|name, (version, _)| registered(name, *version));
+            let loaded = self.load_library(&library.code)?;
+            self.keep_library(&library.name, library.version, loaded);
+        }
+        let (_, callbacks) = &self.libraries[&library.name];
+        callbacks
+            .get(name)
+            .cloned()
+            .ok_or_else(|| "ERR Function not found".to_string())
+    }
+
+    /// Runs `function` (see `Callee`) with `call`/`acl_check` behind `redis.call`/`pcall` and
     /// `redis.acl_check_cmd`: Ok(result) or Err(error table or message).
     pub fn run(
         &self,
         function: &Function,
+        callee: Callee,
         keys: &[&[u8]],
         argv: &[&[u8]],
         call: Function,
         acl_check: Function,
     ) -> mlua::Result<RunOutcome> {
         let globals = self.lua.globals();
-        globals.raw_set(
-            "KEYS",
-            self.lua.create_sequence_from(strings(&self.lua, keys)?)?,
-        )?;
-        globals.raw_set(
-            "ARGV",
-            self.lua.create_sequence_from(strings(&self.lua, argv)?)?,
-        )?;
+        let keys = self.lua.create_sequence_from(strings(&self.lua, keys)?)?;
+        let argv = self.lua.create_sequence_from(strings(&self.lua, argv)?)?;
         self.lua.set_named_registry_value(RAW_CALL_KEY, call)?;
         self.lua
             .set_named_registry_value(RAW_ACL_CHECK_KEY, acl_check)?;
-        let outcome = self.run.call::<MultiValue>(function.clone());
+        let outcome = match callee {
+            Callee::Function => self.run.call::<MultiValue>((function.clone(), keys, argv)),
+            Callee::Script => {
+                globals.raw_set("KEYS", keys)?;
+                globals.raw_set("ARGV", argv)?;
+                let outcome = self.run.call::<MultiValue>(function.clone());
+                // Functions see no KEYS or ARGV globals: none is left for them to find.
+                globals.raw_set("KEYS", Value::Nil)?;
+                globals.raw_set("ARGV", Value::Nil)?;
+                outcome
+            }
+        };
         self.lua
             .set_named_registry_value(RAW_CALL_KEY, Value::Nil)?;
         self.lua
@@ -244,89 +314,53 @@ fn strings(lua: &Lua, items: &[&[u8]]) -> mlua::Result<Vec<LuaString>> {
     items.iter().map(|item| lua.create_string(item)).collect()
 }
 
-/// Compiles a script's body as Redis does (a function named after its chunk `@user_script`).
-pub fn compile(lua: &Lua, env: &Table, source: &[u8]) -> Result<Function, String> {
+/// Chunk names: Lua's messages and the error replies name them.
+const SCRIPT_CHUNK: &str = "@user_script";
+const FUNCTION_CHUNK: &str = "@user_function";
+
+/// The bootstrap's results: run, env, proxy, raising, load_library, library_redis.
+type Bootstrapped = (Function, Table, Function, Table, Function, Function);
+
+/// Compiles a script's body or a library's code as Redis does (named after its chunk, a shebang line
+/// read as a comment); Err is Lua's message.
+fn compile(lua: &Lua, env: &Table, source: &[u8], chunk_name: &str) -> Result<Function, String> {
     if source.first() == Some(&0x1b) {
-        return Err(
-            "ERR Error compiling script (new function): binary chunks are not allowed".into(),
-        );
+        return Err("binary chunks are not allowed".into());
     }
-    lua.load(source)
-        .set_name("@user_script")
+    lua.load(&*crate::scripting::shebang::lua_source(source))
+        .set_name(chunk_name)
         .set_mode(ChunkMode::Text)
         .set_environment(env.clone())
         .into_function()
-        .map_err(|error| {
-            let message = match error {
-                mlua::Error::SyntaxError { message, .. } => message,
-                other => other.to_string(),
-            };
-            format!("ERR Error compiling script (new function): {message}")
+        .map_err(|error| match error {
+            mlua::Error::SyntaxError { message, .. } => message,
+            other => other.to_string(),
         })
 }
 
-/// Watches `running` (busy threshold, SCRIPT KILL) while `body` runs on this thread.
-pub fn watching<R>(
-    running: &Arc<RunningScript>,
-    busy_after: Duration,
-    body: impl FnOnce() -> R,
-) -> R {
-    WATCH.with(|watch| {
-        *watch.borrow_mut() = Some(HookWatch {
-            running: running.clone(),
-            busy_after,
-            worker_handoff_tries: WORKER_HANDOFF_TRIES,
-        })
-    });
-    let result = body();
-    WATCH.with(|watch| *watch.borrow_mut() = None);
-    result
-}
-
-/// The hook: marks the run busy past the threshold; stops it once killed (again at every later hook, so
-/// a script's own pcall cannot swallow the kill).
-fn watch_run() -> mlua::Result<mlua::VmState> {
-    WATCH.with(|watch| {
-        let mut watch = watch.borrow_mut();
-        let Some(watch) = watch.as_mut() else {
-            return Ok(mlua::VmState::Continue);
-        };
-        if watch.worker_handoff_tries > 0 {
-            watch.worker_handoff_tries -= 1;
-            leave_the_worker();
-        }
-        let running = &watch.running;
-        if running.kill.load(Ordering::Relaxed) {
-            return Err(mlua::Error::external(Killed));
-        }
-        if !running.busy.load(Ordering::Relaxed) && running.started.elapsed() >= watch.busy_after {
-            running.busy.store(true, Ordering::Relaxed);
-            tracing::warn!(
-                script = %running.sha,
-                elapsed_ms = running.started.elapsed().as_millis() as u64,
-                "slow script detected: still in execution after busy-reply-threshold; commands on its shards now get BUSY"
-            );
-        }
-        Ok(mlua::VmState::Continue)
-    })
-}
-
-/// Hook calls that try to hand the worker off; once it is handed off, a try costs only its pause.
-const WORKER_HANDOFF_TRIES: u8 = 4;
-
-/// A script still running at the hook's first calls (every 100,000 instructions) hands this worker
-/// thread's queued tasks to a new worker, so no connection waits behind it: `block_in_place` sends the
-/// worker's core to another thread, which takes it while this one pauses briefly; this thread then
-/// finishes the script outside the runtime's workers. (Were the pause empty, this thread would take the
-/// core back before the other could.) Short scripts never get here and pay nothing.
-fn leave_the_worker() {
-    use tokio::runtime::{Handle, RuntimeFlavor};
-    const PAUSE: Duration = Duration::from_micros(500);
-    if let Ok(handle) = Handle::try_current() {
-        if handle.runtime_flavor() == RuntimeFlavor::MultiThread {
-            tokio::task::block_in_place(|| std::thread::sleep(PAUSE));
-        }
+/// The text of an error the error handler built (`{err=...}`), or of any other error value.
+fn error_message(error: &Value) -> String {
+    match error {
+        Value::Table(table) => table
+            .raw_get::<String>("err")
+            .unwrap_or_else(|_| "ERR unknown error".into()),
+        Value::String(text) => text.to_string_lossy(),
+        other => format!("{other:?}"),
     }
+}
+
+/// One entry of the bootstrap's registration list.
+fn registered_function(entry: &Table) -> mlua::Result<(Registered, Function)> {
+    let mut flags = ScriptFlags::default();
+    for flag in entry.raw_get::<Table>("flags")?.sequence_values::<String>() {
+        flags.set(&flag?);
+    }
+    let registered = Registered {
+        name: entry.raw_get("name")?,
+        description: entry.raw_get("description")?,
+        flags,
+    };
+    Ok((registered, entry.raw_get("callback")?))
 }
 
 /// Functions the bootstrap builds `redis` and `math` on: SHA1, logging and Redis's random numbers.

@@ -9,6 +9,11 @@
 //! over with every shard (only before its first write, so nothing is done twice). `lua-strict-keys yes`
 //! refuses undeclared keys instead. A script running longer than `busy-reply-threshold` makes commands
 //! that need its shards answer BUSY; commands that need them meanwhile wait off the worker thread.
+pub mod functions;
+pub mod shebang;
+
+pub use shebang::ScriptFlags;
+
 use parking_lot::{Mutex, RwLock};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -22,21 +27,26 @@ pub const SCRIPT_CACHE_BYTES_MAX: usize = 64 << 20;
 /// What a script costs the cache beyond its source: the SHA1, the entry and its queue slot.
 const SCRIPT_OVERHEAD_BYTES: usize = 128;
 
-/// One cached script.
+/// What runs of one script or function taught about its keys: whether every run so far touched only
+/// the keys it declared (then only their shards are locked).
 #[derive(Debug)]
-pub struct Script {
-    /// 40 lower-case hex digits.
-    pub sha: String,
-    pub source: Arc<[u8]>,
-    /// Every run so far touched only declared keys (then only their shards are locked).
+pub struct KeyHabit {
     declared_only: AtomicBool,
     /// Completed runs, for `declared_only` to mean something.
     runs: AtomicU64,
 }
 
-impl Script {
-    /// Whether to lock only the declared keys' shards: the script has run before and never touched
-    /// another key.
+impl Default for KeyHabit {
+    fn default() -> Self {
+        KeyHabit {
+            declared_only: AtomicBool::new(true),
+            runs: AtomicU64::new(0),
+        }
+    }
+}
+
+impl KeyHabit {
+    /// Whether to lock only the declared keys' shards: it has run before and never touched another key.
     pub fn locks_declared_only(&self) -> bool {
         self.runs.load(Ordering::Relaxed) > 0 && self.declared_only.load(Ordering::Relaxed)
     }
@@ -48,7 +58,20 @@ impl Script {
         }
         self.runs.fetch_add(1, Ordering::Relaxed);
     }
+}
 
+/// One cached script.
+#[derive(Debug)]
+pub struct Script {
+    /// 40 lower-case hex digits.
+    pub sha: String,
+    pub source: Arc<[u8]>,
+    /// Its `#!lua` line's flags; None for a script without one (Redis's legacy rules).
+    pub flags: Option<ScriptFlags>,
+    pub habit: KeyHabit,
+}
+
+impl Script {
     fn cost_bytes(&self) -> usize {
         self.source.len() + SCRIPT_OVERHEAD_BYTES
     }
@@ -75,10 +98,13 @@ impl HeldShards {
     }
 }
 
-/// A script being run now.
+/// A script or function being run now.
 pub struct RunningScript {
     pub client_id: u64,
-    pub sha: String,
+    /// The script's SHA1 or the function's name.
+    pub name: String,
+    /// FCALL's arguments when it is a function (FUNCTION STATS shows them), else empty.
+    pub function_call: Vec<Vec<u8>>,
     pub started: Instant,
     shards: Mutex<HeldShards>,
     /// Set by SCRIPT KILL; the script stops at its next instruction-count hook.
@@ -144,6 +170,8 @@ pub struct Scripts {
     pub generation: AtomicU64,
     running: Mutex<Vec<Arc<RunningScript>>>,
     running_count: AtomicUsize,
+    /// Redis 7 function libraries.
+    pub functions: functions::Libraries,
     /// Woken whenever a script ends (waiting commands retry).
     pub ended: tokio::sync::Notify,
     pub stats: ScriptStats,
@@ -156,6 +184,7 @@ impl Default for Scripts {
             generation: AtomicU64::new(0),
             running: Mutex::default(),
             running_count: AtomicUsize::new(0),
+            functions: functions::Libraries::default(),
             ended: tokio::sync::Notify::new(),
             stats: ScriptStats::default(),
         }
@@ -178,9 +207,15 @@ impl Scripts {
         self.cache.read().scripts.get(sha).cloned()
     }
 
-    /// Caches a script (already compiled once, so known to be valid). `evictable`: cached by EVAL, so it
-    /// may leave when the cache is full; SCRIPT LOAD's scripts stay until SCRIPT FLUSH.
-    pub fn insert(&self, source: &[u8], evictable: bool) -> Result<Arc<Script>, CacheFull> {
+    /// Caches a script (already compiled once, so known to be valid, with its shebang's flags).
+    /// `evictable`: cached by EVAL, so it may leave when the cache is full; SCRIPT LOAD's scripts stay
+    /// until SCRIPT FLUSH.
+    pub fn insert(
+        &self,
+        source: &[u8],
+        flags: Option<ScriptFlags>,
+        evictable: bool,
+    ) -> Result<Arc<Script>, CacheFull> {
         let sha = Scripts::sha1_hex(source);
         let mut cache = self.cache.write();
         if let Some(script) = cache.scripts.get(&sha) {
@@ -189,8 +224,8 @@ impl Scripts {
         let script = Arc::new(Script {
             sha: sha.clone(),
             source: source.into(),
-            declared_only: AtomicBool::new(true),
-            runs: AtomicU64::new(0),
+            flags,
+            habit: KeyHabit::default(),
         });
         let needed = script.cost_bytes();
         while cache.bytes + needed > SCRIPT_CACHE_BYTES_MAX {
@@ -224,11 +259,19 @@ impl Scripts {
         (cache.scripts.len(), cache.bytes)
     }
 
-    /// Registers a run; it stays registered until `end` is called with what this returns.
-    pub fn begin(&self, client_id: u64, sha: &str, shards: HeldShards) -> Arc<RunningScript> {
+    /// Registers a run of `name` (a script's SHA1, or a function's name with its FCALL arguments); it
+    /// stays registered until `end` is called with what this returns.
+    pub fn begin(
+        &self,
+        client_id: u64,
+        name: &str,
+        function_call: Vec<Vec<u8>>,
+        shards: HeldShards,
+    ) -> Arc<RunningScript> {
         let running = Arc::new(RunningScript {
             client_id,
-            sha: sha.to_string(),
+            name: name.to_string(),
+            function_call,
             started: Instant::now(),
             shards: Mutex::new(shards),
             kill: AtomicBool::new(false),
@@ -335,15 +378,15 @@ mod tests {
     #[test]
     fn the_cache_is_bounded_and_evicts_only_eval_scripts() {
         let scripts = Scripts::default();
-        let pinned = scripts.insert(b"return 1", false).unwrap();
+        let pinned = scripts.insert(b"return 1", None, false).unwrap();
         assert_eq!(pinned.sha, "e0e1f9fabfc9d4800c877a703b823ac0578ff8db");
         let big = vec![b' '; SCRIPT_CACHE_BYTES_MAX / 2];
         let mut first = big.clone();
         first.extend_from_slice(b"return 2");
         let mut second = big.clone();
         second.extend_from_slice(b"return 3");
-        let first = scripts.insert(&first, true).unwrap();
-        scripts.insert(&second, true).unwrap();
+        let first = scripts.insert(&first, None, true).unwrap();
+        scripts.insert(&second, None, true).unwrap();
         assert!(
             scripts.get(&first.sha).is_none(),
             "the oldest EVAL script left"
@@ -356,11 +399,11 @@ mod tests {
         assert!(bytes <= SCRIPT_CACHE_BYTES_MAX);
         let mut third = big;
         third.extend_from_slice(b"return 4");
-        scripts.insert(&third, false).unwrap();
+        scripts.insert(&third, None, false).unwrap();
         let mut fourth = vec![b' '; SCRIPT_CACHE_BYTES_MAX / 2];
         fourth.extend_from_slice(b"return 5");
         assert_eq!(
-            scripts.insert(&fourth, false).unwrap_err(),
+            scripts.insert(&fourth, None, false).unwrap_err(),
             CacheFull {
                 bytes_max: SCRIPT_CACHE_BYTES_MAX
             },
@@ -371,7 +414,7 @@ mod tests {
     #[test]
     fn conflicts_follow_held_shards_and_the_busy_flag() {
         let scripts = Scripts::default();
-        let run = scripts.begin(7, "sha", HeldShards::Some(vec![2, 5]));
+        let run = scripts.begin(7, "sha", Vec::new(), HeldShards::Some(vec![2, 5]));
         assert_eq!(
             scripts.conflict(8, &HeldShards::Some(vec![1, 3])),
             Conflict::None
