@@ -138,6 +138,11 @@ impl Libraries {
         self.registry.read().libraries.values().cloned().collect()
     }
 
+    /// Bytes of library code held.
+    pub fn code_bytes(&self) -> usize {
+        self.registry.read().code_bytes
+    }
+
     /// (libraries, functions).
     pub fn counts(&self) -> (usize, usize) {
         let registry = self.registry.read();

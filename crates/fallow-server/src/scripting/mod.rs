@@ -175,6 +175,8 @@ pub struct Scripts {
     /// Woken whenever a script ends (waiting commands retry).
     pub ended: tokio::sync::Notify,
     pub stats: ScriptStats,
+    /// Bytes the workers' Lua states hold, as each reported after its last run.
+    lua_memory_bytes: AtomicUsize,
 }
 
 impl Default for Scripts {
@@ -187,6 +189,7 @@ impl Default for Scripts {
             functions: functions::Libraries::default(),
             ended: tokio::sync::Notify::new(),
             stats: ScriptStats::default(),
+            lua_memory_bytes: AtomicUsize::new(0),
         }
     }
 }
@@ -303,6 +306,22 @@ impl Scripts {
         }
     }
 
+    /// A Lua state's memory changed from `before` to `after` bytes.
+    pub fn note_lua_memory(&self, before: usize, after: usize) {
+        if after >= before {
+            self.lua_memory_bytes
+                .fetch_add(after - before, Ordering::Relaxed);
+        } else {
+            self.lua_memory_bytes
+                .fetch_sub(before - after, Ordering::Relaxed);
+        }
+    }
+
+    /// Bytes all workers' Lua states hold.
+    pub fn lua_memory_bytes(&self) -> usize {
+        self.lua_memory_bytes.load(Ordering::Relaxed)
+    }
+
     /// Whether any script runs now (one atomic load: the common answer is no).
     pub fn any_running(&self) -> bool {
         self.running_count.load(Ordering::Acquire) != 0
@@ -327,6 +346,48 @@ impl Scripts {
     /// The runs in progress (SCRIPT KILL's targets), oldest first.
     pub fn running_runs(&self) -> Vec<Arc<RunningScript>> {
         self.running.lock().clone()
+    }
+}
+
+/// INFO `scripting`: the counters of runs, refusals and the cache.
+pub fn info_section(scripts: &Scripts, text: &mut String) {
+    use std::fmt::Write;
+    let stats = &scripts.stats;
+    let (cached, cache_bytes) = scripts.cache_figures();
+    let (libraries, functions) = scripts.functions.counts();
+    text.push_str("# Scripting\r\n");
+    let fields: [(&str, u64); 13] = [
+        ("scripts_cached", cached as u64),
+        ("scripts_cache_bytes", cache_bytes as u64),
+        (
+            "scripts_cache_evictions",
+            stats.cache_evictions.load(Ordering::Relaxed),
+        ),
+        ("function_libraries", libraries as u64),
+        ("functions", functions as u64),
+        ("script_runs", stats.runs.load(Ordering::Relaxed)),
+        ("script_errors", stats.errors.load(Ordering::Relaxed)),
+        (
+            "script_runs_declared_shards",
+            stats.declared_only_runs.load(Ordering::Relaxed),
+        ),
+        (
+            "script_restarts_every_shard",
+            stats.restarts.load(Ordering::Relaxed),
+        ),
+        ("scripts_killed", stats.killed.load(Ordering::Relaxed)),
+        (
+            "script_busy_replies",
+            stats.busy_replies.load(Ordering::Relaxed),
+        ),
+        ("script_waits", stats.waits.load(Ordering::Relaxed)),
+        (
+            "scripts_running",
+            scripts.running_count.load(Ordering::Relaxed) as u64,
+        ),
+    ];
+    for (name, value) in fields {
+        let _ = write!(text, "{name}:{value}\r\n");
     }
 }
 

@@ -126,6 +126,7 @@ fn load_library(ctx: &mut Ctx, code: &[u8], replace: bool) -> Result<String, Str
         let functions = std::mem::take(&mut loaded.functions);
         let library = libraries.add(&name, code, functions, replace)?;
         vm.keep_library(&name, library.version, loaded);
+        vm.report_memory(&ctx.server.scripts);
         Ok(())
     })??;
     Ok(name)

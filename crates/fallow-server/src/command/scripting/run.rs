@@ -205,7 +205,8 @@ fn call_in_lua(
     };
     let running = run.running.clone();
     let run = RefCell::new(run);
-    vm.lua
+    let outcome = vm
+        .lua
         .scope(|scope| {
             let call = scope.create_function(|lua, args: MultiValue| {
                 let resp: i64 = lua.named_registry_value(vm::RESP_KEY)?;
@@ -217,7 +218,9 @@ fn call_in_lua(
                 vm.run(&function, callee, keys, argv, call, acl_check)
             })
         })
-        .map_err(|error| format!("ERR Error running script {}: {error}", runnable.label()))
+        .map_err(|error| format!("ERR Error running script {}: {error}", runnable.label()));
+    vm.report_memory(scripts);
+    outcome
 }
 
 fn write_reply(ctx: &mut Ctx, label: &str, outcome: Result<vm::RunOutcome, String>) {

@@ -56,6 +56,8 @@ pub struct Vm {
     generation: u64,
     /// Libraries loaded in this state: their version and callbacks by function name.
     libraries: HashMap<String, (u64, HashMap<String, Function>)>,
+    /// This state's memory as last reported to `Scripts` (INFO's `used_memory_lua`).
+    reported_memory_bytes: usize,
 }
 
 /// What FUNCTION LOAD found in a library's code.
@@ -134,6 +136,7 @@ impl Vm {
             functions: HashMap::new(),
             generation: 0,
             libraries: HashMap::new(),
+            reported_memory_bytes: 0,
         })
     }
 
@@ -158,6 +161,13 @@ impl Vm {
         }
         self.functions.insert(sha.to_string(), function.clone());
         Ok(function)
+    }
+
+    /// Reports this state's memory to `scripts` (the change since the last report).
+    pub fn report_memory(&mut self, scripts: &Scripts) {
+        let now = self.lua.used_memory();
+        scripts.note_lua_memory(self.reported_memory_bytes, now);
+        self.reported_memory_bytes = now;
     }
 
     /// Loads a library's code (FUNCTION LOAD, or a worker's first FCALL of it): the functions it

@@ -14,7 +14,7 @@ static OPS_SAMPLE: parking_lot::Mutex<Option<(std::time::Instant, u64, u64)>> =
     parking_lot::Mutex::new(None);
 
 /// Sections INFO prints without arguments, in order.
-const DEFAULT_SECTIONS: [&str; 15] = [
+const DEFAULT_SECTIONS: [&str; 16] = [
     "server",
     "clients",
     "memory",
@@ -30,6 +30,7 @@ const DEFAULT_SECTIONS: [&str; 15] = [
     "tenants",
     "txn",
     "tier2",
+    "scripting",
 ];
 
 /// Which sections an INFO call asked for, in the canonical order.
@@ -103,6 +104,7 @@ fn info_text(ctx: &mut Ctx, sections: &[&str]) -> String {
                 crate::txn::info_section(&ctx.server.txns, &locks, phasing, &mut text)
             }
             "tier2" => tier2_section(ctx, &totals, &mut text),
+            "scripting" => crate::scripting::info_section(&ctx.server.scripts, &mut text),
             "commandstats" => commandstats_section(ctx, &mut text),
             "errorstats" => errorstats_section(ctx, &mut text),
             _ => {}
@@ -246,8 +248,36 @@ fn memory_section(ctx: &Ctx, totals: &ShardTotals, text: &mut String) {
         "maxmemory_clients",
         clients_memory.limit_bytes.load(Ordering::Relaxed),
     );
+    scripts_memory_fields(ctx, text);
     field(text, "fallow_segments_mapped_bytes", totals.mapped_bytes);
     field(text, "fallow_segments_dead_bytes", totals.dead_bytes);
+}
+
+/// Redis 7.0's script memory fields. Every worker has one Lua state, which runs scripts and functions
+/// alike: it is all `used_memory_vm_eval`.
+fn scripts_memory_fields(ctx: &Ctx, text: &mut String) {
+    let scripts = &ctx.server.scripts;
+    let lua = scripts.lua_memory_bytes();
+    let (cached_scripts, cache_bytes) = scripts.cache_figures();
+    let (_, functions) = scripts.functions.counts();
+    let library_bytes = scripts.functions.code_bytes();
+    let human = crate::units::human_bytes;
+    field(text, "used_memory_lua", lua);
+    field(text, "used_memory_vm_eval", lua);
+    field(text, "used_memory_lua_human", human(lua));
+    field(text, "used_memory_scripts_eval", cache_bytes);
+    field(text, "number_of_cached_scripts", cached_scripts);
+    field(text, "number_of_functions", functions);
+    field(text, "used_memory_vm_functions", 0);
+    field(text, "used_memory_vm_total", lua);
+    field(text, "used_memory_vm_total_human", human(lua));
+    field(text, "used_memory_functions", library_bytes);
+    field(text, "used_memory_scripts", cache_bytes + library_bytes);
+    field(
+        text,
+        "used_memory_scripts_human",
+        human(cache_bytes + library_bytes),
+    );
 }
 
 fn tier2_section(ctx: &Ctx, totals: &ShardTotals, text: &mut String) {
