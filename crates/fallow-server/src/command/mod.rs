@@ -22,6 +22,7 @@ pub mod server;
 pub mod session;
 pub mod set;
 pub mod shards;
+pub mod stream;
 pub mod string;
 pub mod tenant;
 pub mod topn;
@@ -65,6 +66,7 @@ const HANDLERS: &[&[(&str, Handler)]] = &[
     set::HANDLERS,
     zset::HANDLERS,
     list::HANDLERS,
+    stream::HANDLERS,
     pubsub::HANDLERS,
     transaction::HANDLERS,
     txn::HANDLERS,
