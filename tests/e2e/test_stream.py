@@ -423,6 +423,9 @@ def test_info_groups_consumers_full(c):
     assert c.cmd("XINFO", "CONSUMERS", "s", "nog") == Err("NOGROUP No such consumer group 'nog' for key name 's'")
     assert c.cmd("XINFO", "GROUPS", "nokey") == Err("ERR no such key")
     assert c.cmd("XINFO", "FOO", "s") == Err("ERR unknown subcommand 'FOO'. Try XINFO HELP.")
+    # the name as C's %.128s prints it: up to a NUL byte, at most 128 bytes
+    assert c.cmd("XINFO", "x\x00y") == Err("ERR unknown subcommand 'x'. Try XINFO HELP.")
+    assert c.cmd("XGROUP", "a" * 200) == Err(f"ERR unknown subcommand '{'a' * 128}'. Try XGROUP HELP.")
     assert c.cmd("XINFO", "CONSUMERS", "s") == Err("ERR wrong number of arguments for 'xinfo|consumers' command")
     assert c.cmd("XINFO", "HELP") == [
         "XINFO <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "CONSUMERS <key> <groupname>",

@@ -608,8 +608,8 @@ impl StreamValue {
         if self.max_deleted_id.is_zero() || self.max_deleted_id < first {
             let len = self.len() as i64;
             match id.cmp(&first) {
-                std::cmp::Ordering::Less => return Some(added - len),
-                std::cmp::Ordering::Equal => return Some(added - len + 1),
+                std::cmp::Ordering::Less => return Some(added.wrapping_sub(len)),
+                std::cmp::Ordering::Equal => return Some(added.wrapping_sub(len).wrapping_add(1)),
                 std::cmp::Ordering::Greater => {}
             }
         }

@@ -351,7 +351,8 @@ pub fn xpending(ctx: &mut Ctx, args: &[&[u8]]) {
     };
     let listed: Vec<StreamId> = ids
         .filter(|id| {
-            range.min_idle_ms == 0 || now - group.pel()[id].delivery_ms >= range.min_idle_ms
+            range.min_idle_ms == 0
+                || now.wrapping_sub(group.pel()[id].delivery_ms) >= range.min_idle_ms
         })
         .take(range.count)
         .collect();
@@ -361,7 +362,7 @@ pub fn xpending(ctx: &mut Ctx, args: &[&[u8]]) {
         out.array_len(4);
         write_id(out, id);
         out.bulk(&pending.consumer);
-        out.int((now - pending.delivery_ms).max(0));
+        out.int(now.wrapping_sub(pending.delivery_ms).max(0));
         out.int(pending.delivery_count as i64);
     }
 }

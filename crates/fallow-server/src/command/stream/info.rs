@@ -225,6 +225,6 @@ fn write_consumers(out: &mut ReplyWriter, group: &Group, now_ms: i64) {
         out.bulk(b"pending");
         out.int(consumer.pending().len() as i64);
         out.bulk(b"idle");
-        out.int((now_ms - consumer.seen_ms).max(0));
+        out.int(now_ms.wrapping_sub(consumer.seen_ms).max(0));
     }
 }

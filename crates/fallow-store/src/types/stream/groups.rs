@@ -435,7 +435,10 @@ impl StreamValue {
             if created && !claim.force {
                 continue;
             }
-            if !created && min_idle_ms > 0 && now_ms - group.pel[&id].delivery_ms < min_idle_ms {
+            if !created
+                && min_idle_ms > 0
+                && now_ms.wrapping_sub(group.pel[&id].delivery_ms) < min_idle_ms
+            {
                 continue;
             }
             if claimed.is_empty() {
@@ -506,7 +509,9 @@ impl StreamValue {
                 left -= 1;
                 continue;
             }
-            if min_idle_ms > 0 && now_ms - group_entry.pel[&id].delivery_ms < min_idle_ms {
+            if min_idle_ms > 0
+                && now_ms.wrapping_sub(group_entry.pel[&id].delivery_ms) < min_idle_ms
+            {
                 continue;
             }
             if result.claimed.is_empty() {
