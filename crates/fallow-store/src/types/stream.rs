@@ -17,6 +17,7 @@ mod encoding;
 pub mod groups;
 mod listpack;
 
+use super::codec::{put_bytes, put_len, Reader};
 use super::{element_bytes, DecodeError, Kind};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -204,38 +205,86 @@ pub enum SetIdError {
     EntriesAddedTooSmall,
 }
 
-/// One entry: its fields and values, alternating.
+/// One entry: its fields and values, alternating, packed in one allocation as the codec writes an entry
+/// (a pair count, then each item's length and bytes: `types::codec` conventions), so an entry costs one
+/// heap block, not one per item.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Entry {
-    items: Box<[Box<[u8]>]>,
+    packed: Box<[u8]>,
 }
 
 impl Entry {
     fn new(pairs: &[&[u8]]) -> Entry {
+        let data_bytes: usize = pairs.iter().map(|item| item.len() + 1).sum();
+        let mut packed = Vec::with_capacity(data_bytes + 1);
+        put_len(&mut packed, pairs.len() / 2);
+        for item in pairs {
+            put_bytes(&mut packed, item);
+        }
         Entry {
-            items: pairs.iter().map(|&item| item.into()).collect(),
+            packed: packed.into_boxed_slice(),
         }
     }
 
+    /// An entry from its packed form (`packed`), which the caller has checked.
+    fn from_packed(packed: &[u8]) -> Entry {
+        Entry {
+            packed: packed.into(),
+        }
+    }
+
+    /// The packed form: the codec's encoding of the entry.
+    fn packed(&self) -> &[u8] {
+        &self.packed
+    }
+
     /// Fields and values, alternating.
-    pub fn items(&self) -> impl ExactSizeIterator<Item = &[u8]> {
-        self.items.iter().map(|item| &**item)
+    pub fn items(&self) -> EntryItems<'_> {
+        let mut reader = Reader::new(&self.packed);
+        let pairs = reader
+            .varint()
+            .expect("a packed entry starts with its count") as usize;
+        EntryItems {
+            rest: reader.rest(),
+            left: 2 * pairs,
+        }
     }
 
     pub fn field_count(&self) -> usize {
-        self.items.len() / 2
+        self.items().len() / 2
     }
 
     fn bytes(&self) -> usize {
-        ENTRY_OVERHEAD_BYTES
-            + self.items.len() * SLICE_BYTES
-            + self
-                .items
-                .iter()
-                .map(|item| element_bytes(item.len()))
-                .sum::<usize>()
+        ENTRY_OVERHEAD_BYTES + element_bytes(self.packed.len())
     }
 }
+
+/// The items of an entry, in order.
+pub struct EntryItems<'a> {
+    rest: &'a [u8],
+    left: usize,
+}
+
+impl<'a> Iterator for EntryItems<'a> {
+    type Item = &'a [u8];
+
+    fn next(&mut self) -> Option<&'a [u8]> {
+        if self.left == 0 {
+            return None;
+        }
+        let mut reader = Reader::new(self.rest);
+        let item = reader.bytes().expect("a packed entry holds its items");
+        self.rest = reader.rest();
+        self.left -= 1;
+        Some(item)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
+    }
+}
+
+impl ExactSizeIterator for EntryItems<'_> {}
 
 /// A B-tree slot (key, value, share of the node) for an entry or a node.
 const ENTRY_OVERHEAD_BYTES: usize = 48;

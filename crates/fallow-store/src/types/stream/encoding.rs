@@ -94,10 +94,7 @@ fn encode_node(
         .take_while(|(&id, _)| end.is_none_or(|end| id < end));
     for (&id, entry) in entries {
         put_id(out, id);
-        put_len(out, entry.field_count());
-        for item in entry.items() {
-            put_bytes(out, item);
-        }
+        out.extend_from_slice(entry.packed());
     }
 }
 
@@ -176,14 +173,18 @@ fn decode_node(reader: &mut Reader, stream: &mut StreamValue) -> Result<(), Deco
             return Err(DecodeError::BadOrder("stream entries"));
         }
         previous = Some(id);
+        // the entry's encoding is its packed form: checked here, then copied as it is
+        let start = reader.remaining();
+        let packed = reader.rest();
         let pair_count = reader.count("stream entry fields", 2)?;
         if pair_count == 0 {
             return Err(DecodeError::Invalid("stream entry without fields"));
         }
-        let items = (0..2 * pair_count)
-            .map(|_| reader.bytes().map(Box::<[u8]>::from))
-            .collect::<Result<Box<[_]>, _>>()?;
-        stream.entries.insert(id, Entry { items });
+        for _ in 0..2 * pair_count {
+            reader.bytes()?;
+        }
+        let packed = &packed[..start - reader.remaining()];
+        stream.entries.insert(id, Entry::from_packed(packed));
     }
     let live = u32::try_from(live).map_err(|_| DecodeError::Invalid("stream node count"))?;
     let node = Node {
