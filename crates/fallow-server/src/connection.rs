@@ -32,6 +32,9 @@ pub struct BlockRequest {
     /// 0 = wait forever.
     pub timeout_ms: u64,
     pub timeout_reply: TimeoutReply,
+    /// The arguments to re-run instead of the command as sent (XREAD's `$` becomes the id it meant when
+    /// the command blocked, or each retry would wait for entries after the newest one again).
+    pub retry_args: Option<Vec<Vec<u8>>>,
 }
 
 /// A key WATCHed by a connection and the CAS it had then (None = absent).
@@ -67,6 +70,9 @@ pub struct ConnState {
     pub block: Option<BlockRequest>,
     /// The arguments of the blocked command, re-run when its keys may be ready.
     pub blocked_args: Vec<Vec<u8>>,
+    /// Set while a blocked command is re-run: it was blocked, so what vanished meanwhile is answered as
+    /// Redis answers blocked clients (a blocked XREADGROUP whose stream or group is gone gets an error).
+    pub block_retry: bool,
     pub close_after_reply: bool,
     pub last_command: &'static str,
     /// The clock for the commands of the current batch (one clock read per batch, as Redis caches its
@@ -135,6 +141,7 @@ impl ConnState {
             reply_mode: ReplyMode::On,
             block: None,
             blocked_args: Vec::new(),
+            block_retry: false,
             close_after_reply: false,
             last_command: "",
             now_ms: fallow_store::now_ms(),

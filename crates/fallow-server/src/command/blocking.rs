@@ -29,6 +29,17 @@ pub fn parse_timeout(arg: &[u8]) -> Result<Timeout, &'static str> {
 /// timeout would. (Redis 7.0 answers a timed-out BLMOVE with a null array but a BLMOVE inside EXEC with
 /// a null bulk.)
 pub fn block_on(ctx: &mut Ctx, keys: &[&[u8]], timeout: Timeout, exec_reply: TimeoutReply) {
+    block_then_retry(ctx, keys, timeout, exec_reply, None);
+}
+
+/// `block_on`, re-running `retry_args` (when given) instead of the command as sent.
+pub fn block_then_retry(
+    ctx: &mut Ctx,
+    keys: &[&[u8]],
+    timeout: Timeout,
+    exec_reply: TimeoutReply,
+    retry_args: Option<Vec<Vec<u8>>>,
+) {
     if ctx.in_exec {
         return match exec_reply {
             TimeoutReply::NullArray => ctx.out.nil_array(),
@@ -39,6 +50,7 @@ pub fn block_on(ctx: &mut Ctx, keys: &[&[u8]], timeout: Timeout, exec_reply: Tim
         keys: keys.iter().map(|key| key.to_vec()).collect(),
         timeout_ms: timeout.ms,
         timeout_reply: TimeoutReply::NullArray,
+        retry_args,
     });
 }
 

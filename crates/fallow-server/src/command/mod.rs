@@ -23,6 +23,7 @@ pub mod server;
 pub mod session;
 pub mod set;
 pub mod shards;
+pub mod stream;
 pub mod string;
 pub mod tenant;
 pub mod topn;
@@ -66,6 +67,7 @@ const HANDLERS: &[&[(&str, Handler)]] = &[
     set::HANDLERS,
     zset::HANDLERS,
     list::HANDLERS,
+    stream::HANDLERS,
     pubsub::HANDLERS,
     scripting::HANDLERS,
     transaction::HANDLERS,
@@ -316,9 +318,12 @@ pub fn arity_error(name: &str) -> String {
     format!("ERR wrong number of arguments for '{name}' command")
 }
 
-/// Error for an unknown subcommand.
+/// Error for an unknown subcommand. Redis formats the name with `%.128s`: at most 128 bytes, up to a
+/// NUL byte.
 pub fn subcommand_error(ctx: &mut Ctx, args: &[&[u8]]) {
-    let sub = String::from_utf8_lossy(args.get(1).copied().unwrap_or_default());
+    let sub = args.get(1).copied().unwrap_or_default();
+    let sub = sub.split(|&byte| byte == 0).next().unwrap_or_default();
+    let sub = String::from_utf8_lossy(&sub[..sub.len().min(128)]);
     let command = String::from_utf8_lossy(args[0]).to_ascii_uppercase();
     ctx.out.error(&format!(
         "ERR unknown subcommand '{sub}'. Try {command} HELP."

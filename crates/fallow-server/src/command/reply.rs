@@ -16,7 +16,7 @@ pub fn help_reply(ctx: &mut Ctx, command: &str, lines: &[&str]) {
         ctx.out.simple(line);
     }
     ctx.out.simple("HELP");
-    ctx.out.simple("    Print this help.");
+    ctx.out.simple("    Prints this help.");
 }
 
 /// Error for a known subcommand given the wrong number of arguments.

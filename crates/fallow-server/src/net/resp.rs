@@ -659,9 +659,14 @@ async fn wait_for_scripts(server: &Server, handle: &crate::clients::ClientHandle
     }
 }
 
-/// The blocked command is re-run on wake-up, so keep an owned copy of it.
+/// The blocked command is re-run on wake-up, so keep an owned copy of it (or of the arguments it asked
+/// to be re-run with).
 fn remember_blocked_command(conn: &mut ConnState, args: &[&[u8]]) {
-    conn.blocked_args = args.iter().map(|arg| arg.to_vec()).collect();
+    let rewritten = conn
+        .block
+        .as_mut()
+        .and_then(|request| request.retry_args.take());
+    conn.blocked_args = rewritten.unwrap_or_else(|| args.iter().map(|arg| arg.to_vec()).collect());
 }
 
 /// A client blocked on keys, as the store's shards wake it: a `Notify` permit, so a push between the
@@ -704,6 +709,7 @@ where
     let deadline = (request.timeout_ms > 0)
         .then(|| tokio::time::Instant::now() + Duration::from_millis(request.timeout_ms));
     let handle = conn.handle.clone();
+    conn.block_retry = true;
     let flow = loop {
         // Registered before retrying, so a push between the retry and the wait is not missed.
         conn.now_ms = fallow_store::now_ms();
@@ -729,6 +735,7 @@ where
             }
         }
     };
+    conn.block_retry = false;
     for key in &request.keys {
         server
             .store

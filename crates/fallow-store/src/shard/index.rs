@@ -129,6 +129,7 @@ impl Shard {
             1,
             "only a live item is removed"
         );
+        self.wake_stream_readers(keyspace, location);
         self.free_collection_of(location);
         self.remove_location(keyspace, hash, location);
         self.kill_item(location);
@@ -328,6 +329,11 @@ impl Shard {
         let target = self.keyspace_at_mut(keyspace);
         let locations: Vec<Location> = target.index.iter().copied().collect();
         target.index = HashTable::new();
+        // blocked stream readers learn that their streams are gone
+        if !self.waiters.is_empty() {
+            let space = space_id(keyspace);
+            self.wake_all_waiters_of([space, space]);
+        }
         for location in locations {
             self.free_collection_of(location);
             self.kill_item(location);

@@ -107,6 +107,7 @@ impl Shard {
         let writer = Address::of(keyspace).tenant;
         let log = self.must_log(writer, old);
         if let Some(old) = old {
+            self.wake_stream_readers(keyspace, old);
             self.free_collection_of(old);
         }
         let new = self.append(writer, &header, key, value);

@@ -1,7 +1,8 @@
 //! Clients blocked on a key of a shard (BLPOP and friends). The store knows them only as `Waiter`s: the
 //! server decides how a blocked client is woken (an async runtime's notify, a thread's condvar), so the
 //! store depends on no async runtime.
-use super::{space_id, Shard};
+use super::{space_id, Location, Shard};
+use crate::types::Kind;
 use std::sync::Arc;
 
 /// A blocked client, as the shard wakes it.
@@ -66,6 +67,30 @@ impl Shard {
         }
     }
 
+    /// Wakes every client blocked on `key`: stream readers do not consume what they read, so one new
+    /// entry may serve all of them (clients still waiting for something else wait on).
+    pub fn wake_all_waiters(&mut self, keyspace: usize, key: &[u8]) {
+        if self.waiters.is_empty() {
+            return;
+        }
+        if let Some(list) = self
+            .waiters
+            .get(&(space_id(keyspace), Box::<[u8]>::from(key)))
+        {
+            list.iter().for_each(|waiter| waiter.wake());
+        }
+    }
+
+    /// The item at `location` is going (deleted, overwritten, flushed): if it is a stream, its blocked
+    /// readers retry, and a blocked XREADGROUP answers that the stream is gone, as Redis does.
+    pub(super) fn wake_stream_readers(&mut self, keyspace: usize, location: Location) {
+        if self.waiters.is_empty() || Kind::from_u8(self.header(location).kind) != Kind::Stream {
+            return;
+        }
+        let key = self.item_key(location).to_vec();
+        self.wake_all_waiters(keyspace, &key);
+    }
+
     /// Wakes every client blocked on a key of the spaces `spaces` (SWAPDB: their keys changed under
     /// them, so each retries).
     pub(super) fn wake_all_waiters_of(&self, spaces: [u32; 2]) {
@@ -116,6 +141,35 @@ mod tests {
         shard.wake_waiters(0, b"q");
         assert_eq!((first.wakes(), second.wakes()), (1, 1), "nobody is left");
         assert!(shard.waiters.is_empty());
+    }
+
+    #[test]
+    fn stream_readers_are_all_woken_by_entries_and_by_the_stream_going() {
+        use crate::types::stream::{IdRequest, StreamValue};
+        let mut shard = shard();
+        let readers: Vec<Arc<Counter>> = (0..2).map(|_| Arc::new(Counter::default())).collect();
+        for reader in &readers {
+            shard.add_waiter(0, b"s", reader.clone());
+        }
+        let wakes =
+            |readers: &[Arc<Counter>]| readers.iter().map(|r| r.wakes()).collect::<Vec<_>>();
+        shard.wake_all_waiters(0, b"s");
+        assert_eq!(wakes(&readers), [1, 1], "every reader, not the head only");
+        let add = |stream: &mut StreamValue| stream.add(IdRequest::Auto, &[b"f", b"v"], 1);
+        shard.update(0, b"s", 0, true, add).unwrap();
+        assert!(shard.remove(0, b"s", 0));
+        assert_eq!(
+            wakes(&readers),
+            [2, 2],
+            "a deleted stream wakes its readers"
+        );
+        shard.update(0, b"s", 0, true, add).unwrap();
+        shard.set_string(0, b"s", b"x", 0, 0, 0);
+        assert_eq!(wakes(&readers), [3, 3], "so does one overwritten");
+        shard.set_string(0, b"s", b"y", 0, 0, 0);
+        assert_eq!(wakes(&readers), [3, 3], "a string going wakes nobody");
+        shard.flush_db(0);
+        assert_eq!(wakes(&readers), [4, 4]);
     }
 
     #[test]

@@ -57,8 +57,7 @@ impl RecordKind {
             Self::TOMBSTONE => Some(RecordKind::Tombstone),
             Self::FLUSH_DB => Some(RecordKind::FlushDb),
             Self::SWAP_DB => Some(RecordKind::SwapDb),
-            1..=7 => Some(RecordKind::Value(Kind::from_u8(byte))),
-            _ => None,
+            byte => Kind::try_from_u8(byte).map(RecordKind::Value),
         }
     }
 }
@@ -242,6 +241,16 @@ mod tests {
             value_bytes: 5,
             region_sequence: 11,
         }
+    }
+
+    #[test]
+    fn every_value_kind_has_a_record_kind() {
+        for byte in 1..=8 {
+            let kind = RecordKind::Value(Kind::from_u8(byte));
+            assert_eq!(RecordKind::from_u8(kind.to_u8()), Some(kind));
+        }
+        assert_eq!(RecordKind::from_u8(9), None);
+        assert_eq!(RecordKind::from_u8(0), None);
     }
 
     #[test]

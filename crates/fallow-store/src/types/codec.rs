@@ -110,6 +110,11 @@ impl<'a> Reader<'a> {
         self.rest.len()
     }
 
+    /// The bytes not read yet.
+    pub(crate) fn rest(&self) -> &'a [u8] {
+        self.rest
+    }
+
     /// The next `len` bytes.
     pub(crate) fn take(&mut self, len: usize) -> Result<&'a [u8], DecodeError> {
         if len > self.rest.len() {

@@ -6,6 +6,7 @@ mod codec;
 pub mod hash;
 pub mod list;
 pub mod set;
+pub mod stream;
 pub mod topk;
 pub mod zset;
 
@@ -14,6 +15,7 @@ pub use codec::DecodeError;
 pub use hash::HashValue;
 pub use list::ListValue;
 pub use set::SetValue;
+pub use stream::StreamValue;
 pub use topk::TopKValue;
 pub use zset::ZSetValue;
 
@@ -85,11 +87,17 @@ pub enum Kind {
     List = 5,
     TopN = 6,
     Bag = 7,
+    Stream = 8,
 }
 
 impl Kind {
     pub fn from_u8(value: u8) -> Kind {
-        match value {
+        Kind::try_from_u8(value).unwrap_or_else(|| panic!("corrupt item kind {value}"))
+    }
+
+    /// The kind stored as `value`, None for a byte no kind has (tier-2 records check with it).
+    pub fn try_from_u8(value: u8) -> Option<Kind> {
+        Some(match value {
             1 => Kind::String,
             2 => Kind::Hash,
             3 => Kind::Set,
@@ -97,8 +105,9 @@ impl Kind {
             5 => Kind::List,
             6 => Kind::TopN,
             7 => Kind::Bag,
-            other => panic!("corrupt item kind {other}"),
-        }
+            8 => Kind::Stream,
+            _ => return None,
+        })
     }
 
     /// The name TYPE reports.
@@ -111,6 +120,7 @@ impl Kind {
             Kind::List => "list",
             Kind::TopN => "topn",
             Kind::Bag => "bag",
+            Kind::Stream => "stream",
         }
     }
 
@@ -124,6 +134,7 @@ impl Kind {
             Kind::List,
             Kind::TopN,
             Kind::Bag,
+            Kind::Stream,
         ]
         .into_iter()
         .find(|kind| kind.name().as_bytes() == name)
@@ -139,6 +150,8 @@ pub enum Collection {
     List(ListValue),
     TopN(TopKValue),
     Bag(BagValue),
+    /// Boxed: a stream's counters and trees would make every collection slot larger.
+    Stream(Box<StreamValue>),
 }
 
 impl Collection {
@@ -150,6 +163,7 @@ impl Collection {
             Collection::List(_) => Kind::List,
             Collection::TopN(_) => Kind::TopN,
             Collection::Bag(_) => Kind::Bag,
+            Collection::Stream(_) => Kind::Stream,
         }
     }
 
@@ -161,11 +175,13 @@ impl Collection {
             Collection::List(value) => value.memory_bytes(),
             Collection::TopN(value) => value.memory_bytes(),
             Collection::Bag(value) => value.memory_bytes(),
+            Collection::Stream(value) => value.memory_bytes(),
         }
     }
 
     /// Whether the key should go: a collection emptied by its commands is deleted. A reserved TopN is a
-    /// value even with no members (it carries its k), and a bag is never emptied.
+    /// value even with no members (it carries its k), a bag is never emptied, and a stream stays when
+    /// its entries are gone (it keeps its last id and groups), as in Redis.
     pub fn is_empty(&self) -> bool {
         match self {
             Collection::Hash(value) => value.len() == 0,
@@ -174,6 +190,7 @@ impl Collection {
             Collection::List(value) => value.len() == 0,
             Collection::TopN(_) => false,
             Collection::Bag(value) => value.is_empty(),
+            Collection::Stream(_) => false,
         }
     }
 
@@ -186,6 +203,7 @@ impl Collection {
             Collection::List(_) => "quicklist",
             Collection::TopN(_) => "btree",
             Collection::Bag(_) => "summary",
+            Collection::Stream(_) => "stream",
         }
     }
 
@@ -201,6 +219,7 @@ impl Collection {
             Collection::List(value) => value.encode(out),
             Collection::TopN(value) => value.encode(out),
             Collection::Bag(value) => value.encode(out),
+            Collection::Stream(value) => value.encode(out),
         }
     }
 
@@ -216,6 +235,7 @@ impl Collection {
             Kind::List => Collection::List(ListValue::decode(bytes)?),
             Kind::TopN => Collection::TopN(TopKValue::decode(bytes)?),
             Kind::Bag => Collection::Bag(BagValue::decode(bytes)?),
+            Kind::Stream => Collection::Stream(Box::new(StreamValue::decode(bytes)?)),
             Kind::String => return Err(DecodeError::BadKind(kind)),
         })
     }
@@ -258,6 +278,26 @@ collection_type!(ZSetValue, ZSet);
 collection_type!(ListValue, List);
 collection_type!(TopKValue, TopN);
 collection_type!(BagValue, Bag);
+
+impl CollectionType for StreamValue {
+    const KIND: Kind = Kind::Stream;
+    fn wrap(self) -> Collection {
+        Collection::Stream(Box::new(self))
+    }
+    fn from_ref(collection: &Collection) -> Option<&Self> {
+        match collection {
+            Collection::Stream(value) => Some(value),
+            _ => None,
+        }
+    }
+    fn from_mut(collection: &mut Collection) -> Option<&mut Self> {
+        match collection {
+            Collection::Stream(value) => Some(value),
+            _ => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -319,7 +359,9 @@ mod tests {
 
     #[test]
     fn kinds_round_trip_through_byte_and_name() {
-        for value in 1..=7 {
+        assert_eq!(Kind::try_from_u8(0), None);
+        assert_eq!(Kind::try_from_u8(9), None);
+        for value in 1..=8 {
             let kind = Kind::from_u8(value);
             assert_eq!(kind as u8, value);
             assert_eq!(Kind::from_name(kind.name().as_bytes()), Some(kind));
@@ -344,6 +386,15 @@ mod tests {
         topn.add(b"m", 7);
         let mut bag = BagValue::default();
         bag.add(-4);
+        let mut stream = StreamValue::default();
+        stream
+            .add(
+                stream::IdRequest::Exact(stream::StreamId::new(1, 1)),
+                &[b"f", b"v"],
+                0,
+            )
+            .expect("adds");
+        stream.create_group(b"g", stream::StreamId::MIN, None);
         vec![
             Collection::Hash(hash),
             Collection::Set(set),
@@ -351,6 +402,7 @@ mod tests {
             Collection::List(list),
             Collection::TopN(topn),
             Collection::Bag(bag),
+            Collection::Stream(Box::new(stream)),
         ]
     }
 
@@ -409,7 +461,7 @@ mod tests {
         /// when the bytes are exactly its encoding.
         #[test]
         fn arbitrary_bytes_never_panic(
-            kind in 2u8..=7,
+            kind in 2u8..=8,
             bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64),
         ) {
             let kind = Kind::from_u8(kind);

@@ -15,6 +15,7 @@ pub mod pubsub;
 pub mod scripting;
 pub mod server;
 pub mod set;
+pub mod stream;
 pub mod string;
 pub mod tenant;
 pub mod topn;
@@ -35,6 +36,7 @@ const FAMILIES: &[&[CommandInfo]] = &[
     set::COMMANDS,
     zset::COMMANDS,
     list::COMMANDS,
+    stream::COMMANDS,
     pubsub::COMMANDS,
     scripting::COMMANDS,
     transaction::COMMANDS,
@@ -141,6 +143,7 @@ impl Group {
     pub const SET: Group = Group::new("set", "set", "Sets");
     pub const SORTED_SET: Group = Group::new("sortedset", "sorted-set", "Sorted sets");
     pub const LIST: Group = Group::new("list", "list", "Lists");
+    pub const STREAM: Group = Group::new("stream", "stream", "Streams");
     pub const PUB_SUB: Group = Group::new("pubsub", "pubsub", "Pub/sub");
     pub const TRANSACTION: Group = Group::new("transaction", "transactions", "Transactions");
     pub const CONNECTION: Group = Group::new("connection", "connection", "Connection");
