@@ -4,7 +4,8 @@
 //!
 //! Files: `fallow.lock` (flock held for the process's life), `tenants.conf` (one declaration
 //! `name:weight:kind:shared` per line, in id order, so ids and the keyspace addresses in tier 2's records
-//! stay the same), `users.acl` (ACL LIST lines; the default user comes from the configuration), and the
+//! stay the same), `users.acl` (ACL LIST lines; the default user comes from the configuration),
+//! `functions.rdb` (the Redis 7 function libraries as a FUNCTION DUMP payload, with its checksum), and the
 //! tier-2 file (`tier2.dat` unless `--tier2-path` puts it elsewhere). Files are replaced atomically
 //! (written beside, fsynced, renamed).
 use crate::config::Config;
@@ -20,6 +21,8 @@ use std::sync::Arc;
 pub const LOCK_FILE: &str = "fallow.lock";
 pub const TENANTS_FILE: &str = "tenants.conf";
 pub const USERS_FILE: &str = "users.acl";
+/// The function libraries, as a FUNCTION DUMP payload.
+pub const FUNCTIONS_FILE: &str = "functions.rdb";
 pub const TIER2_FILE: &str = "tier2.dat";
 /// Written by a clean shutdown: the clean (ephemeral) records live then, so a warm restart keeps them.
 pub const CLEAN_MANIFEST_FILE: &str = "tier2.clean";
@@ -491,6 +494,25 @@ impl Durability {
             .map(|user| user.describe() + "\n")
             .collect();
         self.replace_file(USERS_FILE, text.as_bytes());
+    }
+
+    /// Saves the function libraries (a FUNCTION DUMP payload).
+    pub fn save_functions(&self, payload: &[u8]) {
+        self.replace_file(FUNCTIONS_FILE, payload);
+    }
+
+    /// The saved function libraries' payload, if any.
+    pub fn saved_functions(&self) -> Option<Vec<u8>> {
+        std::fs::read(self.dir.join(FUNCTIONS_FILE)).ok()
+    }
+
+    /// Renames the saved libraries aside (they do not load), so the next save does not overwrite them.
+    pub fn set_functions_aside(&self) -> PathBuf {
+        let aside = self.dir.join(format!("{FUNCTIONS_FILE}.damaged"));
+        if let Err(error) = std::fs::rename(self.dir.join(FUNCTIONS_FILE), &aside) {
+            tracing::error!(%error, "cannot set the saved function libraries aside");
+        }
+        aside
     }
 
     fn replace_file(&self, name: &str, bytes: &[u8]) {

@@ -7,9 +7,11 @@
 //! every connection thread can reach every key. A shard is still one owner at a time, and the shard API is
 //! message-shaped (key + operation), so shards can later live on other nodes.
 pub mod admission;
+pub mod dump;
 pub mod glob;
 pub mod memory;
 pub mod pool;
+pub mod rdb;
 pub mod shard;
 pub mod tier2;
 mod tiering;

@@ -3,6 +3,8 @@
 
 /// The memory cap per write (one test binary per crate: linking each costs CI ~10 s).
 mod maxmemory;
+/// The DUMP/RESTORE payload codec against Redis 7.0.15's payloads.
+mod rdb;
 
 use fallow_store::{
     keyspace, now_ms, ReclaimPath, Store, StoreConfig, TenantId, TenantKind, TenantSpec,

@@ -73,6 +73,8 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
+    // So are the function libraries saved there; a damaged file is set aside and reported.
+    fallow_server::command::scripting::function::restore_saved(&server);
     let result = runtime.block_on(fallow_server::net::serve(server, shutdown_signal()));
     match result {
         Ok(()) => {

@@ -9,6 +9,7 @@ pub mod blocking;
 pub mod bulk;
 pub mod connection;
 pub mod dispatch;
+pub mod dump;
 pub mod elastic;
 pub mod hash;
 pub mod info;
@@ -63,6 +64,7 @@ impl std::ops::Deref for CommandSpec {
 const HANDLERS: &[&[(&str, Handler)]] = &[
     string::HANDLERS,
     keys::HANDLERS,
+    dump::HANDLERS,
     hash::HANDLERS,
     set::HANDLERS,
     zset::HANDLERS,

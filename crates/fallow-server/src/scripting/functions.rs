@@ -108,6 +108,32 @@ impl Libraries {
         Ok(library)
     }
 
+    /// Whether `batch` (library names with their functions) can be added together (FUNCTION RESTORE: all
+    /// or none). Err is Redis's reply for the first collision.
+    pub fn check_batch(
+        &self,
+        batch: &[(&str, &[Registered])],
+        replace: bool,
+    ) -> Result<(), String> {
+        let registry = self.registry.read();
+        let mut batch_functions = std::collections::HashSet::new();
+        for (name, functions) in batch {
+            if !replace && registry.libraries.contains_key(*name) {
+                return Err(format!("ERR Library {name} already exists"));
+            }
+            for function in *functions {
+                let owned_elsewhere = registry
+                    .functions
+                    .get(&function.name)
+                    .is_some_and(|(owner, _)| owner.name != *name);
+                if owned_elsewhere || !batch_functions.insert(function.name.as_str()) {
+                    return Err(format!("ERR Function {} already exists", function.name));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Removes library `name`; false when there is none.
     pub fn delete(&self, name: &str) -> bool {
         let mut registry = self.registry.write();

@@ -170,6 +170,31 @@ impl Shard {
         header.access_s = clock;
     }
 
+    /// Sets a key's access record as RESTORE's IDLETIME or FREQ asks: last accessed `idle_s` seconds ago,
+    /// or an LFU counter of `frequency`. False when the key is missing.
+    pub fn set_access(
+        &mut self,
+        keyspace: usize,
+        key: &[u8],
+        now_ms: u64,
+        idle_s: Option<u64>,
+        frequency: Option<u8>,
+    ) -> bool {
+        let Some((_, location)) = self.lookup(keyspace, key, now_ms) else {
+            return false;
+        };
+        let clock = self.access_clock_s(now_ms);
+        let header = self.header_mut(location);
+        if let Some(idle_s) = idle_s {
+            header.access_s = clock.saturating_sub(idle_s.min(u32::MAX as u64) as u32);
+        }
+        if let Some(frequency) = frequency {
+            header.lfu_counter = frequency;
+            header.access_s = clock;
+        }
+        true
+    }
+
     /// The LFU counter of the item at `location` at access-clock second `clock`: less one per idle
     /// minute (Redis's lfu-decay-time 1).
     pub(super) fn decayed_lfu_counter(&self, location: Location, clock: u32) -> u8 {

@@ -21,6 +21,8 @@ pub const COMMANDS: &[CommandInfo] = &[
     info("rename", 3, WRITE, TWO_KEYS, Group::KEYSPACE, "Rename a key"),
     info("renamenx", 3, WRITE | FAST, TWO_KEYS, Group::KEYSPACE, "Rename a key only if the new name does not exist"),
     info("copy", -3, WRITE | DENYOOM, TWO_KEYS, Group::KEYSPACE, "Copy a key"),
+    info("dump", 2, READONLY, ONE_KEY, Group::KEYSPACE, "A key's value as Redis's serialized payload"),
+    info("restore", -4, WRITE | DENYOOM, ONE_KEY, Group::KEYSPACE, "Create a key from a DUMP payload"),
     // A key's shard does not depend on its database, so one lock covers both databases.
     info("move", 3, WRITE | FAST, ONE_KEY, Group::KEYSPACE, "Move a key to another database"),
     info("swapdb", 3, WRITE | FAST, Keys::All, Group::KEYSPACE, "Swap two databases"),

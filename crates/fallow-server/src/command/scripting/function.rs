@@ -1,10 +1,13 @@
-//! Redis 7 functions: FUNCTION (LOAD, LIST, STATS, DELETE, FLUSH, KILL, HELP) and FCALL, FCALL_RO.
-//! The libraries are `crate::scripting::functions`; a library's code runs in this worker's Lua state
-//! at FUNCTION LOAD (to find its functions) and in any other worker's at its first FCALL there.
+//! Redis 7 functions: FUNCTION (LOAD, LIST, STATS, DELETE, FLUSH, KILL, DUMP, RESTORE, HELP) and FCALL,
+//! FCALL_RO. The libraries are `crate::scripting::functions`; a library's code runs in this worker's Lua
+//! state at FUNCTION LOAD (to find its functions) and in any other worker's at its first FCALL there.
+//! Every change is saved to `--dir` as a FUNCTION DUMP payload, which `restore_saved` loads at start.
 use super::run::{self, Runnable};
 use super::{split_keys, vm};
 use crate::command::reply::subcommand_arity_error;
 use crate::command::{is, subcommand_error, Ctx};
+use crate::scripting::functions::Registered;
+use crate::server::Server;
 
 pub fn fcall(ctx: &mut Ctx, args: &[&[u8]]) {
     call_function(ctx, args, false)
@@ -75,6 +78,10 @@ pub fn function(ctx: &mut Ctx, args: &[&[u8]]) {
         b"help" | b"kill" | b"stats" | b"dump" => args.len() == 2,
         b"flush" => args.len() <= 3,
         b"delete" => args.len() == 3,
+        b"restore" if args.len() > 4 => return ctx.out.error(
+            "ERR unknown subcommand or wrong number of arguments for 'RESTORE'. Try FUNCTION HELP.",
+        ),
+        b"restore" => args.len() >= 3,
         b"load" => args.len() == 3 || args.len() == 4,
         b"list" => true,
         _ => return subcommand_error(ctx, args),
@@ -93,10 +100,111 @@ pub fn function(ctx: &mut Ctx, args: &[&[u8]]) {
         b"delete" => delete(ctx, args[2]),
         b"flush" => flush(ctx, args),
         b"kill" => kill(ctx),
-        _ => ctx
-            .out
-            .error("ERR FUNCTION DUMP is not available yet in fallow"),
+        b"dump" => {
+            let payload = libraries_payload(ctx.server);
+            ctx.out.bulk(&payload)
+        }
+        _ => restore(ctx, args[2], args.get(3).copied()),
     }
+}
+
+/// Every library's code as a FUNCTION DUMP payload.
+fn libraries_payload(server: &Server) -> Vec<u8> {
+    let libraries = server.scripts.functions.list();
+    let codes: Vec<&[u8]> = libraries.iter().map(|library| &*library.code).collect();
+    fallow_store::rdb::encode_function_dump(&codes)
+}
+
+/// Saves the libraries to `--dir` after a change (servers without one keep them in memory only).
+fn functions_changed(server: &Server) {
+    if let Some(durability) = server.durability.get() {
+        durability.save_functions(&libraries_payload(server));
+    }
+}
+
+/// Loads the libraries saved in `--dir` (at start, before listeners open). A file that does not load
+/// (damaged, or a library that no longer loads) is renamed aside and reported; the server starts without
+/// its libraries rather than not at all.
+pub fn restore_saved(server: &Server) {
+    let Some(durability) = server.durability.get() else {
+        return;
+    };
+    let Some(payload) = durability.saved_functions() else {
+        return;
+    };
+    let restored = fallow_store::rdb::decode_function_dump(&payload)
+        .map_err(|error| error.redis_message().to_string())
+        .and_then(|codes| load_all(&codes).and_then(|loaded| add_all(server, loaded, false)));
+    match restored {
+        Ok(()) => {
+            let (libraries, functions) = server.scripts.functions.counts();
+            tracing::info!(libraries, functions, "function libraries restored");
+        }
+        Err(error) => {
+            server.scripts.functions.flush();
+            let aside = durability.set_functions_aside();
+            tracing::error!(%error, aside = %aside.display(), "the saved function libraries do not load: set aside, starting without them");
+        }
+    }
+}
+
+/// FUNCTION RESTORE payload [FLUSH|APPEND|REPLACE]: every library or none.
+fn restore(ctx: &mut Ctx, payload: &[u8], policy: Option<&[u8]>) {
+    let policy = policy.unwrap_or(b"append");
+    let flush = is(policy, "flush");
+    if !flush && !is(policy, "append") && !is(policy, "replace") {
+        return ctx.out.error(
+            "ERR Wrong restore policy given, value should be either FLUSH, APPEND or REPLACE.",
+        );
+    }
+    let codes = match fallow_store::rdb::decode_function_dump(payload) {
+        Ok(codes) => codes,
+        Err(error) => return ctx.out.error(error.redis_message()),
+    };
+    let result = load_all(&codes).and_then(|loaded| {
+        let server = ctx.server;
+        if flush {
+            server.scripts.functions.flush();
+        }
+        add_all(server, loaded, is(policy, "replace"))
+    });
+    match result {
+        Ok(()) => {
+            functions_changed(ctx.server);
+            ctx.out.ok()
+        }
+        Err(error) => ctx.out.error(&error),
+    }
+}
+
+/// A library's name, code and functions, found by running its code.
+type LoadedCode<'c> = (String, &'c [u8], Vec<Registered>);
+
+/// Runs every library's code (in this worker's Lua state) to find its functions.
+fn load_all(codes: &[Vec<u8>]) -> Result<Vec<LoadedCode<'_>>, String> {
+    codes
+        .iter()
+        .map(|code| {
+            let name = crate::scripting::shebang::library_name(code)?;
+            let functions =
+                vm::with_vm(|vm| vm.load_library(code).map(|loaded| loaded.functions))??;
+            Ok((name, code.as_slice(), functions))
+        })
+        .collect()
+}
+
+/// Registers loaded libraries, all or none: every collision is checked before any is added.
+fn add_all(server: &Server, loaded: Vec<LoadedCode<'_>>, replace: bool) -> Result<(), String> {
+    let libraries = &server.scripts.functions;
+    let batch: Vec<(&str, &[Registered])> = loaded
+        .iter()
+        .map(|(name, _, functions)| (name.as_str(), functions.as_slice()))
+        .collect();
+    libraries.check_batch(&batch, replace)?;
+    for (name, code, functions) in loaded {
+        libraries.add(&name, code, functions, replace)?;
+    }
+    Ok(())
 }
 
 /// FUNCTION LOAD [REPLACE] code: runs the code to find its functions, then registers the library.
@@ -129,6 +237,7 @@ fn load_library(ctx: &mut Ctx, code: &[u8], replace: bool) -> Result<String, Str
         vm.report_memory(&ctx.server.scripts);
         Ok(())
     })??;
+    functions_changed(ctx.server);
     Ok(name)
 }
 
@@ -228,6 +337,7 @@ fn stats(ctx: &mut Ctx) {
 fn delete(ctx: &mut Ctx, name: &[u8]) {
     let name = String::from_utf8_lossy(name);
     if ctx.server.scripts.functions.delete(&name) {
+        functions_changed(ctx.server);
         ctx.out.ok();
     } else {
         ctx.out.error("ERR Library not found");
@@ -241,6 +351,7 @@ fn flush(ctx: &mut Ctx, args: &[&[u8]]) {
             .error("ERR FUNCTION FLUSH only supports SYNC|ASYNC option");
     }
     ctx.server.scripts.functions.flush();
+    functions_changed(ctx.server);
     ctx.out.ok();
 }
 
