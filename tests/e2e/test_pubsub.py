@@ -2,7 +2,7 @@ import time
 
 import pytest
 
-from helpers import Err, Push, wait_for
+from helpers import Err, Push, encode, wait_for
 
 pytestmark = pytest.mark.resp
 
@@ -100,3 +100,31 @@ def test_redis_py_pubsub_resp3(r3, r):
         msg = p.get_message(timeout=0.5)
     assert msg is not None and msg["type"] == "message" and msg["data"] == "data"
     p.close()
+
+
+def test_sharded_pubsub(raw):
+    subscriber, publisher = raw(), raw()
+    assert subscriber.cmd("SUBSCRIBE", "c1") == [b"subscribe", b"c1", 1]
+    subscriber.send(encode("SSUBSCRIBE", "s1", "s2"))
+    assert [subscriber.read_reply(), subscriber.read_reply()] == \
+        [[b"ssubscribe", b"s1", 1], [b"ssubscribe", b"s2", 2]], "shard channels are counted apart"
+    assert publisher.cmd("SPUBLISH", "s1", "hello") == 1
+    assert subscriber.read_reply() == [b"smessage", b"s1", b"hello"]
+    assert publisher.cmd("PUBLISH", "s1", "x") == 0, "a shard channel is not a channel"
+    assert sorted(publisher.cmd("PUBSUB", "SHARDCHANNELS")) == [b"s1", b"s2"]
+    assert publisher.cmd("PUBSUB", "SHARDCHANNELS", "s1*") == [b"s1"]
+    assert publisher.cmd("PUBSUB", "SHARDNUMSUB", "s1", "zz") == [b"s1", 1, b"zz", 0]
+    assert publisher.cmd("PUBSUB", "SHARDCHANNELS", "a", "b") == \
+        Err("ERR unknown subcommand or wrong number of arguments for 'SHARDCHANNELS'. Try PUBSUB HELP.")
+    assert subscriber.cmd("SUNSUBSCRIBE", "s1") == [b"sunsubscribe", b"s1", 1]
+    assert subscriber.cmd("SUNSUBSCRIBE") == [b"sunsubscribe", b"s2", 0]
+    assert subscriber.cmd("SUNSUBSCRIBE") == [b"sunsubscribe", None, 0]
+    assert subscriber.cmd("SPUBLISH", "s1", "m") == Err(
+        "ERR Can't execute 'spublish': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed "
+        "in this context")
+    assert publisher.cmd("SSUBSCRIBE") == Err("ERR wrong number of arguments for 'ssubscribe' command")
+    resp3 = raw()
+    resp3.cmd("HELLO", "3")
+    assert resp3.cmd("SSUBSCRIBE", "s9") == Push([b"ssubscribe", b"s9", 1])
+    assert publisher.cmd("SPUBLISH", "s9", "m") == 1
+    assert resp3.read_reply() == Push([b"smessage", b"s9", b"m"])

@@ -64,6 +64,8 @@ pub struct ConnState {
     pub watched: Vec<Watch>,
     pub subscriptions: HashSet<Vec<u8>>,
     pub patterns: HashSet<Vec<u8>>,
+    /// Shard channels (SSUBSCRIBE).
+    pub shard_channels: HashSet<Vec<u8>>,
     /// Sender other connections publish into; the connection loop owns the receiver.
     pub pubsub_sender: tokio::sync::mpsc::Sender<PubSubMessage>,
     pub reply_mode: ReplyMode,
@@ -137,6 +139,7 @@ impl ConnState {
             watched: Vec::new(),
             subscriptions: HashSet::new(),
             patterns: HashSet::new(),
+            shard_channels: HashSet::new(),
             pubsub_sender,
             reply_mode: ReplyMode::On,
             block: None,
@@ -212,7 +215,13 @@ impl ConnState {
         self.output_limits.class(class)
     }
 
+    /// Every subscription: channels, patterns and shard channels.
     pub fn subscription_count(&self) -> usize {
+        self.subscriptions.len() + self.patterns.len() + self.shard_channels.len()
+    }
+
+    /// The count (P)SUBSCRIBE confirmations carry (Redis counts shard channels apart).
+    pub fn channel_subscription_count(&self) -> usize {
         self.subscriptions.len() + self.patterns.len()
     }
 

@@ -1,4 +1,5 @@
-//! Pub/sub registry: which connections listen on which channels and patterns. PUBLISH delivers into each
+//! Pub/sub registry: which connections listen on which channels, patterns and shard channels (Redis 7's
+//! sharded pub/sub: SSUBSCRIBE and SPUBLISH, a namespace of their own). PUBLISH delivers into each
 //! subscriber's queue, bounded in bytes by the pubsub class of `client-output-buffer-limit` (the queued
 //! messages count as the subscriber's output, with its unwritten replies) and in messages by
 //! `pubsub-queue-messages-max`; a subscriber past either is disconnected, as Redis does, so a slow reader
@@ -23,6 +24,18 @@ pub enum PubSubMessage {
         channel: Arc<[u8]>,
         payload: Arc<[u8]>,
     },
+    ShardMessage {
+        channel: Arc<[u8]>,
+        payload: Arc<[u8]>,
+    },
+}
+
+/// The three subscription namespaces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Space {
+    Channels,
+    Patterns,
+    Shard,
 }
 
 /// What one PUBLISH checks each delivery against.
@@ -40,7 +53,8 @@ impl PubSubMessage {
         /// The RESP framing of the message: array header, the kind, lengths and line ends.
         const FRAMING_BYTES: u64 = 48;
         let names = match self {
-            PubSubMessage::Message { channel, .. } => channel.len(),
+            PubSubMessage::Message { channel, .. }
+            | PubSubMessage::ShardMessage { channel, .. } => channel.len(),
             PubSubMessage::PatternMessage {
                 pattern, channel, ..
             } => pattern.len() + channel.len(),
@@ -51,7 +65,8 @@ impl PubSubMessage {
     fn payload(&self) -> &[u8] {
         match self {
             PubSubMessage::Message { payload, .. }
-            | PubSubMessage::PatternMessage { payload, .. } => payload,
+            | PubSubMessage::PatternMessage { payload, .. }
+            | PubSubMessage::ShardMessage { payload, .. } => payload,
         }
     }
 }
@@ -66,6 +81,17 @@ struct Subscriber {
 struct Registry {
     channels: HashMap<Vec<u8>, HashMap<u64, Subscriber>>,
     patterns: HashMap<Vec<u8>, HashMap<u64, Subscriber>>,
+    shard_channels: HashMap<Vec<u8>, HashMap<u64, Subscriber>>,
+}
+
+impl Registry {
+    fn space(&mut self, space: Space) -> &mut HashMap<Vec<u8>, HashMap<u64, Subscriber>> {
+        match space {
+            Space::Channels => &mut self.channels,
+            Space::Patterns => &mut self.patterns,
+            Space::Shard => &mut self.shard_channels,
+        }
+    }
 }
 
 #[derive(Default)]
@@ -76,36 +102,31 @@ pub struct PubSub {
 }
 
 impl PubSub {
-    /// Subscribes a client to a channel (`pattern` = false) or a pattern.
+    /// Subscribes a client to a channel, pattern or shard channel.
     pub fn subscribe(
         &self,
         name: &[u8],
-        pattern: bool,
+        space: Space,
         handle: &Arc<ClientHandle>,
         sender: &Sender<PubSubMessage>,
     ) {
         let mut registry = self.registry.lock();
-        let map = if pattern {
-            &mut registry.patterns
-        } else {
-            &mut registry.channels
-        };
-        map.entry(name.to_vec()).or_default().insert(
-            handle.id,
-            Subscriber {
-                sender: sender.clone(),
-                handle: handle.clone(),
-            },
-        );
+        registry
+            .space(space)
+            .entry(name.to_vec())
+            .or_default()
+            .insert(
+                handle.id,
+                Subscriber {
+                    sender: sender.clone(),
+                    handle: handle.clone(),
+                },
+            );
     }
 
-    pub fn unsubscribe(&self, name: &[u8], pattern: bool, client_id: u64) {
+    pub fn unsubscribe(&self, name: &[u8], space: Space, client_id: u64) {
         let mut registry = self.registry.lock();
-        let map = if pattern {
-            &mut registry.patterns
-        } else {
-            &mut registry.channels
-        };
+        let map = registry.space(space);
         if let Some(subscribers) = map.get_mut(name) {
             subscribers.remove(&client_id);
             if subscribers.is_empty() {
@@ -118,7 +139,11 @@ impl PubSub {
     pub fn unsubscribe_all(&self, client_id: u64) {
         let mut guard = self.registry.lock();
         let registry = &mut *guard;
-        for map in [&mut registry.channels, &mut registry.patterns] {
+        for map in [
+            &mut registry.channels,
+            &mut registry.patterns,
+            &mut registry.shard_channels,
+        ] {
             map.retain(|_, subscribers| {
                 subscribers.remove(&client_id);
                 !subscribers.is_empty()
@@ -172,6 +197,40 @@ impl PubSub {
         (receivers, delivery.over_clients_limit.get())
     }
 
+    /// SPUBLISH: delivers a message to a shard channel's subscribers; returns how many received it (and
+    /// whether all clients' buffers passed maxmemory-clients, as `publish`).
+    pub fn publish_shard(
+        &self,
+        channel: &[u8],
+        payload: &[u8],
+        clients: &ClientsMemory,
+    ) -> (usize, bool) {
+        let delivery = Delivery {
+            clients,
+            limit: clients.limits().class(ClientClass::Pubsub),
+            now_ms: clients.now_ms(),
+            over_clients_limit: std::cell::Cell::new(false),
+        };
+        self.messages_published.fetch_add(1, Ordering::Relaxed);
+        let registry = self.registry.lock();
+        let Some(subscribers) = registry.shard_channels.get(channel) else {
+            return (0, false);
+        };
+        let channel: Arc<[u8]> = channel.into();
+        let payload: Arc<[u8]> = payload.into();
+        let receivers = subscribers
+            .values()
+            .map(|subscriber| {
+                let message = PubSubMessage::ShardMessage {
+                    channel: channel.clone(),
+                    payload: payload.clone(),
+                };
+                self.deliver(&delivery, subscriber, message)
+            })
+            .sum();
+        (receivers, delivery.over_clients_limit.get())
+    }
+
     /// Queues a message for one subscriber, its bytes counted as the subscriber's output first.
     fn deliver(
         &self,
@@ -219,11 +278,11 @@ impl PubSub {
         }
     }
 
-    /// Active channels matching `pattern` (all when None).
-    pub fn channels(&self, pattern: Option<&[u8]>) -> Vec<Vec<u8>> {
-        let registry = self.registry.lock();
+    /// Active channels (or shard channels) matching `pattern` (all when None).
+    pub fn channels(&self, space: Space, pattern: Option<&[u8]>) -> Vec<Vec<u8>> {
+        let mut registry = self.registry.lock();
         registry
-            .channels
+            .space(space)
             .keys()
             .filter(|channel| {
                 pattern.is_none_or(|pattern| fallow_store::glob::matches(pattern, channel))
@@ -232,10 +291,11 @@ impl PubSub {
             .collect()
     }
 
-    pub fn subscriber_count(&self, channel: &[u8]) -> usize {
+    /// Subscribers of a channel (or shard channel), pattern subscriptions not counted.
+    pub fn subscriber_count(&self, space: Space, channel: &[u8]) -> usize {
         self.registry
             .lock()
-            .channels
+            .space(space)
             .get(channel)
             .map_or(0, |subscribers| subscribers.len())
     }

@@ -1,7 +1,10 @@
-//! Pub/sub commands: SUBSCRIBE PSUBSCRIBE UNSUBSCRIBE PUNSUBSCRIBE PUBLISH PUBSUB. Confirmations are
-//! pushes (arrays in RESP2), one per channel, each carrying the connection's running subscription count.
+//! Pub/sub commands: SUBSCRIBE PSUBSCRIBE UNSUBSCRIBE PUNSUBSCRIBE PUBLISH PUBSUB, and Redis 7's sharded
+//! pub/sub: SSUBSCRIBE SUNSUBSCRIBE SPUBLISH (one server holds every shard: shard channels are a namespace
+//! of their own). Confirmations are pushes (arrays in RESP2), one per channel, each carrying the
+//! connection's running count (channels and patterns; shard channels counted apart, as Redis does).
 use super::reply::help_reply;
 use super::{subcommand_error, Ctx, Handler};
+use crate::pubsub::Space;
 
 pub const HANDLERS: &[(&str, Handler)] = &[
     ("subscribe", subscribe),
@@ -10,6 +13,9 @@ pub const HANDLERS: &[(&str, Handler)] = &[
     ("punsubscribe", punsubscribe),
     ("publish", publish),
     ("pubsub", pubsub),
+    ("ssubscribe", ssubscribe),
+    ("sunsubscribe", sunsubscribe),
+    ("spublish", spublish),
 ];
 
 const NOPERM_CHANNEL: &str =
@@ -51,25 +57,46 @@ fn first_denied_channel<'a>(ctx: &Ctx, names: &[&'a [u8]], patterns: bool) -> Op
     })
 }
 
-fn confirm(ctx: &mut Ctx, kind: &str, name: Option<&[u8]>) {
+/// The connection's subscriptions in `space`.
+fn subscribed<'c>(
+    conn: &'c mut crate::connection::ConnState,
+    space: Space,
+) -> &'c mut std::collections::HashSet<Vec<u8>> {
+    match space {
+        Space::Channels => &mut conn.subscriptions,
+        Space::Patterns => &mut conn.patterns,
+        Space::Shard => &mut conn.shard_channels,
+    }
+}
+
+fn confirm(ctx: &mut Ctx, kind: &str, space: Space, name: Option<&[u8]>) {
     ctx.out.push_len(3);
     ctx.out.bulk(kind.as_bytes());
     match name {
         Some(name) => ctx.out.bulk(name),
         None => ctx.out.nil(),
     }
-    ctx.out.int(ctx.conn.subscription_count() as i64);
+    let count = match space {
+        Space::Shard => ctx.conn.shard_channels.len(),
+        _ => ctx.conn.channel_subscription_count(),
+    };
+    ctx.out.int(count as i64);
 }
 
 fn subscribe(ctx: &mut Ctx, args: &[&[u8]]) {
-    subscribe_to(ctx, &args[1..], false);
+    subscribe_to(ctx, &args[1..], Space::Channels);
 }
 
 fn psubscribe(ctx: &mut Ctx, args: &[&[u8]]) {
-    subscribe_to(ctx, &args[1..], true);
+    subscribe_to(ctx, &args[1..], Space::Patterns);
 }
 
-fn subscribe_to(ctx: &mut Ctx, names: &[&[u8]], pattern: bool) {
+fn ssubscribe(ctx: &mut Ctx, args: &[&[u8]]) {
+    subscribe_to(ctx, &args[1..], Space::Shard);
+}
+
+fn subscribe_to(ctx: &mut Ctx, names: &[&[u8]], space: Space) {
+    let pattern = space == Space::Patterns;
     if !channels_allowed(ctx, names, pattern) {
         return ctx.out.error(NOPERM_CHANNEL);
     }
@@ -78,75 +105,74 @@ fn subscribe_to(ctx: &mut Ctx, names: &[&[u8]], pattern: bool) {
             .out
             .error("ERR too many subscriptions for one connection");
     }
+    let kind = match space {
+        Space::Channels => "subscribe",
+        Space::Patterns => "psubscribe",
+        Space::Shard => "ssubscribe",
+    };
     for &name in names {
-        let set = if pattern {
-            &mut ctx.conn.patterns
-        } else {
-            &mut ctx.conn.subscriptions
-        };
-        if set.insert(name.to_vec()) {
+        if subscribed(ctx.conn, space).insert(name.to_vec()) {
             ctx.server
                 .pubsub
-                .subscribe(name, pattern, &ctx.conn.handle, &ctx.conn.pubsub_sender);
+                .subscribe(name, space, &ctx.conn.handle, &ctx.conn.pubsub_sender);
         }
-        confirm(
-            ctx,
-            if pattern { "psubscribe" } else { "subscribe" },
-            Some(name),
-        );
+        confirm(ctx, kind, space, Some(name));
     }
 }
 
 fn unsubscribe(ctx: &mut Ctx, args: &[&[u8]]) {
-    unsubscribe_from(ctx, &args[1..], false);
+    unsubscribe_from(ctx, &args[1..], Space::Channels);
 }
 
 fn punsubscribe(ctx: &mut Ctx, args: &[&[u8]]) {
-    unsubscribe_from(ctx, &args[1..], true);
+    unsubscribe_from(ctx, &args[1..], Space::Patterns);
+}
+
+fn sunsubscribe(ctx: &mut Ctx, args: &[&[u8]]) {
+    unsubscribe_from(ctx, &args[1..], Space::Shard);
 }
 
 /// Drops the given subscriptions, or all of one kind when `names` is empty.
-fn unsubscribe_from(ctx: &mut Ctx, names: &[&[u8]], pattern: bool) {
-    let kind = if pattern {
-        "punsubscribe"
-    } else {
-        "unsubscribe"
+fn unsubscribe_from(ctx: &mut Ctx, names: &[&[u8]], space: Space) {
+    let kind = match space {
+        Space::Channels => "unsubscribe",
+        Space::Patterns => "punsubscribe",
+        Space::Shard => "sunsubscribe",
     };
     let names: Vec<Vec<u8>> = if names.is_empty() {
-        let set = if pattern {
-            &ctx.conn.patterns
-        } else {
-            &ctx.conn.subscriptions
-        };
-        set.iter().cloned().collect()
+        subscribed(ctx.conn, space).iter().cloned().collect()
     } else {
         names.iter().map(|name| name.to_vec()).collect()
     };
     if names.is_empty() {
-        return confirm(ctx, kind, None);
+        return confirm(ctx, kind, space, None);
     }
     for name in names {
-        let set = if pattern {
-            &mut ctx.conn.patterns
-        } else {
-            &mut ctx.conn.subscriptions
-        };
-        if set.remove(&name) {
-            ctx.server.pubsub.unsubscribe(&name, pattern, ctx.conn.id());
+        if subscribed(ctx.conn, space).remove(&name) {
+            ctx.server.pubsub.unsubscribe(&name, space, ctx.conn.id());
         }
-        confirm(ctx, kind, Some(&name));
+        confirm(ctx, kind, space, Some(&name));
     }
 }
 
 fn publish(ctx: &mut Ctx, args: &[&[u8]]) {
+    publish_in(ctx, args, Space::Channels)
+}
+
+fn spublish(ctx: &mut Ctx, args: &[&[u8]]) {
+    publish_in(ctx, args, Space::Shard)
+}
+
+fn publish_in(ctx: &mut Ctx, args: &[&[u8]], space: Space) {
     if !channels_allowed(ctx, &args[1..2], false) {
         return ctx.out.error(NOPERM_CHANNEL);
     }
     let server = ctx.server;
-    let (receivers, over_clients_limit) =
-        server
-            .pubsub
-            .publish(args[1], args[2], &server.clients_memory);
+    let memory = &server.clients_memory;
+    let (receivers, over_clients_limit) = match space {
+        Space::Shard => server.pubsub.publish_shard(args[1], args[2], memory),
+        _ => server.pubsub.publish(args[1], args[2], memory),
+    };
     if over_clients_limit {
         crate::clients::memory::enforce_maxmemory_clients(&server.clients, &server.clients_memory);
     }
@@ -156,29 +182,11 @@ fn publish(ctx: &mut Ctx, args: &[&[u8]]) {
 fn pubsub(ctx: &mut Ctx, args: &[&[u8]]) {
     let sub = args[1].to_ascii_lowercase();
     match (sub.as_slice(), args.len()) {
-        (b"channels", 2 | 3) => {
-            let channels = ctx.server.pubsub.channels(args.get(2).copied());
-            ctx.out
-                .bulks(channels.iter().map(|channel| channel.as_slice()));
-        }
-        (b"numsub", _) => {
-            ctx.out.array_len((args.len() - 2) * 2);
-            for &channel in &args[2..] {
-                ctx.out.bulk(channel);
-                ctx.out
-                    .int(ctx.server.pubsub.subscriber_count(channel) as i64);
-            }
-        }
+        (b"channels", 2 | 3) => list_channels(ctx, Space::Channels, args.get(2).copied()),
+        (b"numsub", _) => count_subscribers(ctx, Space::Channels, &args[2..]),
         (b"numpat", 2) => ctx.out.int(ctx.server.pubsub.pattern_count() as i64),
-        // fallow has no cluster, so no shard channels.
-        (b"shardchannels", 2 | 3) => ctx.out.array_len(0),
-        (b"shardnumsub", _) => {
-            ctx.out.array_len((args.len() - 2) * 2);
-            for &channel in &args[2..] {
-                ctx.out.bulk(channel);
-                ctx.out.int(0);
-            }
-        }
+        (b"shardchannels", 2 | 3) => list_channels(ctx, Space::Shard, args.get(2).copied()),
+        (b"shardnumsub", _) => count_subscribers(ctx, Space::Shard, &args[2..]),
         (b"help", 2) => help_reply(
             ctx,
             "PUBSUB",
@@ -197,5 +205,22 @@ fn pubsub(ctx: &mut Ctx, args: &[&[u8]]) {
             String::from_utf8_lossy(args[1])
         )),
         _ => subcommand_error(ctx, args),
+    }
+}
+
+/// PUBSUB CHANNELS / SHARDCHANNELS [pattern].
+fn list_channels(ctx: &mut Ctx, space: Space, pattern: Option<&[u8]>) {
+    let channels = ctx.server.pubsub.channels(space, pattern);
+    ctx.out
+        .bulks(channels.iter().map(|channel| channel.as_slice()));
+}
+
+/// PUBSUB NUMSUB / SHARDNUMSUB channel...: each channel with its subscriber count.
+fn count_subscribers(ctx: &mut Ctx, space: Space, channels: &[&[u8]]) {
+    ctx.out.array_len(channels.len() * 2);
+    for &channel in channels {
+        ctx.out.bulk(channel);
+        let count = ctx.server.pubsub.subscriber_count(space, channel);
+        ctx.out.int(count as i64);
     }
 }

@@ -8,4 +8,5 @@ pub fn unsubscribe_all_quietly(ctx: &mut Ctx) {
     ctx.server.pubsub.unsubscribe_all(ctx.conn.id());
     ctx.conn.subscriptions.clear();
     ctx.conn.patterns.clear();
+    ctx.conn.shard_channels.clear();
 }

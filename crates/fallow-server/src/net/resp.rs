@@ -842,5 +842,11 @@ pub fn encode_message(out: &mut ReplyWriter, message: &PubSubMessage) {
             out.bulk(channel);
             out.bulk(payload);
         }
+        PubSubMessage::ShardMessage { channel, payload } => {
+            out.push_len(3);
+            out.bulk(b"smessage");
+            out.bulk(channel);
+            out.bulk(payload);
+        }
     }
 }

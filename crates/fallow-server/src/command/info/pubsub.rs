@@ -13,4 +13,7 @@ pub const COMMANDS: &[CommandInfo] = &[
     info("punsubscribe", -1, SUBSCRIBING, Keys::None, Group::PUB_SUB, "Stop listening for messages posted to channels matching patterns"),
     info("publish", 3, PUBSUB | LOADING | STALE | FAST, Keys::None, Group::PUB_SUB, "Post a message to a channel"),
     info("pubsub", -2, PUBSUB | LOADING | STALE, Keys::None, Group::PUB_SUB, "Inspect the state of the pub/sub subsystem"),
+    info("ssubscribe", -2, SUBSCRIBING, Keys::None, Group::PUB_SUB, "Listen for messages published to shard channels"),
+    info("sunsubscribe", -1, SUBSCRIBING, Keys::None, Group::PUB_SUB, "Stop listening for messages posted to shard channels"),
+    info("spublish", 3, PUBSUB | LOADING | STALE | FAST, Keys::None, Group::PUB_SUB, "Post a message to a shard channel"),
 ];

@@ -355,7 +355,10 @@ fn stats_section(ctx: &Ctx, totals: &ShardTotals, text: &mut String) {
     field(
         text,
         "pubsub_channels",
-        ctx.server.pubsub.channels(None).len(),
+        ctx.server
+            .pubsub
+            .channels(crate::pubsub::Space::Channels, None)
+            .len(),
     );
     field(text, "pubsub_patterns", ctx.server.pubsub.pattern_count());
     field(text, "total_error_replies", load(&stats.error_replies));
