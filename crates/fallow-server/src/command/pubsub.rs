@@ -58,10 +58,10 @@ fn first_denied_channel<'a>(ctx: &Ctx, names: &[&'a [u8]], patterns: bool) -> Op
 }
 
 /// The connection's subscriptions in `space`.
-fn subscribed<'c>(
-    conn: &'c mut crate::connection::ConnState,
+fn subscribed(
+    conn: &mut crate::connection::ConnState,
     space: Space,
-) -> &'c mut std::collections::HashSet<Vec<u8>> {
+) -> &mut std::collections::HashSet<Vec<u8>> {
     match space {
         Space::Channels => &mut conn.subscriptions,
         Space::Patterns => &mut conn.patterns,
