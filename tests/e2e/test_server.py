@@ -202,3 +202,16 @@ def test_sigterm_shutdown(server_factory):
     rc = s.stop(timeout=10)
     assert rc == 0
     assert not os.path.exists(s.unixsocket)
+
+
+def test_wait_answers_zero_replicas(c):
+    assert c.cmd("WAIT", "0", "0") == 0
+    assert c.cmd("WAIT", "-1", "0") == 0
+    assert c.cmd("WAIT", "x", "0") == Err("ERR value is not an integer or out of range")
+    assert c.cmd("WAIT", "0", "x") == Err("ERR timeout is not an integer or out of range")
+    assert c.cmd("WAIT", "0", "-1") == Err("ERR timeout is negative")
+    started = time.monotonic()
+    assert c.cmd("WAIT", "1", "300") == 0
+    assert time.monotonic() - started >= 0.29, "no replica acknowledged: the timeout passes"
+    assert c.cmd("MULTI") == "OK" and c.cmd("WAIT", "1", "0") == "QUEUED"
+    assert c.cmd("EXEC") == [0], "inside MULTI it answers at once"

@@ -30,6 +30,7 @@ pub const HANDLERS: &[(&str, Handler)] = &[
     ("slowlog", debug::slowlog),
     ("shutdown", shutdown),
     ("role", role),
+    ("wait", wait),
     ("monitor", monitor),
 ];
 
@@ -156,6 +157,32 @@ fn role(ctx: &mut Ctx, _args: &[&[u8]]) {
     ctx.out.bulk(b"master");
     ctx.out.int(0);
     ctx.out.array_len(0);
+}
+
+/// WAIT numreplicas timeout: fallow has no replicas, so the answer is 0 — at once when none was asked for
+/// (or inside MULTI), else after the timeout, as Redis answers with no replica connected (a timeout of 0
+/// waits for good, as Redis's does).
+fn wait(ctx: &mut Ctx, args: &[&[u8]]) {
+    let Some(wanted) = super::parse_int(args[1]) else {
+        return ctx.out.error(super::NOT_INTEGER);
+    };
+    let Some(timeout_ms) = super::parse_int(args[2]) else {
+        return ctx
+            .out
+            .error("ERR timeout is not an integer or out of range");
+    };
+    if timeout_ms < 0 {
+        return ctx.out.error("ERR timeout is negative");
+    }
+    if wanted > 0 && !ctx.in_exec {
+        const FOREVER: std::time::Duration = std::time::Duration::from_secs(100 * 365 * 86_400);
+        let wait = match timeout_ms {
+            0 => FOREVER,
+            ms => std::time::Duration::from_millis(ms as u64),
+        };
+        ctx.conn.reply_not_before = Some(tokio::time::Instant::now() + wait);
+    }
+    ctx.out.int(0);
 }
 
 fn monitor(ctx: &mut Ctx, _args: &[&[u8]]) {
