@@ -5,6 +5,7 @@
 //! shards of the command's keys and runs the handler, which writes its reply.
 pub mod acl;
 pub mod bag;
+pub mod bitmap;
 pub mod blocking;
 pub mod bulk;
 pub mod connection;
@@ -62,6 +63,7 @@ impl std::ops::Deref for CommandSpec {
 /// Every family's handlers by command name. Adding a family adds one line here and one in `info`.
 const HANDLERS: &[&[(&str, Handler)]] = &[
     string::HANDLERS,
+    bitmap::HANDLERS,
     keys::HANDLERS,
     hash::HANDLERS,
     set::HANDLERS,
