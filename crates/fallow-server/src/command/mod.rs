@@ -12,6 +12,7 @@ pub mod connection;
 pub mod dispatch;
 pub mod elastic;
 pub mod hash;
+pub mod hyperloglog;
 pub mod info;
 pub mod keys;
 pub mod list;
@@ -64,6 +65,7 @@ impl std::ops::Deref for CommandSpec {
 const HANDLERS: &[&[(&str, Handler)]] = &[
     string::HANDLERS,
     bitmap::HANDLERS,
+    hyperloglog::HANDLERS,
     keys::HANDLERS,
     hash::HANDLERS,
     set::HANDLERS,

@@ -5,6 +5,7 @@ pub mod bag;
 pub mod bitmap;
 mod codec;
 pub mod hash;
+pub mod hyperloglog;
 pub mod list;
 pub mod set;
 pub mod stream;

@@ -10,6 +10,7 @@ pub mod bulk;
 pub mod connection;
 pub mod elastic;
 pub mod hash;
+pub mod hyperloglog;
 pub mod keys;
 pub mod list;
 pub mod pubsub;
@@ -33,6 +34,7 @@ use std::sync::LazyLock;
 const FAMILIES: &[&[CommandInfo]] = &[
     string::COMMANDS,
     bitmap::COMMANDS,
+    hyperloglog::COMMANDS,
     keys::COMMANDS,
     hash::COMMANDS,
     set::COMMANDS,
@@ -141,6 +143,7 @@ pub struct Group {
 impl Group {
     pub const STRING: Group = Group::new("string", "string", "Strings and counters");
     pub const BITMAP: Group = Group::new("bitmap", "bitmap", "Bitmaps and bitfields");
+    pub const HYPERLOGLOG: Group = Group::new("hyperloglog", "hyperloglog", "HyperLogLog");
     pub const KEYSPACE: Group = Group::new("keyspace", "generic", "Keys");
     pub const HASH: Group = Group::new("hash", "hash", "Hashes");
     pub const SET: Group = Group::new("set", "set", "Sets");
