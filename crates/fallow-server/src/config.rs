@@ -101,6 +101,9 @@ pub struct Cli {
     /// Largest RESP query buffer of one client before it is disconnected, e.g. 1gb.
     #[arg(long, env = "FALLOW_CLIENT_QUERY_BUFFER_LIMIT")]
     pub client_query_buffer_limit: Option<String>,
+    /// A sparse HyperLogLog turns dense past this many bytes (Redis's hll-sparse-max-bytes), e.g. 3000.
+    #[arg(long, env = "FALLOW_HLL_SPARSE_MAX_BYTES")]
+    pub hll_sparse_max_bytes: Option<String>,
     /// Largest memcached value (memcached -I), e.g. 1mb.
     #[arg(long, env = "FALLOW_MEMCACHE_ITEM_SIZE_MAX")]
     pub memcache_item_size_max: Option<String>,
@@ -240,6 +243,8 @@ pub struct Config {
     #[serde(rename = "client-query-buffer-limit")]
     pub client_query_buffer_limit_bytes: u64,
     #[serde(deserialize_with = "deserialize_bytes")]
+    pub hll_sparse_max_bytes: u64,
+    #[serde(deserialize_with = "deserialize_bytes")]
     #[serde(rename = "memcache-item-size-max")]
     pub memcache_item_size_max_bytes: u64,
     #[serde(deserialize_with = "deserialize_bytes")]
@@ -318,6 +323,7 @@ impl Default for Config {
             timeout_s: 0,
             proto_max_bulk_len_bytes: 512 << 20,
             client_query_buffer_limit_bytes: 1 << 30,
+            hll_sparse_max_bytes: 3000,
             memcache_item_size_max_bytes: 1 << 20,
             segment_size_bytes: 2 << 20,
             hz: 10,
@@ -435,6 +441,7 @@ impl Config {
             maxmemory => maxmemory_bytes,
             proto_max_bulk_len => proto_max_bulk_len_bytes,
             client_query_buffer_limit => client_query_buffer_limit_bytes,
+            hll_sparse_max_bytes => hll_sparse_max_bytes,
             memcache_item_size_max => memcache_item_size_max_bytes,
             segment_size => segment_size_bytes,
             elastic_min => elastic_min_bytes,
@@ -718,6 +725,10 @@ impl Config {
             (
                 "client-query-buffer-limit",
                 self.client_query_buffer_limit_bytes.to_string(),
+            ),
+            (
+                "hll-sparse-max-bytes",
+                self.hll_sparse_max_bytes.to_string(),
             ),
             (
                 "memcache-item-size-max",

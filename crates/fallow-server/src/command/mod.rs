@@ -5,6 +5,7 @@
 //! shards of the command's keys and runs the handler, which writes its reply.
 pub mod acl;
 pub mod bag;
+pub mod bitmap;
 pub mod blocking;
 pub mod bulk;
 pub mod connection;
@@ -12,6 +13,7 @@ pub mod dispatch;
 pub mod dump;
 pub mod elastic;
 pub mod hash;
+pub mod hyperloglog;
 pub mod info;
 pub mod keys;
 pub mod list;
@@ -63,6 +65,8 @@ impl std::ops::Deref for CommandSpec {
 /// Every family's handlers by command name. Adding a family adds one line here and one in `info`.
 const HANDLERS: &[&[(&str, Handler)]] = &[
     string::HANDLERS,
+    bitmap::HANDLERS,
+    hyperloglog::HANDLERS,
     keys::HANDLERS,
     dump::HANDLERS,
     hash::HANDLERS,

@@ -58,7 +58,10 @@ fn read_owned(ctx: &mut Ctx, key: &[u8]) -> Result<Option<(Vec<u8>, u64)>, Wrong
 /// `read_owned` for a command that only writes (APPEND, SETRANGE, INCR...): no hit or miss is counted
 /// and the access time is not touched, as Redis's lookupKeyWrite; the per-tenant hit rates stay those
 /// of reads.
-fn read_owned_for_write(ctx: &mut Ctx, key: &[u8]) -> Result<Option<(Vec<u8>, u64)>, WrongType> {
+pub(super) fn read_owned_for_write(
+    ctx: &mut Ctx,
+    key: &[u8],
+) -> Result<Option<(Vec<u8>, u64)>, WrongType> {
     let db = ctx.keyspace();
     let now = ctx.now_ms;
     let shard = ctx.guards.shard(key);

@@ -203,6 +203,15 @@ pub static PARAMS: &[Param] = &[
         },
         |config, value| config.client_query_buffer_limit_bytes = value.number(),
     ),
+    // Redis's range (a memory value).
+    param(
+        "hll-sparse-max-bytes",
+        Kind::Bytes {
+            min: 0,
+            max: BYTES_MAX,
+        },
+        |config, value| config.hll_sparse_max_bytes = value.number(),
+    ),
     // memcached -I takes 1k..1g.
     param(
         "memcache-item-size-max",

@@ -2,8 +2,10 @@
 //! table and the segment item holds their handle. Each collection type keeps an exact running estimate of
 //! its heap bytes (`memory_bytes`) so the shard can account every stored byte.
 pub mod bag;
+pub mod bitmap;
 mod codec;
 pub mod hash;
+pub mod hyperloglog;
 pub mod list;
 pub mod set;
 pub mod stream;

@@ -5,10 +5,12 @@
 //! `command::dispatch` pairs every row with its handler by name at start-up.
 pub mod acl;
 pub mod bag;
+pub mod bitmap;
 pub mod bulk;
 pub mod connection;
 pub mod elastic;
 pub mod hash;
+pub mod hyperloglog;
 pub mod keys;
 pub mod list;
 pub mod pubsub;
@@ -31,6 +33,8 @@ use std::sync::LazyLock;
 /// one line here.
 const FAMILIES: &[&[CommandInfo]] = &[
     string::COMMANDS,
+    bitmap::COMMANDS,
+    hyperloglog::COMMANDS,
     keys::COMMANDS,
     hash::COMMANDS,
     set::COMMANDS,
@@ -138,6 +142,8 @@ pub struct Group {
 
 impl Group {
     pub const STRING: Group = Group::new("string", "string", "Strings and counters");
+    pub const BITMAP: Group = Group::new("bitmap", "bitmap", "Bitmaps and bitfields");
+    pub const HYPERLOGLOG: Group = Group::new("hyperloglog", "hyperloglog", "HyperLogLog");
     pub const KEYSPACE: Group = Group::new("keyspace", "generic", "Keys");
     pub const HASH: Group = Group::new("hash", "hash", "Hashes");
     pub const SET: Group = Group::new("set", "set", "Sets");
