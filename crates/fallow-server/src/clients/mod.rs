@@ -119,7 +119,7 @@ pub fn describe_client(handle: &ClientHandle) -> String {
         snapshot.last_command.to_string()
     };
     format!(
-        "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db={} sub={} psub={} ssub=0 multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={} lib={}",
+        "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db={} sub={} psub={} ssub=0 multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={}{}",
         handle.id,
         handle.peer_addr,
         handle.local_addr,
@@ -137,9 +137,10 @@ pub fn describe_client(handle: &ClientHandle) -> String {
         command,
         snapshot.user,
         snapshot.resp,
+        // Redis 7.0's field set; memcached clients are told apart by a field of their own.
         match handle.kind {
-            ClientKind::Resp => "resp",
-            ClientKind::Memcache => "memcache",
+            ClientKind::Resp => "",
+            ClientKind::Memcache => " lib=memcache",
         }
     )
 }
