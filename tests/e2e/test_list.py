@@ -3,7 +3,7 @@ import time
 
 import pytest
 
-from helpers import Err
+from helpers import Err, encode, wait_for
 
 pytestmark = pytest.mark.resp
 WRONGTYPE = "WRONGTYPE Operation against a key holding the wrong kind of value"
@@ -149,3 +149,18 @@ def test_blpop_errors(c):
     assert c.cmd("BLPOP", "k", "-1") == Err("ERR timeout is negative")
     assert c.cmd("BLPOP", "k", "abc") == Err("ERR timeout is not a float or out of range")
     assert c.cmd("BLPOP", "k") == Err("ERR wrong number of arguments for 'blpop' command")
+
+
+def test_client_unblock_ends_a_blocking_wait(raw):
+    blocked, admin = raw(timeout=10), raw()
+    blocked_id = blocked.cmd("CLIENT", "ID")
+    for reason, expected in [("TIMEOUT", None), ("ERROR", Err("UNBLOCKED client unblocked via CLIENT UNBLOCK"))]:
+        blocked.send(encode("BLPOP", "nolist", "0"))
+        assert wait_for(lambda: admin.cmd("CLIENT", "UNBLOCK", str(blocked_id), reason) == 1, timeout=5)
+        assert blocked.read_reply() == expected
+    assert admin.cmd("CLIENT", "UNBLOCK", str(blocked_id)) == 0, "not blocked now"
+    assert admin.cmd("CLIENT", "UNBLOCK", "999999") == 0
+    assert admin.cmd("CLIENT", "UNBLOCK", "x") == Err("ERR value is not an integer or out of range")
+    assert admin.cmd("CLIENT", "UNBLOCK", "1", "bogus") == Err("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR")
+    assert admin.cmd("CLIENT", "UNBLOCK") == Err("ERR wrong number of arguments for 'client|unblock' command")
+    assert admin.cmd("CLIENT", "GETREDIR") == -1

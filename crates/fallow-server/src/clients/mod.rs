@@ -44,6 +44,11 @@ pub struct ClientHandle {
     pub snapshot: Mutex<ClientSnapshot>,
     pub(crate) killed: AtomicBool,
     pub kill_signal: tokio::sync::Notify,
+    /// Set while it waits in a blocking command (BLPOP, XREAD BLOCK...): CLIENT UNBLOCK may end the wait.
+    pub unblockable: AtomicBool,
+    /// How CLIENT UNBLOCK asked the wait to end (true: with an error, false: as a timeout).
+    pub unblock_with_error: AtomicBool,
+    pub unblock_signal: tokio::sync::Notify,
     /// Its output, queued pub/sub and query bytes, for the output limits and maxmemory-clients.
     pub memory: memory::ClientMemory,
 }
@@ -57,6 +62,17 @@ impl ClientHandle {
 
     pub fn is_killed(&self) -> bool {
         self.killed.load(Ordering::Relaxed)
+    }
+
+    /// CLIENT UNBLOCK: ends its blocking command's wait (as a timeout, or with an error); false when it
+    /// is not waiting in one.
+    pub fn unblock(&self, with_error: bool) -> bool {
+        if !self.unblockable.swap(false, Ordering::AcqRel) {
+            return false;
+        }
+        self.unblock_with_error.store(with_error, Ordering::Relaxed);
+        self.unblock_signal.notify_one();
+        true
     }
 }
 
@@ -77,6 +93,9 @@ impl ClientHandle {
             }),
             killed: AtomicBool::new(false),
             kill_signal: tokio::sync::Notify::new(),
+            unblockable: AtomicBool::new(false),
+            unblock_with_error: AtomicBool::new(false),
+            unblock_signal: tokio::sync::Notify::new(),
             memory: Default::default(),
         }
     }

@@ -214,6 +214,13 @@ fn client(ctx: &mut Ctx, args: &[&[u8]]) {
         client_kill(ctx, args);
     } else if is(sub, "reply") && argc == 3 {
         client_reply(ctx, args[2]);
+    } else if is(sub, "unblock") && (argc == 3 || argc == 4) {
+        client_unblock(ctx, args);
+    } else if is(sub, "unblock") {
+        super::reply::subcommand_arity_error(ctx, "client", b"unblock");
+    } else if is(sub, "getredir") && argc == 2 {
+        // No client-side caching redirection is set.
+        ctx.out.int(-1);
     } else if is(sub, "no-evict") && argc == 3 && (is(args[2], "on") || is(args[2], "off")) {
         // fallow never evicts connections for memory, so there is nothing to exempt.
         ctx.out.ok();
@@ -222,7 +229,7 @@ fn client(ctx: &mut Ctx, args: &[&[u8]]) {
             "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
             "ID", "GETNAME", "SETNAME <name>", "INFO", "LIST [TYPE normal|pubsub] [ID <id> ...]",
             "KILL <ip:port> | KILL [ID <id>] [ADDR <ip:port>] [LADDR <ip:port>] [USER <user>] [TYPE normal|pubsub] [SKIPME yes|no]",
-            "REPLY ON|OFF|SKIP", "NO-EVICT ON|OFF", "HELP",
+            "REPLY ON|OFF|SKIP", "NO-EVICT ON|OFF", "UNBLOCK <clientid> [TIMEOUT|ERROR]", "GETREDIR", "HELP",
         ];
         ctx.out.array_len(lines.len());
         for line in lines {
@@ -231,6 +238,26 @@ fn client(ctx: &mut Ctx, args: &[&[u8]]) {
     } else {
         subcommand_error(ctx, args);
     }
+}
+
+/// CLIENT UNBLOCK id [TIMEOUT|ERROR]: 1 when the client was waiting in a blocking command.
+fn client_unblock(ctx: &mut Ctx, args: &[&[u8]]) {
+    let Some(id) = super::parse_int(args[2]) else {
+        return ctx.out.error(super::NOT_INTEGER);
+    };
+    let with_error = match args.get(3) {
+        None => false,
+        Some(reason) if is(reason, "timeout") => false,
+        Some(reason) if is(reason, "error") => true,
+        Some(_) => {
+            return ctx
+                .out
+                .error("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR")
+        }
+    };
+    let target = ctx.server.clients.lock().get(&(id as u64)).cloned();
+    let unblocked = target.is_some_and(|client| client.unblock(with_error));
+    ctx.out.int(unblocked as i64);
 }
 
 fn client_reply(ctx: &mut Ctx, mode: &[u8]) {

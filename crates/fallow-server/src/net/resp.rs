@@ -710,6 +710,7 @@ where
         .then(|| tokio::time::Instant::now() + Duration::from_millis(request.timeout_ms));
     let handle = conn.handle.clone();
     conn.block_retry = true;
+    handle.unblockable.store(true, Ordering::Release);
     let flow = loop {
         // Registered before retrying, so a push between the retry and the wait is not missed.
         conn.now_ms = fallow_store::now_ms();
@@ -721,9 +722,14 @@ where
         tokio::select! {
             _ = client.0.notified() => continue,
             _ = sleep_until_or_forever(deadline) => {
-                match request.timeout_reply {
-                    TimeoutReply::NullArray => out.nil_array(),
-                    TimeoutReply::NullBulk => out.nil(),
+                write_timeout_reply(out, &request.timeout_reply);
+                break Flow::More;
+            }
+            _ = handle.unblock_signal.notified() => {
+                if handle.unblock_with_error.load(Ordering::Relaxed) {
+                    out.error("UNBLOCKED client unblocked via CLIENT UNBLOCK");
+                } else {
+                    write_timeout_reply(out, &request.timeout_reply);
                 }
                 break Flow::More;
             }
@@ -736,6 +742,7 @@ where
         }
     };
     conn.block_retry = false;
+    handle.unblockable.store(false, Ordering::Release);
     for key in &request.keys {
         server
             .store
@@ -744,6 +751,14 @@ where
     }
     conn.handle.snapshot.lock().blocked = false;
     Ok(flow)
+}
+
+/// What a blocking command answers when its timeout passes (or CLIENT UNBLOCK ends it as one).
+fn write_timeout_reply(out: &mut ReplyWriter, reply: &TimeoutReply) {
+    match reply {
+        TimeoutReply::NullArray => out.nil_array(),
+        TimeoutReply::NullBulk => out.nil(),
+    }
 }
 
 /// Waits until the queued lock request is granted (then re-runs the command, which may queue again for
