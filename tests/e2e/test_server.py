@@ -215,3 +215,26 @@ def test_wait_answers_zero_replicas(c):
     assert time.monotonic() - started >= 0.29, "no replica acknowledged: the timeout passes"
     assert c.cmd("MULTI") == "OK" and c.cmd("WAIT", "1", "0") == "QUEUED"
     assert c.cmd("EXEC") == [0], "inside MULTI it answers at once"
+
+
+def test_slowlog_keeps_slow_commands_as_redis_does(c):
+    assert c.cmd("CONFIG", "SET", "slowlog-log-slower-than", "0") == "OK"
+    try:
+        assert c.cmd("SLOWLOG", "RESET") == "OK"
+        c.cmd("SET", "slow", "x" * 200)
+        c.cmd("RPUSH", "many", *[str(n) for n in range(40)])
+        entries = c.cmd("SLOWLOG", "GET", "-1")
+        by_command = {entry[3][0].lower(): entry for entry in entries}
+        assert by_command[b"set"][3] == [b"SET", b"slow", b"x" * 128 + b"... (72 more bytes)"]
+        assert by_command[b"rpush"][3][31] == b"... (11 more arguments)"
+        assert len(by_command[b"rpush"][3]) == 32
+        assert all(len(entry) == 6 and isinstance(entry[2], int) for entry in entries)
+        assert c.cmd("SLOWLOG", "LEN") >= 2
+        assert len(c.cmd("SLOWLOG", "GET", "1")) == 1
+        assert c.cmd("SLOWLOG", "GET", "-2") == Err("ERR count should be greater than or equal to -1")
+        assert c.cmd("CONFIG", "SET", "slowlog-log-slower-than", "-1") == "OK"
+        assert c.cmd("SLOWLOG", "RESET") == "OK"
+        c.cmd("GET", "slow")
+        assert c.cmd("SLOWLOG", "LEN") == 0
+    finally:
+        c.cmd("CONFIG", "SET", "slowlog-log-slower-than", "10000")

@@ -269,6 +269,10 @@ pub struct Config {
     /// A script running longer than this makes commands on its shards answer BUSY (Redis's
     /// `busy-reply-threshold`, alias `lua-time-limit`).
     pub busy_reply_threshold_ms: u64,
+    /// Commands this slow (microseconds) go to the slow log; negative: none, 0: all.
+    pub slowlog_log_slower_than_us: i64,
+    /// Entries the slow log keeps.
+    pub slowlog_max_len: usize,
     /// Scripts lock only their declared keys' shards and may not touch other keys.
     pub lua_strict_keys: bool,
     /// Entries ACL LOG keeps.
@@ -339,6 +343,8 @@ impl Default for Config {
             txn_phase_max_ms: 10,
             txn_lock_wait_ms: 500,
             busy_reply_threshold_ms: 5_000,
+            slowlog_log_slower_than_us: 10_000,
+            slowlog_max_len: 128,
             lua_strict_keys: false,
             acllog_max_len: 128,
             auth_failures_before_delay: 10,
@@ -757,6 +763,11 @@ impl Config {
                 self.busy_reply_threshold_ms.to_string(),
             ),
             ("lua-time-limit", self.busy_reply_threshold_ms.to_string()),
+            (
+                "slowlog-log-slower-than",
+                self.slowlog_log_slower_than_us.to_string(),
+            ),
+            ("slowlog-max-len", self.slowlog_max_len.to_string()),
             ("lua-strict-keys", yes_no(self.lua_strict_keys).into()),
             ("acllog-max-len", self.acllog_max_len.to_string()),
             (

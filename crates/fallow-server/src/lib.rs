@@ -18,6 +18,7 @@ pub mod net;
 pub mod pubsub;
 pub mod scripting;
 pub mod server;
+pub mod slowlog;
 pub mod stats;
 pub mod tenants;
 pub mod txn;

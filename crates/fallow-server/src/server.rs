@@ -47,6 +47,8 @@ pub struct Server {
     pub elastic: crate::elastic::Elastic,
     /// Interactive transactions: the lock table and its counters.
     pub txns: crate::txn::Txns,
+    /// SLOWLOG's entries.
+    pub slowlog: crate::slowlog::SlowLog,
     /// Lua scripting: the script cache and the runs in progress.
     pub scripts: crate::scripting::Scripts,
     /// The data directory and tier 2 (set by `Server::open`; servers made by `new`, in tests, have none).
@@ -152,6 +154,7 @@ impl Server {
             elastic: crate::elastic::Elastic::default(),
             txns: crate::txn::Txns::new(txn_settings),
             scripts: crate::scripting::Scripts::default(),
+            slowlog: crate::slowlog::SlowLog::default(),
             durability: std::sync::OnceLock::new(),
         }
     }
@@ -324,6 +327,8 @@ impl Server {
             config.maxmemory_bytes,
         );
         self.txns.configure(config.txn_settings());
+        self.slowlog
+            .configure(config.slowlog_log_slower_than_us, config.slowlog_max_len);
         self.config_generation.fetch_add(1, Ordering::Relaxed);
         self.elastic.wake.config_changed();
     }

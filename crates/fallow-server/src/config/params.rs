@@ -41,6 +41,14 @@ impl Value<'_> {
         }
     }
 
+    /// The number of an Int value, sign kept.
+    pub fn signed(&self) -> i64 {
+        match *self {
+            Value::Int(value) => value,
+            ref other => unreachable!("not a signed number: {other:?}"),
+        }
+    }
+
     pub fn flag(&self) -> bool {
         match *self {
             Value::Flag(value) => value,
@@ -289,6 +297,22 @@ pub static PARAMS: &[Param] = &[
             max: i64::MAX,
         },
         |config, value| config.busy_reply_threshold_ms = value.number(),
+    ),
+    param(
+        "slowlog-log-slower-than",
+        Kind::Int {
+            min: -1,
+            max: i64::MAX,
+        },
+        |config, value| config.slowlog_log_slower_than_us = value.signed(),
+    ),
+    param(
+        "slowlog-max-len",
+        Kind::Int {
+            min: 0,
+            max: crate::slowlog::SLOWLOG_MAX_LEN_LIMIT as i64,
+        },
+        |config, value| config.slowlog_max_len = value.number() as usize,
     ),
     param(
         "lua-time-limit",

@@ -99,6 +99,15 @@ fn check_and_run(
     }
     let micros = started.elapsed().as_micros() as u64;
     conn.record_command(server, index, micros);
+    // Redis leaves AUTH and HELLO (passwords) and EXEC out of the slow log (fallow does not log the
+    // commands EXEC runs one by one, as Redis does).
+    let skips_slowlog = matches!(spec.name, "auth" | "hello" | "exec");
+    if server.slowlog.wants(micros) && !skips_slowlog {
+        let handle = &conn.handle;
+        server
+            .slowlog
+            .push(args, micros, &handle.peer_addr, &conn.name);
+    }
     conn.last_command = spec.name;
     true
 }

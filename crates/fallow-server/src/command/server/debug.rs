@@ -1,5 +1,5 @@
-//! DEBUG, LATENCY and SLOWLOG. fallow runs neither a latency monitor nor a slow log: LATENCY and SLOWLOG
-//! answer well-formed but empty.
+//! DEBUG, LATENCY and SLOWLOG. fallow runs no latency monitor: LATENCY answers well-formed but empty.
+//! SLOWLOG reads the slow log (`crate::slowlog`).
 use crate::command::reply::{help_reply, subcommand_arity_error};
 use crate::command::{parse_float, parse_int, subcommand_error, Ctx, NOT_INTEGER, NO_SUCH_KEY};
 
@@ -46,15 +46,19 @@ pub(super) fn latency(ctx: &mut Ctx, args: &[&[u8]]) {
 pub(super) fn slowlog(ctx: &mut Ctx, args: &[&[u8]]) {
     let sub = args[1].to_ascii_lowercase();
     match (sub.as_slice(), args.len()) {
-        (b"get", 2) => ctx.out.array_len(0),
+        (b"get", 2) => slowlog_get(ctx, Some(10)),
         (b"get", 3) => match parse_int(args[2]) {
-            Some(count) if count >= -1 => ctx.out.array_len(0),
+            Some(-1) => slowlog_get(ctx, None),
+            Some(count) if count >= 0 => slowlog_get(ctx, Some(count as usize)),
             _ => ctx
                 .out
                 .error("ERR count should be greater than or equal to -1"),
         },
-        (b"len", 2) => ctx.out.int(0),
-        (b"reset", 2) => ctx.out.ok(),
+        (b"len", 2) => ctx.out.int(ctx.server.slowlog.len() as i64),
+        (b"reset", 2) => {
+            ctx.server.slowlog.reset();
+            ctx.out.ok()
+        }
         (b"help", 2) => help_reply(
             ctx,
             "SLOWLOG",
@@ -62,13 +66,29 @@ pub(super) fn slowlog(ctx: &mut Ctx, args: &[&[u8]]) {
                 "GET [<count>]",
                 "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
                 "LEN",
-                "    Return the length of the slowlog (fallow keeps no slow log: 0).",
+                "    Return the length of the slowlog.",
                 "RESET",
                 "    Reset the slowlog.",
             ],
         ),
         (b"get" | b"len" | b"reset", _) => subcommand_arity_error(ctx, "slowlog", &sub),
         _ => subcommand_error(ctx, args),
+    }
+}
+
+/// SLOWLOG GET: the newest entries, each [id, time, microseconds, arguments, client address, name].
+fn slowlog_get(ctx: &mut Ctx, count: Option<usize>) {
+    let entries = ctx.server.slowlog.newest(count);
+    let out = &mut *ctx.out;
+    out.array_len(entries.len());
+    for entry in &entries {
+        out.array_len(6);
+        out.int(entry.id as i64);
+        out.int(entry.unix_time_s as i64);
+        out.int(entry.duration_us as i64);
+        out.bulks(entry.args.iter().map(Vec::as_slice));
+        out.bulk(entry.client_addr.as_bytes());
+        out.bulk(entry.client_name.as_bytes());
     }
 }
 
