@@ -10,6 +10,7 @@ pub mod bulk;
 pub mod connection;
 pub mod dispatch;
 pub mod elastic;
+pub mod geo;
 pub mod hash;
 pub mod info;
 pub mod keys;
@@ -66,6 +67,7 @@ const HANDLERS: &[&[(&str, Handler)]] = &[
     hash::HANDLERS,
     set::HANDLERS,
     zset::HANDLERS,
+    geo::HANDLERS,
     list::HANDLERS,
     stream::HANDLERS,
     pubsub::HANDLERS,

@@ -3,8 +3,10 @@
 //! its heap bytes (`memory_bytes`) so the shard can account every stored byte.
 pub mod bag;
 mod codec;
+pub mod geo;
 pub mod hash;
 pub mod list;
+pub mod redis_sort;
 pub mod set;
 pub mod stream;
 pub mod topk;

@@ -8,6 +8,7 @@ pub mod bag;
 pub mod bulk;
 pub mod connection;
 pub mod elastic;
+pub mod geo;
 pub mod hash;
 pub mod keys;
 pub mod list;
@@ -35,6 +36,7 @@ const FAMILIES: &[&[CommandInfo]] = &[
     hash::COMMANDS,
     set::COMMANDS,
     zset::COMMANDS,
+    geo::COMMANDS,
     list::COMMANDS,
     stream::COMMANDS,
     pubsub::COMMANDS,
@@ -142,6 +144,8 @@ impl Group {
     pub const HASH: Group = Group::new("hash", "hash", "Hashes");
     pub const SET: Group = Group::new("set", "set", "Sets");
     pub const SORTED_SET: Group = Group::new("sortedset", "sorted-set", "Sorted sets");
+    /// Positions in sorted sets (GEOADD, GEOSEARCH, ...).
+    pub const GEO: Group = Group::new("geo", "geo", "Geo");
     pub const LIST: Group = Group::new("list", "list", "Lists");
     pub const STREAM: Group = Group::new("stream", "stream", "Streams");
     pub const PUB_SUB: Group = Group::new("pubsub", "pubsub", "Pub/sub");
