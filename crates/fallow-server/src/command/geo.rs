@@ -547,7 +547,10 @@ mod tests {
             Form::GeoSearch,
         );
         assert_eq!(both.unwrap_err(), SYNTAX);
-        let any = parse("geosearch k fromlonlat 0 0 bybox 1 1 m any", Form::GeoSearch);
+        let any = parse(
+            "geosearch k fromlonlat 0 0 bybox 1 1 m any",
+            Form::GeoSearch,
+        );
         assert_eq!(
             any.unwrap_err(),
             "ERR the ANY argument requires COUNT argument"

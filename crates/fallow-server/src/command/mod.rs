@@ -24,6 +24,7 @@ pub mod server;
 pub mod session;
 pub mod set;
 pub mod shards;
+pub mod sort;
 pub mod stream;
 pub mod string;
 pub mod tenant;
@@ -64,6 +65,7 @@ impl std::ops::Deref for CommandSpec {
 const HANDLERS: &[&[(&str, Handler)]] = &[
     string::HANDLERS,
     keys::HANDLERS,
+    sort::HANDLERS,
     hash::HANDLERS,
     set::HANDLERS,
     zset::HANDLERS,

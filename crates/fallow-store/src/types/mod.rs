@@ -8,6 +8,7 @@ pub mod hash;
 pub mod list;
 pub mod redis_sort;
 pub mod set;
+pub mod sort;
 pub mod stream;
 pub mod topk;
 pub mod zset;
