@@ -14,6 +14,7 @@ pub mod geo;
 pub mod hash;
 pub mod info;
 pub mod keys;
+pub mod lcs;
 pub mod list;
 pub mod pubsub;
 pub mod random;
@@ -64,6 +65,7 @@ impl std::ops::Deref for CommandSpec {
 /// Every family's handlers by command name. Adding a family adds one line here and one in `info`.
 const HANDLERS: &[&[(&str, Handler)]] = &[
     string::HANDLERS,
+    lcs::HANDLERS,
     keys::HANDLERS,
     sort::HANDLERS,
     hash::HANDLERS,

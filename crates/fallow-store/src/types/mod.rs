@@ -5,6 +5,7 @@ pub mod bag;
 mod codec;
 pub mod geo;
 pub mod hash;
+pub mod lcs;
 pub mod list;
 pub mod redis_sort;
 pub mod set;
