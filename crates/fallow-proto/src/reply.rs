@@ -115,6 +115,17 @@ impl ReplyWriter {
         }
     }
 
+    /// A double as Redis's addReplyHumanLongDouble writes one (GEOPOS, WITHCOORD): `%.17Lf` with its
+    /// trailing zeros trimmed (`format_fixed_17`), a bulk string in RESP2 and a `,` double in RESP3.
+    pub fn human_double(&mut self, value: f64) {
+        let text = format_fixed_17(value);
+        if self.resp3 {
+            self.line(b',', text.as_bytes());
+        } else {
+            self.bulk(text.as_bytes());
+        }
+    }
+
     pub fn bool(&mut self, value: bool) {
         if self.resp3 {
             self.buf
@@ -200,6 +211,44 @@ pub fn format_double_human(value: f64) -> String {
     strip_fraction_zeros(&format!("{value:.decimals$}")).to_string()
 }
 
+/// `%.17Lf` of a double (exact: a double widened to long double is the same number), trailing zeros and a
+/// trailing '.' trimmed, `-0` as `0`: Redis's ld2string in LD_STR_HUMAN mode for a value that is a double.
+pub fn format_fixed_17(value: f64) -> String {
+    if value.is_infinite() {
+        return if value > 0.0 { "inf" } else { "-inf" }.into();
+    }
+    let text = format!("{value:.17}");
+    let trimmed = strip_fraction_zeros(&text);
+    if trimmed == "-0" {
+        "0".into()
+    } else {
+        trimmed.to_string()
+    }
+}
+
+/// Redis's fixedpoint_d2string: the value times 10^digits rounded to an integer by llrint (to nearest, ties
+/// to even), printed with `digits` decimals (GEODIST and WITHDIST use 4). Values past the i64 range print
+/// as llrint's result for them, i64::MIN, as on x86-64.
+pub fn format_fixed_point(value: f64, digits: u32) -> String {
+    assert!((1..=17).contains(&digits), "Redis formats 1 to 17 digits");
+    if value == 0.0 {
+        return format!("0.{}", "0".repeat(digits as usize));
+    }
+    let scaled = (value * 10f64.powi(digits as i32)).round_ties_even();
+    const TWO_POW_63: f64 = (1u64 << 63) as f64;
+    let fixed = if (-TWO_POW_63..TWO_POW_63).contains(&scaled) {
+        scaled as i64
+    } else {
+        i64::MIN
+    };
+    let magnitude = fixed.unsigned_abs().to_string();
+    let digits = digits as usize;
+    let padded = format!("{magnitude:0>width$}", width = digits + 1);
+    let (whole, fraction) = padded.split_at(padded.len() - digits);
+    let sign = if fixed < 0 { "-" } else { "" };
+    format!("{sign}{whole}.{fraction}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -220,6 +269,28 @@ mod tests {
         assert_eq!(format_double_human(5200.0), "5200");
         assert_eq!(format_double_human(1e20), "100000000000000000000");
         assert_eq!(format_double_human(-1.25), "-1.25");
+    }
+
+    #[test]
+    fn human_doubles_and_fixed_points_match_redis() {
+        // GEOPOS Sicily Palermo and a clamped latitude, as Redis 7.0.15 replies.
+        assert_eq!(format_fixed_17(13.361389338970184), "13.36138933897018433");
+        assert_eq!(format_fixed_17(85.05112878), "85.0511287799999991");
+        assert_eq!(format_fixed_17(180.0), "180");
+        assert_eq!(format_fixed_17(-0.0), "0");
+        assert_eq!(format_fixed_17(0.5), "0.5");
+        // fixedpoint_d2string's own tests in Redis's util.c.
+        assert_eq!(format_fixed_point(0.0, 4), "0.0000");
+        assert_eq!(format_fixed_point(0.0001, 4), "0.0001");
+        assert_eq!(format_fixed_point(6.06429515983917e-5, 4), "0.0001");
+        assert_eq!(format_fixed_point(0.01, 4), "0.0100");
+        assert_eq!(format_fixed_point(1.0, 4), "1.0000");
+        assert_eq!(format_fixed_point(-1.1, 4), "-1.1000");
+        assert_eq!(format_fixed_point(166274.15156960033, 4), "166274.1516");
+        assert_eq!(format_fixed_point(0.00005, 4), "0.0000");
+        let mut resp3 = ReplyWriter::new(true);
+        resp3.human_double(13.5);
+        assert_eq!(resp3.buf, b",13.5\r\n");
     }
 
     #[test]

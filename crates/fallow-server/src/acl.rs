@@ -253,6 +253,14 @@ impl Acl {
         }
     }
 
+    /// Whether `user` may access every key (`allkeys`, or a `~*` pattern): Redis's condition for SORT's BY
+    /// and GET patterns, which read keys the arguments do not name.
+    pub fn has_all_keys(&self, user: &str) -> bool {
+        self.users
+            .get(user)
+            .is_some_and(|found| found.key_patterns.iter().any(|pattern| pattern == b"*"))
+    }
+
     /// May `user` run this command on these keys? Err holds the NOPERM reply and what ACL LOG records.
     pub fn check(&self, user: &str, spec: &CommandInfo, args: &[&[u8]]) -> Result<(), Denied> {
         if user == "default" {

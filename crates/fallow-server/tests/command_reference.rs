@@ -30,6 +30,7 @@ fn render() -> String {
                 Keys::All => "all".to_string(),
                 Keys::Range { first, last, step } => format!("{first}..{last} step {step}"),
                 Keys::Custom(_) => "computed".to_string(),
+                Keys::CustomOrAll { .. } => "computed; all with patterns".to_string(),
             };
             text.push_str(&format!(
                 "| `{}` | {} | {} | {} | {} |\n",

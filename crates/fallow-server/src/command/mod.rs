@@ -12,10 +12,12 @@ pub mod connection;
 pub mod dispatch;
 pub mod dump;
 pub mod elastic;
+pub mod geo;
 pub mod hash;
 pub mod hyperloglog;
 pub mod info;
 pub mod keys;
+pub mod lcs;
 pub mod list;
 pub mod pubsub;
 pub mod random;
@@ -26,6 +28,7 @@ pub mod server;
 pub mod session;
 pub mod set;
 pub mod shards;
+pub mod sort;
 pub mod stream;
 pub mod string;
 pub mod tenant;
@@ -67,11 +70,14 @@ const HANDLERS: &[&[(&str, Handler)]] = &[
     string::HANDLERS,
     bitmap::HANDLERS,
     hyperloglog::HANDLERS,
+    lcs::HANDLERS,
     keys::HANDLERS,
     dump::HANDLERS,
+    sort::HANDLERS,
     hash::HANDLERS,
     set::HANDLERS,
     zset::HANDLERS,
+    geo::HANDLERS,
     list::HANDLERS,
     stream::HANDLERS,
     pubsub::HANDLERS,

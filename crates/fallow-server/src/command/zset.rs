@@ -156,7 +156,7 @@ fn update<R>(
 }
 
 /// Stores `zset` under `key` (deleting the key when it is empty) and wakes BZPOP waiters.
-fn store(ctx: &mut Ctx, key: &[u8], zset: ZSetValue) {
+pub(super) fn store(ctx: &mut Ctx, key: &[u8], zset: ZSetValue) {
     let db = ctx.keyspace();
     let now = ctx.now_ms;
     let shard = ctx.guards.shard(key);

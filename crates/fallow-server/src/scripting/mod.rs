@@ -343,6 +343,17 @@ impl Scripts {
         conflict
     }
 
+    /// Whether `client_id` is running a script now: a command of that client is then the script's
+    /// (Redis's CLIENT_SCRIPT flag).
+    pub fn runs_for(&self, client_id: u64) -> bool {
+        self.any_running()
+            && self
+                .running
+                .lock()
+                .iter()
+                .any(|running| running.client_id == client_id)
+    }
+
     /// The runs in progress (SCRIPT KILL's targets), oldest first.
     pub fn running_runs(&self) -> Vec<Arc<RunningScript>> {
         self.running.lock().clone()

@@ -4,10 +4,14 @@
 pub mod bag;
 pub mod bitmap;
 mod codec;
+pub mod geo;
 pub mod hash;
 pub mod hyperloglog;
+pub mod lcs;
 pub mod list;
+pub mod redis_sort;
 pub mod set;
+pub mod sort;
 pub mod stream;
 pub mod topk;
 pub mod zset;

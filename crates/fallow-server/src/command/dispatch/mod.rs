@@ -2,7 +2,7 @@
 //! MULTI queueing, the pub/sub context and maxmemory; drives the connection's transaction (`txn`): locks
 //! the records of a command inside TXN.BEGIN, queues its writes and applies them at TXN.COMMIT; waits for
 //! transactions' locks before a plain command; locks the command's shards and runs its handler.
-use super::info::CommandInfo;
+use super::info::{reaches_every_key, CommandInfo};
 use super::{arity_error, flags, key_positions, lookup, oom_error, CommandSpec, Ctx, Keys};
 use crate::connection::ConnState;
 use crate::scripting::{Conflict, HeldShards, BUSY_ERROR};
@@ -216,8 +216,10 @@ pub fn run_unlocked_by_txns(
 /// commands BUSY during a long script.
 fn needed_shards(server: &Server, info: &CommandInfo, args: &[&[u8]]) -> HeldShards {
     const STORELESS_FAMILIES: [&str; 4] = ["connection", "pubsub", "transaction", "scripting"];
+    if reaches_every_key(info, args) {
+        return HeldShards::All;
+    }
     match info.keys {
-        Keys::All => HeldShards::All,
         Keys::None if STORELESS_FAMILIES.contains(&info.group.category) => {
             HeldShards::Some(Vec::new())
         }
@@ -260,8 +262,10 @@ pub fn scripts_let_run(
 }
 
 fn lock_shards<'s>(server: &'s Server, info: &CommandInfo, args: &[&[u8]]) -> Guards<'s> {
+    if reaches_every_key(info, args) {
+        return server.store.lock_all();
+    }
     match info.keys {
-        Keys::All => server.store.lock_all(),
         // The common single-key case locks its shard without collecting key positions.
         Keys::Range {
             first: 1,

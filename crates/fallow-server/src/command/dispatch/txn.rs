@@ -6,7 +6,7 @@
 //! replied `+QUEUED`. TXN.COMMIT applies the queued writes on their shards, all locked at once, and only
 //! then releases the records' locks. The lock table and the session's data live in `crate::txn`.
 use super::{permitted_now, run_unlocked_by_txns, run_with_guards};
-use crate::command::info::{flags, key_positions, CommandInfo, Keys};
+use crate::command::info::{flags, key_positions, reaches_every_key, CommandInfo, Keys};
 use crate::command::{spec_of, CommandSpec};
 use crate::connection::ConnState;
 use crate::server::Server;
@@ -41,7 +41,7 @@ pub fn run_in_txn(
     if let Some(cause) = aborted_or_flushed(server, conn) {
         return out.error(&cause.error());
     }
-    if let Some(refusal) = refused_in_txn(spec) {
+    if let Some(refusal) = refused_in_txn(spec, args) {
         return out.error(&refusal);
     }
     if matches!(spec.keys, Keys::None) {
@@ -119,9 +119,10 @@ fn acquired(
 }
 
 /// Why a command cannot run inside a transaction, if it cannot.
-fn refused_in_txn(info: &CommandInfo) -> Option<String> {
+/// A call reaching keys it does not name (KEYS, SORT BY a pattern) cannot lock their records.
+fn refused_in_txn(info: &CommandInfo, args: &[&[u8]]) -> Option<String> {
     let refused = info.flags & (flags::NO_MULTI | flags::BLOCKING | flags::PUBSUB) != 0
-        || matches!(info.keys, Keys::All)
+        || reaches_every_key(info, args)
         || matches!(info.name, "select" | "swapdb" | "move" | "multi");
     refused.then(|| {
         format!(

@@ -1,6 +1,7 @@
 //! Metadata of the keys commands (see `super`): rows of the command table, without handlers.
 use super::flags::*;
 use super::{info, CommandInfo, Group, Keys, ALL_KEYS, ONE_KEY, TWO_KEYS};
+use fallow_store::types::sort::SortOptions;
 
 // One row per command, as a table: name, arity, flags, key positions, group, summary.
 #[rustfmt::skip]
@@ -34,7 +35,42 @@ pub const COMMANDS: &[CommandInfo] = &[
     info("flushall", -1, WRITE, Keys::All, Group::KEYSPACE, "Delete every key of every database"),
     info("touch", -2, READONLY | FAST, ALL_KEYS, Group::KEYSPACE, "Record an access to keys"),
     info("object", -2, READONLY, OBJECT_KEY, Group::KEYSPACE, "Inspect the internals of a value"),
+    info("sort", -2, WRITE | DENYOOM, SORT_KEYS, Group::KEYSPACE, "Sort a list, set or sorted set, or STORE the result as a list"),
+    info("sort_ro", -2, READONLY, SORT_RO_KEYS, Group::KEYSPACE, "Sort a list, set or sorted set"),
 ];
+
+/// SORT key [options]: the key and STORE's destination; with a BY or GET pattern reading other keys, every
+/// key (see `Keys::CustomOrAll`).
+const SORT_KEYS: Keys = Keys::CustomOrAll {
+    named: sort_keys,
+    reaches_all: sort_reaches_all,
+};
+
+const SORT_RO_KEYS: Keys = Keys::CustomOrAll {
+    named: |_| vec![1],
+    reaches_all: sort_ro_reaches_all,
+};
+
+/// SORT's options parsed as the command parses them (patterns allowed: a user without access to every key
+/// is refused by the command itself). None when they do not parse: the command fails before reading.
+fn sort_options<'a>(args: &[&'a [u8]], read_only: bool) -> Option<SortOptions<'a>> {
+    fallow_store::types::sort::parse(args.get(2..).unwrap_or_default(), read_only, true).ok()
+}
+
+fn sort_keys(args: &[&[u8]]) -> Vec<usize> {
+    let mut keys = vec![1];
+    let store = sort_options(args, false).and_then(|options| options.store);
+    keys.extend(store.map(|(_, at)| at + 2));
+    keys
+}
+
+fn sort_reaches_all(args: &[&[u8]]) -> bool {
+    sort_options(args, false).is_some_and(|options| options.reads_other_keys())
+}
+
+fn sort_ro_reaches_all(args: &[&[u8]]) -> bool {
+    sort_options(args, true).is_some_and(|options| options.reads_other_keys())
+}
 
 /// OBJECT <subcommand> <key>.
 const OBJECT_KEY: Keys = Keys::Range {

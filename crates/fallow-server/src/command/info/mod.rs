@@ -9,6 +9,7 @@ pub mod bitmap;
 pub mod bulk;
 pub mod connection;
 pub mod elastic;
+pub mod geo;
 pub mod hash;
 pub mod hyperloglog;
 pub mod keys;
@@ -39,6 +40,7 @@ const FAMILIES: &[&[CommandInfo]] = &[
     hash::COMMANDS,
     set::COMMANDS,
     zset::COMMANDS,
+    geo::COMMANDS,
     list::COMMANDS,
     stream::COMMANDS,
     pubsub::COMMANDS,
@@ -100,6 +102,14 @@ pub enum Keys {
     Range { first: i32, last: i32, step: i32 },
     /// Positions computed from the arguments (commands with a numkeys argument).
     Custom(fn(&[&[u8]]) -> Vec<usize>),
+    /// Positions computed from the arguments, for a command some of whose calls also read keys no argument
+    /// names (SORT's BY and GET patterns name them from the values sorted): `reaches_all` tells such a call,
+    /// which locks every shard (its keys cannot be known before it reads). The named keys are still its keys
+    /// for ACL key patterns, transactions' record locks and tier-2 read-ahead.
+    CustomOrAll {
+        named: fn(&[&[u8]]) -> Vec<usize>,
+        reaches_all: fn(&[&[u8]]) -> bool,
+    },
 }
 
 /// Key spec for a command with one key at position 1.
@@ -148,6 +158,8 @@ impl Group {
     pub const HASH: Group = Group::new("hash", "hash", "Hashes");
     pub const SET: Group = Group::new("set", "set", "Sets");
     pub const SORTED_SET: Group = Group::new("sortedset", "sorted-set", "Sorted sets");
+    /// Positions in sorted sets (GEOADD, GEOSEARCH, ...).
+    pub const GEO: Group = Group::new("geo", "geo", "Geo");
     pub const LIST: Group = Group::new("list", "list", "Lists");
     pub const STREAM: Group = Group::new("stream", "stream", "Streams");
     pub const PUB_SUB: Group = Group::new("pubsub", "pubsub", "Pub/sub");
@@ -334,7 +346,8 @@ impl CommandInfo {
         if self.flags & flags::FAST == 0 {
             categories.push("slow");
         }
-        if matches!(self.keys, Keys::All) && self.flags & flags::WRITE != 0 {
+        let reaches_any_key = matches!(self.keys, Keys::CustomOrAll { .. });
+        if reaches_any_key || (matches!(self.keys, Keys::All) && self.flags & flags::WRITE != 0) {
             categories.push("dangerous");
         }
         categories.dedup();
@@ -358,10 +371,23 @@ pub fn key_positions(info: &CommandInfo, args: &[&[u8]]) -> Vec<usize> {
                 .filter(|&position| position < args.len())
                 .collect()
         }
-        Keys::Custom(positions) => positions(args)
+        Keys::Custom(positions)
+        | Keys::CustomOrAll {
+            named: positions, ..
+        } => positions(args)
             .into_iter()
             .filter(|&position| position < args.len())
             .collect(),
+    }
+}
+
+/// Whether this call of the command may read or write any key, so it must hold every shard: the commands
+/// over the whole keyspace, and a `CustomOrAll` call that reaches keys its arguments do not name.
+pub fn reaches_every_key(info: &CommandInfo, args: &[&[u8]]) -> bool {
+    match info.keys {
+        Keys::All => true,
+        Keys::CustomOrAll { reaches_all, .. } => reaches_all(args),
+        _ => false,
     }
 }
 
@@ -399,6 +425,27 @@ mod tests {
         assert_eq!(key_positions(mset, &args), vec![1, 3]);
         let (_, get) = lookup(b"get").unwrap();
         assert_eq!(key_positions(get, &[b"get", b"k"]), vec![1]);
+    }
+
+    #[test]
+    fn sort_names_its_keys_and_reaches_every_key_through_patterns() {
+        let (_, sort) = lookup(b"sort").unwrap();
+        let args = |text: &'static str| -> Vec<&'static [u8]> {
+            text.split(' ').map(str::as_bytes).collect()
+        };
+        let stored = args("sort l limit 0 1 store d get #");
+        assert_eq!(key_positions(sort, &stored), vec![1, 6]);
+        assert!(!reaches_every_key(sort, &stored));
+        assert!(reaches_every_key(sort, &args("sort l by w_*")));
+        assert!(reaches_every_key(sort, &args("sort l get h_*->f")));
+        assert!(!reaches_every_key(sort, &args("sort l by nosort by w_*")));
+        assert!(!reaches_every_key(sort, &args("sort l by w_* nonsense")));
+        let (_, sort_ro) = lookup(b"sort_ro").unwrap();
+        assert_eq!(key_positions(sort_ro, &args("sort_ro l store d")), vec![1]);
+        assert!(reaches_every_key(sort_ro, &args("sort_ro l get w_*")));
+        assert!(sort_ro.categories().contains(&"dangerous"));
+        let (_, keys) = lookup(b"keys").unwrap();
+        assert!(reaches_every_key(keys, &args("keys *")));
     }
 
     #[test]

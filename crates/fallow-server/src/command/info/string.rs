@@ -1,6 +1,6 @@
 //! Metadata of the string commands (see `super`): rows of the command table, without handlers.
 use super::flags::*;
-use super::{info, CommandInfo, Group, Keys, ALL_KEYS, ONE_KEY};
+use super::{info, CommandInfo, Group, Keys, ALL_KEYS, ONE_KEY, TWO_KEYS};
 
 // One row per command, as a table: name, arity, flags, key positions, group, summary.
 #[rustfmt::skip]
@@ -26,6 +26,7 @@ pub const COMMANDS: &[CommandInfo] = &[
     info("incrby", 3, WRITE | DENYOOM | FAST, ONE_KEY, Group::STRING, "Increment by an integer"),
     info("decrby", 3, WRITE | DENYOOM | FAST, ONE_KEY, Group::STRING, "Decrement by an integer"),
     info("incrbyfloat", 3, WRITE | DENYOOM | FAST, ONE_KEY, Group::STRING, "Increment by a float"),
+    info("lcs", -3, READONLY, TWO_KEYS, Group::STRING, "Longest common subsequence of two strings, its length or its matching ranges"),
 ];
 
 pub const PAIRS: Keys = Keys::Range {

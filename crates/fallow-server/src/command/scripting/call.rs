@@ -3,6 +3,7 @@
 //! holds, its reply written in the script's RESP version and parsed back into a Lua value.
 use super::convert::{error_table, reply_to_lua};
 use crate::command::dispatch::{permitted_in, run_with_guards};
+use crate::command::info::reaches_every_key;
 use crate::command::{flags, key_positions, lookup, CommandSpec, Ctx, Keys};
 use crate::scripting::{HeldShards, RunningScript};
 use fallow_proto::reply_value::{parse_reply, ReplyValue};
@@ -129,26 +130,24 @@ impl ScriptRun<'_, '_, '_> {
     /// Makes sure the run holds the shards of the command's keys (see `Locking`).
     fn lock_keys_of(&mut self, spec: &CommandSpec, args: &[&[u8]]) -> Result<(), String> {
         let store = &self.ctx.server.store;
-        let needed: Vec<usize> = match spec.keys {
-            Keys::None => return Ok(()),
-            Keys::All => {
-                self.touched_undeclared = true;
-                if self.locking == Locking::Strict {
-                    return Err(format!(
-                        "ERR '{}' reaches every key, which lua-strict-keys refuses in scripts",
-                        spec.name
-                    ));
-                }
-                (0..store.shard_count()).collect()
+        let needed: Vec<usize> = if reaches_every_key(spec.info, args) {
+            self.touched_undeclared = true;
+            if self.locking == Locking::Strict {
+                return Err(format!(
+                    "ERR '{}' reaches every key, which lua-strict-keys refuses in scripts",
+                    spec.name
+                ));
             }
-            _ => {
-                let mut needed = Vec::new();
-                for position in key_positions(spec.info, args) {
-                    self.check_declared(args[position])?;
-                    needed.push(store.shard_index(args[position]));
-                }
-                needed
+            (0..store.shard_count()).collect()
+        } else if matches!(spec.keys, Keys::None) {
+            return Ok(());
+        } else {
+            let mut needed = Vec::new();
+            for position in key_positions(spec.info, args) {
+                self.check_declared(args[position])?;
+                needed.push(store.shard_index(args[position]));
             }
+            needed
         };
         for index in needed {
             self.take_shard(index)?;

@@ -44,7 +44,7 @@ pub(super) fn command(ctx: &mut Ctx, args: &[&[u8]]) {
 fn key_range(spec: &CommandInfo) -> (i64, i64, i64) {
     match spec.keys {
         Keys::Range { first, last, step } => (first as i64, last as i64, step as i64),
-        Keys::None | Keys::All | Keys::Custom(_) => (0, 0, 0),
+        Keys::None | Keys::All | Keys::Custom(_) | Keys::CustomOrAll { .. } => (0, 0, 0),
     }
 }
 
@@ -58,7 +58,7 @@ fn write_command_info(ctx: &mut Ctx, spec: &CommandInfo) {
         .filter(|(flag, _)| spec.flags & flag != 0)
         .map(|(_, name)| *name)
         .collect();
-    if matches!(spec.keys, Keys::Custom(_)) {
+    if matches!(spec.keys, Keys::Custom(_) | Keys::CustomOrAll { .. }) {
         flag_names.push("movablekeys");
     }
     out.set_len(flag_names.len());
