@@ -238,3 +238,22 @@ def test_slowlog_keeps_slow_commands_as_redis_does(c):
         assert c.cmd("SLOWLOG", "LEN") == 0
     finally:
         c.cmd("CONFIG", "SET", "slowlog-log-slower-than", "10000")
+
+
+def test_client_pause_holds_commands_until_it_ends(raw):
+    pauser, other = raw(), raw(timeout=10)
+    assert pauser.cmd("CLIENT", "PAUSE", "x") == Err("ERR timeout is not an integer or out of range")
+    assert pauser.cmd("CLIENT", "PAUSE", "-1") == Err("ERR timeout is negative")
+    assert pauser.cmd("CLIENT", "PAUSE", "10", "bogus") == Err("ERR CLIENT PAUSE mode must be WRITE or ALL")
+    assert pauser.cmd("CLIENT", "PAUSE") == Err("ERR wrong number of arguments for 'client|pause' command")
+    assert pauser.cmd("CLIENT", "PAUSE", "400", "WRITE") == "OK"
+    started = time.monotonic()
+    assert other.cmd("GET", "paused") is None
+    assert time.monotonic() - started < 0.3, "reads go on under a WRITE pause"
+    assert other.cmd("SET", "paused", "1") == "OK"
+    assert time.monotonic() - started >= 0.35, "the write waited for the pause to end"
+    assert pauser.cmd("CLIENT", "PAUSE", "400") == "OK"
+    started = time.monotonic()
+    assert other.cmd("PING") == "PONG"
+    assert time.monotonic() - started >= 0.35, "every command waits under an ALL pause"
+    assert pauser.cmd("CLIENT", "UNPAUSE") == "OK"

@@ -93,8 +93,9 @@ pub struct ConnState {
     pub plain_locks: Option<crate::txn::session::PlainLocks>,
     /// A lock request of this connection queued in a record's phaser; the command re-runs when granted.
     pub lock_wait: Option<crate::txn::session::LockWait>,
-    /// The command just run needs shards a running script holds: it is to run again once a script ends.
-    pub script_wait: bool,
+    /// The command just run did not run: it needs shards a running script holds, or clients are paused
+    /// (CLIENT PAUSE). It is to run again after a short wait.
+    pub wait_and_retry: bool,
     /// Notified when a release grants this connection's queued lock request.
     pub lock_waker: Arc<tokio::sync::Notify>,
     /// `client-output-buffer-limit` as the connection last loaded it (see `output_limit`).
@@ -154,7 +155,7 @@ impl ConnState {
             txn_spare: Default::default(),
             plain_locks: None,
             lock_wait: None,
-            script_wait: false,
+            wait_and_retry: false,
             lock_waker: Arc::new(tokio::sync::Notify::new()),
             output_limits: Default::default(),
             auth_failures: 0,

@@ -47,6 +47,10 @@ pub struct Server {
     pub elastic: crate::elastic::Elastic,
     /// Interactive transactions: the lock table and its counters.
     pub txns: crate::txn::Txns,
+    /// CLIENT PAUSE: until when, and whether only writes wait.
+    pub pause: parking_lot::Mutex<Option<ClientPause>>,
+    /// Mirrors whether `pause` is set, read on every command without the lock.
+    pub paused: AtomicBool,
     /// SLOWLOG's entries.
     pub slowlog: crate::slowlog::SlowLog,
     /// Lua scripting: the script cache and the runs in progress.
@@ -55,7 +59,32 @@ pub struct Server {
     pub durability: std::sync::OnceLock<crate::durability::Durability>,
 }
 
+/// A CLIENT PAUSE in force.
+#[derive(Clone, Copy, Debug)]
+pub struct ClientPause {
+    pub until: Instant,
+    /// WRITE: only commands that may write (or replicate) wait; ALL: every command waits.
+    pub writes_only: bool,
+}
+
 impl Server {
+    /// Whether a command (`writes`: it may write) must wait for a CLIENT PAUSE to end; a pause whose
+    /// time has passed is lifted here.
+    pub fn paused_for(&self, writes: bool) -> bool {
+        if !self.paused.load(Ordering::Relaxed) {
+            return false;
+        }
+        let mut pause = self.pause.lock();
+        match *pause {
+            Some(current) if current.until > Instant::now() => writes || !current.writes_only,
+            _ => {
+                *pause = None;
+                self.paused.store(false, Ordering::Relaxed);
+                false
+            }
+        }
+    }
+
     /// A server with the configuration's tenants defined (validated by `Config::load`).
     pub fn new(config: Config) -> Server {
         let tenants = config.tenants.clone();
@@ -155,6 +184,8 @@ impl Server {
             txns: crate::txn::Txns::new(txn_settings),
             scripts: crate::scripting::Scripts::default(),
             slowlog: crate::slowlog::SlowLog::default(),
+            pause: parking_lot::Mutex::new(None),
+            paused: AtomicBool::new(false),
             durability: std::sync::OnceLock::new(),
         }
     }

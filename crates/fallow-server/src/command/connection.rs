@@ -218,6 +218,17 @@ fn client(ctx: &mut Ctx, args: &[&[u8]]) {
         client_unblock(ctx, args);
     } else if is(sub, "unblock") {
         super::reply::subcommand_arity_error(ctx, "client", b"unblock");
+    } else if is(sub, "pause") && (argc == 3 || argc == 4) {
+        client_pause(ctx, args);
+    } else if is(sub, "unpause") && argc == 2 {
+        *ctx.server.pause.lock() = None;
+        ctx.server
+            .paused
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+        ctx.out.ok();
+    } else if is(sub, "pause") || is(sub, "unpause") {
+        let sub = sub.to_ascii_lowercase();
+        super::reply::subcommand_arity_error(ctx, "client", &sub);
     } else if is(sub, "getredir") && argc == 2 {
         // No client-side caching redirection is set.
         ctx.out.int(-1);
@@ -229,7 +240,7 @@ fn client(ctx: &mut Ctx, args: &[&[u8]]) {
             "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
             "ID", "GETNAME", "SETNAME <name>", "INFO", "LIST [TYPE normal|pubsub] [ID <id> ...]",
             "KILL <ip:port> | KILL [ID <id>] [ADDR <ip:port>] [LADDR <ip:port>] [USER <user>] [TYPE normal|pubsub] [SKIPME yes|no]",
-            "REPLY ON|OFF|SKIP", "NO-EVICT ON|OFF", "UNBLOCK <clientid> [TIMEOUT|ERROR]", "GETREDIR", "HELP",
+            "REPLY ON|OFF|SKIP", "NO-EVICT ON|OFF", "UNBLOCK <clientid> [TIMEOUT|ERROR]", "PAUSE <timeout> [WRITE|ALL]", "UNPAUSE", "GETREDIR", "HELP",
         ];
         ctx.out.array_len(lines.len());
         for line in lines {
@@ -238,6 +249,39 @@ fn client(ctx: &mut Ctx, args: &[&[u8]]) {
     } else {
         subcommand_error(ctx, args);
     }
+}
+
+/// CLIENT PAUSE timeout-ms [WRITE|ALL]: commands (or writes) wait until the timeout; a longer pause of
+/// the same or a wider kind is kept, as Redis keeps it.
+fn client_pause(ctx: &mut Ctx, args: &[&[u8]]) {
+    let Some(timeout_ms) = super::parse_int(args[2]) else {
+        return ctx
+            .out
+            .error("ERR timeout is not an integer or out of range");
+    };
+    if timeout_ms < 0 {
+        return ctx.out.error("ERR timeout is negative");
+    }
+    let writes_only = match args.get(3) {
+        None => false,
+        Some(mode) if is(mode, "all") => false,
+        Some(mode) if is(mode, "write") => true,
+        Some(_) => return ctx.out.error("ERR CLIENT PAUSE mode must be WRITE or ALL"),
+    };
+    let until = std::time::Instant::now() + std::time::Duration::from_millis(timeout_ms as u64);
+    let mut pause = ctx.server.pause.lock();
+    let merged = match *pause {
+        Some(current) => crate::server::ClientPause {
+            until: current.until.max(until),
+            writes_only: current.writes_only && writes_only,
+        },
+        None => crate::server::ClientPause { until, writes_only },
+    };
+    *pause = Some(merged);
+    ctx.server
+        .paused
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    ctx.out.ok();
 }
 
 /// CLIENT UNBLOCK id [TIMEOUT|ERROR]: 1 when the client was waiting in a blocking command.

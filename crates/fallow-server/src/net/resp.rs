@@ -598,7 +598,7 @@ fn execute_input(
                     }
                 }
                 command::dispatch::execute(server, conn, out, &args);
-                if std::mem::take(&mut conn.script_wait) {
+                if std::mem::take(&mut conn.wait_and_retry) {
                     // Not consumed: it runs again after the wait.
                     flow = Flow::ScriptWait;
                     break;
@@ -614,7 +614,7 @@ fn execute_input(
             } => {
                 let inline: Vec<&[u8]> = owned.iter().map(|arg| arg.as_slice()).collect();
                 command::dispatch::execute(server, conn, out, &inline);
-                if std::mem::take(&mut conn.script_wait) {
+                if std::mem::take(&mut conn.wait_and_retry) {
                     flow = Flow::ScriptWait;
                     break;
                 }

@@ -87,6 +87,11 @@ fn check_and_run(
         ));
         return false;
     }
+    if server.paused.load(Ordering::Relaxed) && server.paused_for(may_write(spec)) {
+        // CLIENT PAUSE: the command waits, off the worker, and runs when the pause ends.
+        conn.wait_and_retry = true;
+        return false;
+    }
     let started = std::time::Instant::now();
     // TXN.*, RESET and QUIT end or act on the transaction itself
     let in_txn = conn.txn.is_some()
@@ -110,6 +115,16 @@ fn check_and_run(
     }
     conn.last_command = spec.name;
     true
+}
+
+/// Whether a command may write or be replicated (what CLIENT PAUSE WRITE holds back): writes, scripts and
+/// functions that may write, and publishing.
+fn may_write(spec: &CommandSpec) -> bool {
+    spec.flags & flags::WRITE != 0
+        || matches!(
+            spec.name,
+            "eval" | "evalsha" | "fcall" | "publish" | "spublish" | "exec"
+        )
 }
 
 /// Whether the connection's user may still run a queued command (EXEC, TXN.COMMIT): permissions may have
@@ -238,7 +253,7 @@ fn needed_shards(server: &Server, info: &CommandInfo, args: &[&[u8]]) -> HeldSha
 
 /// Whether a command needing `needed` may lock its shards now: no running script holds one. A script
 /// past `busy-reply-threshold` gets the command answered BUSY; a younger one makes it wait off the
-/// worker thread (`conn.script_wait`: the connection runs it again when a script ends). False in both.
+/// worker thread (`conn.wait_and_retry`: the connection runs it again when a script ends). False in both.
 pub fn scripts_let_run(
     server: &Server,
     conn: &mut ConnState,
@@ -255,7 +270,7 @@ pub fn scripts_let_run(
         }
         Conflict::Wait => {
             stats.waits.fetch_add(1, Ordering::Relaxed);
-            conn.script_wait = true;
+            conn.wait_and_retry = true;
             false
         }
     }
