@@ -219,3 +219,18 @@ def test_failed_auths_are_slowed_per_connection(server_factory):
         assert guesser.cmd("AUTH", "s3cret") == "OK"
         assert _stat(other, "acl_access_denied_auth") == 7
     assert "failed authentications" in s.logtext()
+
+
+def test_acl_dryrun_tells_whether_a_user_may_run_a_command(c):
+    assert c.cmd("ACL", "SETUSER", "dry", "on", "nopass", "+get", "~k*") == "OK"
+    try:
+        assert c.cmd("ACL", "DRYRUN", "dry", "get", "k1") == "OK"
+        assert c.cmd("ACL", "DRYRUN", "dry", "get", "x1") == b"This user has no permissions to access the 'x1' key"
+        assert c.cmd("ACL", "DRYRUN", "dry", "set", "k1", "v") == \
+            b"This user has no permissions to run the 'set' command"
+        assert c.cmd("ACL", "DRYRUN", "nouser", "get", "k") == Err("ERR User 'nouser' not found")
+        assert c.cmd("ACL", "DRYRUN", "dry", "nosuch") == Err("ERR Command 'nosuch' not found")
+        assert c.cmd("ACL", "DRYRUN", "dry", "get") == Err("ERR wrong number of arguments for 'get' command")
+        assert c.cmd("ACL", "DRYRUN", "dry") == Err("ERR wrong number of arguments for 'acl|dryrun' command")
+    finally:
+        c.cmd("ACL", "DELUSER", "dry")

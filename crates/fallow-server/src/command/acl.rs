@@ -40,15 +40,50 @@ fn acl(ctx: &mut Ctx, args: &[&[u8]]) {
             "ERR This Redis instance is not configured to use an ACL file. You may want to specify users via the ACL SETUSER command and then issue a CONFIG REWRITE (assuming you have a Redis configuration file set) in order to store users in the Redis configuration.",
         ),
         (b"help", 2) => help(ctx),
+        (b"dryrun", 4..) => dryrun(ctx, args),
         (
             b"setuser" | b"deluser" | b"list" | b"users" | b"whoami" | b"getuser" | b"cat"
-            | b"log" | b"genpass" | b"save" | b"load" | b"help",
+            | b"log" | b"genpass" | b"save" | b"load" | b"help" | b"dryrun",
             _,
         ) => ctx.out.error(&super::arity_error(&format!(
             "acl|{}",
             String::from_utf8_lossy(&sub)
         ))),
         _ => subcommand_error(ctx, args),
+    }
+}
+
+/// ACL DRYRUN user command [arg...]: whether `user` may run the command with these arguments; OK, or why
+/// not as a bulk string (nothing is logged or run).
+fn dryrun(ctx: &mut Ctx, args: &[&[u8]]) {
+    let user = String::from_utf8_lossy(args[2]).into_owned();
+    let acl = ctx.server.acl.read();
+    if !acl.users.contains_key(&user) {
+        return ctx.out.error(&format!("ERR User '{user}' not found"));
+    }
+    let command = &args[3..];
+    let Some((_, spec)) = super::lookup(command[0]) else {
+        let name = String::from_utf8_lossy(command[0]);
+        return ctx.out.error(&format!("ERR Command '{name}' not found"));
+    };
+    if !spec.arity_ok(command.len()) {
+        return ctx.out.error(&super::arity_error(spec.name));
+    }
+    match acl.check(&user, spec.info, command) {
+        Ok(()) => ctx.out.ok(),
+        Err(denied) => {
+            let why = match denied.reason {
+                crate::acl::log::Reason::Key => format!(
+                    "This user has no permissions to access the '{}' key",
+                    String::from_utf8_lossy(&denied.object)
+                ),
+                _ => format!(
+                    "This user has no permissions to run the '{}' command",
+                    spec.name
+                ),
+            };
+            ctx.out.bulk(why.as_bytes())
+        }
     }
 }
 
