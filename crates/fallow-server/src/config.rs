@@ -268,8 +268,10 @@ pub struct Config {
     pub txn_lock_wait_ms: u64,
     /// A script running longer than this makes commands on its shards answer BUSY (Redis's
     /// `busy-reply-threshold`, alias `lua-time-limit`).
+    #[serde(rename = "busy-reply-threshold", alias = "lua-time-limit")]
     pub busy_reply_threshold_ms: u64,
     /// Commands this slow (microseconds) go to the slow log; negative: none, 0: all.
+    #[serde(rename = "slowlog-log-slower-than")]
     pub slowlog_log_slower_than_us: i64,
     /// Entries the slow log keeps.
     pub slowlog_max_len: usize,
