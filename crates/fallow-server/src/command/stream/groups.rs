@@ -90,10 +90,19 @@ const XGROUP_ARITIES: &[(&str, i64)] = &[
     ("delconsumer", 5),
 ];
 
-pub fn xgroup(ctx: &mut Ctx, args: &[&[u8]]) {
+/// The subcommand `args[1]` names in `arities` (name, Redis arity), its arity checked: None when the
+/// reply is written already (unknown subcommand, wrong arity, or HELP with `help`).
+pub(super) fn checked_subcommand(
+    ctx: &mut Ctx,
+    args: &[&[u8]],
+    command: &str,
+    arities: &[(&'static str, i64)],
+    help: &[&str],
+) -> Option<&'static str> {
     let sub = args[1];
-    let Some(&(name, arity)) = XGROUP_ARITIES.iter().find(|(name, _)| is(sub, name)) else {
-        return subcommand_error(ctx, args);
+    let Some(&(name, arity)) = arities.iter().find(|(name, _)| is(sub, name)) else {
+        subcommand_error(ctx, args);
+        return None;
     };
     let arity_ok = if arity > 0 {
         args.len() as i64 == arity
@@ -101,11 +110,21 @@ pub fn xgroup(ctx: &mut Ctx, args: &[&[u8]]) {
         args.len() as i64 >= -arity
     };
     if !arity_ok {
-        return subcommand_arity_error(ctx, "xgroup", sub);
+        subcommand_arity_error(ctx, command, sub);
+        return None;
     }
     if name == "help" {
-        return help_reply(ctx, "XGROUP", XGROUP_HELP);
+        help_reply(ctx, &command.to_ascii_uppercase(), help);
+        return None;
     }
+    Some(name)
+}
+
+pub fn xgroup(ctx: &mut Ctx, args: &[&[u8]]) {
+    let Some(name) = checked_subcommand(ctx, args, "xgroup", XGROUP_ARITIES, XGROUP_HELP) else {
+        return;
+    };
+    let sub = args[1];
     // CREATE and SETID options: MKSTREAM (CREATE only), ENTRIESREAD n
     let mut mkstream = false;
     let mut entries_read: Option<i64> = None;

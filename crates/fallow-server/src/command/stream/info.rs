@@ -1,10 +1,9 @@
 //! XINFO (a container: STREAM [FULL [COUNT n]], GROUPS, CONSUMERS, HELP). Replies are maps (flat arrays
 //! in RESP2) in Redis 7.0.15's field order; radix-tree-keys and radix-tree-nodes come from the stream's
 //! model of Redis's node layout.
-use super::groups::{no_such_group, subcommand_syntax_error};
+use super::groups::{checked_subcommand, no_such_group, subcommand_syntax_error};
 use super::{write_entries, write_entry, write_id};
-use crate::command::reply::{help_reply, subcommand_arity_error};
-use crate::command::{is, parse_int, subcommand_error, Ctx, NOT_INTEGER, NO_SUCH_KEY, WRONGTYPE};
+use crate::command::{is, parse_int, Ctx, NOT_INTEGER, NO_SUCH_KEY, WRONGTYPE};
 use fallow_proto::ReplyWriter;
 use fallow_store::types::stream::{Entry, Group, StreamId};
 use fallow_store::types::StreamValue;
@@ -28,21 +27,10 @@ const XINFO_ARITIES: &[(&str, i64)] =
     &[("help", 2), ("consumers", 4), ("groups", 3), ("stream", -3)];
 
 pub fn xinfo(ctx: &mut Ctx, args: &[&[u8]]) {
+    let Some(name) = checked_subcommand(ctx, args, "xinfo", XINFO_ARITIES, XINFO_HELP) else {
+        return;
+    };
     let sub = args[1];
-    let Some(&(name, arity)) = XINFO_ARITIES.iter().find(|(name, _)| is(sub, name)) else {
-        return subcommand_error(ctx, args);
-    };
-    let arity_ok = if arity > 0 {
-        args.len() as i64 == arity
-    } else {
-        args.len() as i64 >= -arity
-    };
-    if !arity_ok {
-        return subcommand_arity_error(ctx, "xinfo", sub);
-    }
-    if name == "help" {
-        return help_reply(ctx, "XINFO", XINFO_HELP);
-    }
     let key = args[2];
     let db = ctx.keyspace();
     let now = ctx.now_ms;
