@@ -24,7 +24,7 @@
 //!   zipmap.rs     zipmap parse (Redis 2.4-era payloads)
 //!   double.rs     score <-> text as Redis formats it
 //!
-//! Verified against Redis 7.0.15 (tests/fixtures, tools/): every payload in
+//! Verified against Redis 7.0.15 (crates/fallow-store/tests/rdb/): every payload in
 //! the fixtures whose encoding Redis produces deterministically is
 //! reproduced byte for byte, and Redis RESTOREs every payload we produce
 //! (with sanitize-dump-payload yes).

@@ -1,7 +1,7 @@
 //! Checks the codec against payloads recorded from a real Redis 7.0.15
-//! (`tools/gen_fixtures.py` -> `tests/fixtures/dump_cases.txt`), and that
+//! (`tools/gen_fixtures.py` -> `fixtures/dump_cases.txt`), and that
 //! Redis accepted our own payloads (`tools/check_restore.py` ->
-//! `tests/fixtures/restore_checks.txt`). Needs no running Redis.
+//! `fixtures/restore_checks.txt`). Needs no running Redis.
 
 use super::common::{hex, load_cases, normalized, Case, Mode, Subject};
 use fallow_store::rdb::{decode_dump, decode_function_dump, encode_dump, encode_function_dump};

@@ -31,7 +31,7 @@ from gen_fixtures import DEFAULT_CONFIG, apply_debug_threshold  # noqa: E402
 
 KEY = b"check:ours"
 THEIRS = b"check:theirs"
-CASES = os.environ.get('RDB_CASES') or os.path.join(os.path.dirname(__file__), '..', 'tests', 'fixtures', 'dump_cases.txt')
+CASES = os.environ.get('RDB_CASES') or os.path.join(os.path.dirname(__file__), '..', 'fixtures', 'dump_cases.txt')
 
 
 def unhex(text):

@@ -1,6 +1,6 @@
 //! Replays Lua expressions whose expected results were captured from a real Redis
-//! 7.0.15 (`tools/gen_expected.py`): each case runs the shared preamble
-//! (`tools/preamble.lua`) and `return try(function() return <expr> end)` in a fresh
+//! 7.0.15 (`compat/gen_expected.py`): each case runs the shared preamble
+//! (`compat/preamble.lua`) and `return try(function() return <expr> end)` in a fresh
 //! Lua state, under the chunk name Redis uses, so even error positions must match.
 use mlua::{Lua, Value};
 

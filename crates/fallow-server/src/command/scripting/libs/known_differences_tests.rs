@@ -1,5 +1,5 @@
 //! Pins down the documented differences from Redis 7.0.15 so that they stay
-//! deliberate. Everything else is covered by `redis_compat.rs`.
+//! deliberate. Everything else is covered by `compat_tests.rs`.
 use mlua::{Lua, Value};
 
 fn new_lua() -> Lua {
