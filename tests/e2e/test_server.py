@@ -257,3 +257,17 @@ def test_client_pause_holds_commands_until_it_ends(raw):
     assert other.cmd("PING") == "PONG"
     assert time.monotonic() - started >= 0.35, "every command waits under an ALL pause"
     assert pauser.cmd("CLIENT", "UNPAUSE") == "OK"
+
+
+def test_replicaof_no_one_and_lolwut(c):
+    assert c.cmd("REPLICAOF", "NO", "ONE") == "OK"
+    assert c.cmd("SLAVEOF", "no", "one") == "OK"
+    assert c.cmd("REPLICAOF", "no") == Err("ERR wrong number of arguments for 'replicaof' command")
+    assert c.cmd("LOLWUT") == b"Redis ver. 7.0.15\n"
+    assert c.cmd("LOLWUT", "VERSION", "x") == Err("ERR value is not an integer or out of range")
+
+
+@pytest.mark.fallow_only
+def test_replicaof_a_primary_is_refused(c):
+    assert c.cmd("REPLICAOF", "localhost", "6399") == \
+        Err("ERR fallow has no replication: only REPLICAOF NO ONE is accepted")

@@ -22,6 +22,9 @@ pub const COMMANDS: &[CommandInfo] = &[
     info("shutdown", -1, ADMIN_FLAGS | NO_MULTI, Keys::None, Group::SERVER, "Shut down the server; nothing is saved (SAVE/NOSAVE are accepted and ignored)"),
     info("role", 1, NOSCRIPT | LOADING | STALE | FAST, Keys::None, Group::SERVER, "Return the role of the instance in the context of replication"),
     info("wait", 3, NOSCRIPT, Keys::None, Group::KEYSPACE, "Wait for replicas to acknowledge writes (fallow has none: 0)"),
+    info("replicaof", 3, ADMIN | NOSCRIPT | STALE, Keys::None, Group::SERVER, "REPLICAOF NO ONE (fallow has no replication)"),
+    info("slaveof", 3, ADMIN | NOSCRIPT | STALE, Keys::None, Group::SERVER, "Old name of REPLICAOF"),
+    info("lolwut", -1, READONLY | FAST, Keys::None, Group::SERVER, "The server's version line"),
     info("monitor", 1, ADMIN_FLAGS, Keys::None, Group::SERVER, "Refused (-ERR MONITOR is not supported by fallow)"),
 ];
 

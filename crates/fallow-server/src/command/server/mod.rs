@@ -31,6 +31,9 @@ pub const HANDLERS: &[(&str, Handler)] = &[
     ("shutdown", shutdown),
     ("role", role),
     ("wait", wait),
+    ("replicaof", replicaof),
+    ("slaveof", replicaof),
+    ("lolwut", lolwut),
     ("monitor", monitor),
 ];
 
@@ -183,6 +186,28 @@ fn wait(ctx: &mut Ctx, args: &[&[u8]]) {
         ctx.conn.reply_not_before = Some(tokio::time::Instant::now() + wait);
     }
     ctx.out.int(0);
+}
+
+/// REPLICAOF NO ONE (already a primary: OK); fallow has no replication, so following a primary is refused.
+fn replicaof(ctx: &mut Ctx, args: &[&[u8]]) {
+    if is(args[1], "no") && is(args[2], "one") {
+        return ctx.out.ok();
+    }
+    ctx.out
+        .error("ERR fallow has no replication: only REPLICAOF NO ONE is accepted");
+}
+
+/// LOLWUT [VERSION v]: Redis 7.0.15's default answer, the version line. Versions 5 and 6 draw pictures in
+/// Redis (5 a random one); fallow answers them with the version line too.
+fn lolwut(ctx: &mut Ctx, args: &[&[u8]]) {
+    if args.len() >= 3 && is(args[1], "version") && super::parse_int(args[2]).is_none() {
+        return ctx.out.error(super::NOT_INTEGER);
+    }
+    let line = format!(
+        "Redis ver. {}\n",
+        crate::command::reply::REDIS_COMPATIBLE_VERSION
+    );
+    ctx.out.verbatim("txt", line.as_bytes());
 }
 
 fn monitor(ctx: &mut Ctx, _args: &[&[u8]]) {
