@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from helpers import RawConn, fallow_bin, free_port
+from helpers import HOST, Err, RawConn, ServerProc, fallow_bin, free_port
 
 pytestmark = [pytest.mark.resp, pytest.mark.fallow_only]
 
@@ -145,3 +145,28 @@ def test_out_of_range_values_are_refused_at_start_too(tmp_path):
                          capture_output=True, text=True, timeout=10)
     assert out.returncode == 2
     assert "maxclients '0': argument must be between 1 and 4294967295 inclusive" in out.stderr
+
+
+def test_config_rewrite_writes_the_running_settings_into_the_toml_file(tmp_path):
+    config_path = tmp_path / "fallow.toml"
+    config_path.write_text("# kept comment\nslowlog-max-len = 9\n")
+    server = ServerProc("fallow", {"config": str(config_path), "dir": str(tmp_path / "data")}).start()
+    try:
+        conn = RawConn(HOST, server.port)
+        assert conn.cmd("CONFIG", "SET", "slowlog-max-len", "64", "busy-reply-threshold", "250") == "OK"
+        assert conn.cmd("CONFIG", "REWRITE") == "OK"
+        text = config_path.read_text()
+        assert text.startswith("# kept comment\nslowlog-max-len = 64\n")
+        assert "busy-reply-threshold = 250\n" in text
+        conn.close()
+        assert server.stop() == 0
+        server.start()
+        conn = RawConn(HOST, server.port)
+        assert conn.cmd("CONFIG", "GET", "busy-reply-threshold") == [b"busy-reply-threshold", b"250"]
+        conn.close()
+    finally:
+        server.cleanup()
+
+
+def test_config_rewrite_needs_a_config_file(c):
+    assert c.cmd("CONFIG", "REWRITE") == Err("ERR The server is running without a config file")

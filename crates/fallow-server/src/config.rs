@@ -4,6 +4,7 @@
 use crate::elastic::settings::{ElasticSettings, MemoryMode, Reserve, POLL_INTERVAL_MS_MAX};
 use crate::units::{deserialize_number_or_text, parse_bytes};
 pub mod params;
+pub mod rewrite;
 use serde::Deserialize;
 
 fn parse_memory_mode(text: &str) -> Result<MemoryMode, String> {

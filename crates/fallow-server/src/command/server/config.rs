@@ -14,15 +14,7 @@ pub(super) fn config(ctx: &mut Ctx, args: &[&[u8]]) {
             reset_stats(ctx);
             ctx.out.ok();
         }
-        (b"rewrite", 2) => {
-            if config_file(ctx).is_empty() {
-                ctx.out
-                    .error("ERR The server is running without a config file");
-            } else {
-                ctx.out
-                    .error("ERR fallow does not rewrite its TOML config file; edit it and restart");
-            }
-        }
+        (b"rewrite", 2) => config_rewrite(ctx),
         (b"help", 2) => help_reply(
             ctx,
             "CONFIG",
@@ -171,5 +163,22 @@ mod tests {
         assert!(config_matches(b"MAXMEMORY", "maxmemory"));
         assert!(!config_matches(b"maxmemory", "maxmemory-policy"));
         assert!(config_matches(b"*", "port"));
+    }
+}
+
+/// CONFIG REWRITE: the running settings into the TOML file the server started from.
+fn config_rewrite(ctx: &mut Ctx) {
+    let path = config_file(ctx);
+    if path.is_empty() {
+        return ctx
+            .out
+            .error("ERR The server is running without a config file");
+    }
+    let config = ctx.server.config.read().clone();
+    match crate::config::rewrite::rewrite(std::path::Path::new(&path), &config) {
+        Ok(()) => ctx.out.ok(),
+        Err(reason) => ctx
+            .out
+            .error(&format!("ERR Rewriting config file: {reason}")),
     }
 }
