@@ -153,19 +153,6 @@ fn reset_stats(ctx: &mut Ctx) {
     });
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn config_glob_is_case_insensitive() {
-        assert!(config_matches(b"maxmemory*", "maxmemory-policy"));
-        assert!(config_matches(b"MAXMEMORY", "maxmemory"));
-        assert!(!config_matches(b"maxmemory", "maxmemory-policy"));
-        assert!(config_matches(b"*", "port"));
-    }
-}
-
 /// CONFIG REWRITE: the running settings into the TOML file the server started from.
 fn config_rewrite(ctx: &mut Ctx) {
     let path = config_file(ctx);
@@ -180,5 +167,18 @@ fn config_rewrite(ctx: &mut Ctx) {
         Err(reason) => ctx
             .out
             .error(&format!("ERR Rewriting config file: {reason}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_glob_is_case_insensitive() {
+        assert!(config_matches(b"maxmemory*", "maxmemory-policy"));
+        assert!(config_matches(b"MAXMEMORY", "maxmemory"));
+        assert!(!config_matches(b"maxmemory", "maxmemory-policy"));
+        assert!(config_matches(b"*", "port"));
     }
 }
