@@ -3,7 +3,7 @@ own are deterministic, Redis's payloads restore, and damaged ones are refused wi
 payloads below were recorded from redis-server 7.0.15 (E2E_TARGET=redis checks them again)."""
 import pytest
 
-from helpers import HOST, Err, RawConn, ServerProc
+from helpers import HOST, TARGET, Err, RawConn, ServerProc
 
 pytestmark = pytest.mark.resp
 
@@ -117,3 +117,30 @@ def test_function_libraries_survive_a_restart(tmp_path):
         assert (tmp_path / "functions.rdb.damaged").read_bytes() == b"damaged"
     finally:
         server.cleanup()
+
+
+def test_migrate_moves_keys_to_another_server(server, c):
+    target = ServerProc(TARGET).start()
+    try:
+        other = RawConn(HOST, target.port)
+        c.cmd("SET", "a", "1")
+        c.cmd("HSET", "h", "f", "v")
+        c.cmd("SET", "t", "x", "PX", "50000")
+        assert c.cmd("MIGRATE", HOST, str(target.port), "a", "0", "1000") == "OK"
+        assert c.cmd("EXISTS", "a") == 0 and other.cmd("GET", "a") == b"1"
+        assert c.cmd("MIGRATE", HOST, str(target.port), "nokey", "0", "1000") == "NOKEY"
+        assert c.cmd("MIGRATE", HOST, str(target.port), "", "0", "1000", "COPY", "KEYS", "h", "t") == "OK"
+        assert other.cmd("HGETALL", "h") == [b"f", b"v"]
+        assert 40000 < other.cmd("PTTL", "t") <= 50000
+        assert c.cmd("MIGRATE", HOST, str(target.port), "", "0", "1000", "KEYS", "h") == \
+            Err("ERR Target instance replied with error: BUSYKEY Target key name already exists.")
+        assert c.cmd("MIGRATE", HOST, str(target.port), "x", "0", "1000", "KEYS", "h") == \
+            Err("ERR When using MIGRATE KEYS option, the key argument must be set to the empty string")
+        assert c.cmd("MIGRATE", HOST, str(target.port), "", "0", "1000", "BOGUS") == Err("ERR syntax error")
+        assert c.cmd("MIGRATE", HOST, str(target.port), "h", "x", "1000") == \
+            Err("ERR value is not an integer or out of range")
+        assert c.cmd("MIGRATE", HOST, str(target.port), "", "0", "1000", "REPLACE", "KEYS", "h", "t") == "OK"
+        assert c.cmd("EXISTS", "h", "t") == 0
+        other.close()
+    finally:
+        target.cleanup()

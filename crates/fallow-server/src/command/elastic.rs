@@ -72,7 +72,7 @@ fn write_reclaimed(ctx: &mut Ctx, reclaimed: &Reclaimed) {
 
 /// Runs blocking work from a handler: on a multi-threaded runtime the worker hands its other connections
 /// to another thread first (`block_in_place`), so a long reclaim stalls only this client.
-fn off_the_runtime<T>(work: impl FnOnce() -> T) -> T {
+pub(super) fn off_the_runtime<T>(work: impl FnOnce() -> T) -> T {
     use tokio::runtime::{Handle, RuntimeFlavor};
     match Handle::try_current() {
         Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::MultiThread => {

@@ -24,6 +24,7 @@ pub const COMMANDS: &[CommandInfo] = &[
     info("copy", -3, WRITE | DENYOOM, TWO_KEYS, Group::KEYSPACE, "Copy a key"),
     info("dump", 2, READONLY, ONE_KEY, Group::KEYSPACE, "A key's value as Redis's serialized payload"),
     info("restore", -4, WRITE | DENYOOM, ONE_KEY, Group::KEYSPACE, "Create a key from a DUMP payload"),
+    info("migrate", -6, WRITE, Keys::Custom(migrate_keys), Group::KEYSPACE, "Move keys to another server (DUMP, RESTORE over a connection)"),
     // A key's shard does not depend on its database, so one lock covers both databases.
     info("move", 3, WRITE | FAST, ONE_KEY, Group::KEYSPACE, "Move a key to another database"),
     info("swapdb", 3, WRITE | FAST, Keys::All, Group::KEYSPACE, "Swap two databases"),
@@ -78,3 +79,16 @@ const OBJECT_KEY: Keys = Keys::Range {
     last: 2,
     step: 1,
 };
+
+/// MIGRATE's keys: the key argument, or those after KEYS when it is empty.
+fn migrate_keys(args: &[&[u8]]) -> Vec<usize> {
+    match args
+        .iter()
+        .position(|arg| arg.eq_ignore_ascii_case(b"keys"))
+    {
+        Some(at) if at > 5 && args.get(3).is_some_and(|key| key.is_empty()) => {
+            (at + 1..args.len()).collect()
+        }
+        _ => vec![3],
+    }
+}
