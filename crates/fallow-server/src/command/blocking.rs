@@ -25,6 +25,15 @@ pub fn parse_timeout(arg: &[u8]) -> Result<Timeout, &'static str> {
     Ok(Timeout { ms: ms as u64 })
 }
 
+/// Parses a timeout in whole milliseconds (XREAD BLOCK, WAIT, CLIENT PAUSE), with Redis's errors.
+pub fn parse_timeout_ms(arg: &[u8]) -> Result<Timeout, &'static str> {
+    match super::parse_int(arg) {
+        None => Err("ERR timeout is not an integer or out of range"),
+        Some(ms) if ms < 0 => Err("ERR timeout is negative"),
+        Some(ms) => Ok(Timeout { ms: ms as u64 }),
+    }
+}
+
 /// Asks the connection loop to wait for `keys`; inside EXEC, replies `exec_reply` at once, what a
 /// timeout would. (Redis 7.0 answers a timed-out BLMOVE with a null array but a BLMOVE inside EXEC with
 /// a null bulk.)

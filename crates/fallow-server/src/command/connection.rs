@@ -254,21 +254,17 @@ fn client(ctx: &mut Ctx, args: &[&[u8]]) {
 /// CLIENT PAUSE timeout-ms [WRITE|ALL]: commands (or writes) wait until the timeout; a longer pause of
 /// the same or a wider kind is kept, as Redis keeps it.
 fn client_pause(ctx: &mut Ctx, args: &[&[u8]]) {
-    let Some(timeout_ms) = super::parse_int(args[2]) else {
-        return ctx
-            .out
-            .error("ERR timeout is not an integer or out of range");
+    let timeout_ms = match super::blocking::parse_timeout_ms(args[2]) {
+        Ok(timeout) => timeout.ms,
+        Err(reply) => return ctx.out.error(reply),
     };
-    if timeout_ms < 0 {
-        return ctx.out.error("ERR timeout is negative");
-    }
     let writes_only = match args.get(3) {
         None => false,
         Some(mode) if is(mode, "all") => false,
         Some(mode) if is(mode, "write") => true,
         Some(_) => return ctx.out.error("ERR CLIENT PAUSE mode must be WRITE or ALL"),
     };
-    let until = std::time::Instant::now() + std::time::Duration::from_millis(timeout_ms as u64);
+    let until = std::time::Instant::now() + std::time::Duration::from_millis(timeout_ms);
     let mut pause = ctx.server.pause.lock();
     let merged = match *pause {
         Some(current) => crate::server::ClientPause {

@@ -169,19 +169,15 @@ fn wait(ctx: &mut Ctx, args: &[&[u8]]) {
     let Some(wanted) = super::parse_int(args[1]) else {
         return ctx.out.error(super::NOT_INTEGER);
     };
-    let Some(timeout_ms) = super::parse_int(args[2]) else {
-        return ctx
-            .out
-            .error("ERR timeout is not an integer or out of range");
+    let timeout_ms = match super::blocking::parse_timeout_ms(args[2]) {
+        Ok(timeout) => timeout.ms,
+        Err(reply) => return ctx.out.error(reply),
     };
-    if timeout_ms < 0 {
-        return ctx.out.error("ERR timeout is negative");
-    }
     if wanted > 0 && !ctx.in_exec {
         const FOREVER: std::time::Duration = std::time::Duration::from_secs(100 * 365 * 86_400);
         let wait = match timeout_ms {
             0 => FOREVER,
-            ms => std::time::Duration::from_millis(ms as u64),
+            ms => std::time::Duration::from_millis(ms),
         };
         ctx.conn.reply_not_before = Some(tokio::time::Instant::now() + wait);
     }

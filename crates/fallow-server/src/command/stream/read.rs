@@ -30,12 +30,11 @@ struct ReadArgs<'a> {
 }
 
 fn parse_block(arg: &[u8], now_ms: u64) -> Result<Timeout, &'static str> {
-    match parse_int(arg) {
-        None => Err("ERR timeout is not an integer or out of range"),
-        Some(ms) if ms < 0 => Err("ERR timeout is negative"),
-        Some(ms) if ms > 0 && ms > i64::MAX - now_ms as i64 => Err("ERR timeout is out of range"),
-        Some(ms) => Ok(Timeout { ms: ms as u64 }),
+    let timeout = crate::command::blocking::parse_timeout_ms(arg)?;
+    if timeout.ms > (i64::MAX - now_ms as i64) as u64 {
+        return Err("ERR timeout is out of range");
     }
+    Ok(timeout)
 }
 
 fn parse_read<'a>(
