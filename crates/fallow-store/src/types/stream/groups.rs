@@ -112,6 +112,21 @@ impl Group {
     }
 
     /// Gives the pending entry `id` to `consumer` (moving it from its owner).
+    /// Makes `id` pending for `consumer`, delivered once at `now_ms`; false (nothing changed) when it is
+    /// pending already.
+    fn start_pending(&mut self, id: StreamId, consumer: &Arc<[u8]>, now_ms: i64) -> bool {
+        if self.pel.contains_key(&id) {
+            return false;
+        }
+        let pending = Pending {
+            consumer: consumer.clone(),
+            delivery_ms: now_ms,
+            delivery_count: 1,
+        };
+        self.pel.insert(id, pending);
+        true
+    }
+
     fn reassign(&mut self, id: StreamId, consumer: &Arc<[u8]>) {
         let pending = self.pel.get_mut(&id).expect("a pending entry");
         if pending.consumer != *consumer {
@@ -342,18 +357,13 @@ impl StreamValue {
         }
         let (name, added_bytes) = group.consumer_entry(consumer, now_ms);
         self.bytes += added_bytes;
-        if let Some(pending) = group.pel.get_mut(&id) {
+        if group.start_pending(id, &name, now_ms) {
+            self.bytes += PENDING_BYTES;
+        } else {
             // pending already (the group's id was set back): it starts over with this consumer
+            let pending = group.pel.get_mut(&id).expect("pending");
             pending.delivery_ms = now_ms;
             pending.delivery_count = 1;
-        } else {
-            let pending = Pending {
-                consumer: name.clone(),
-                delivery_ms: now_ms,
-                delivery_count: 1,
-            };
-            group.pel.insert(id, pending);
-            self.bytes += PENDING_BYTES;
         }
         group.reassign(id, &name);
     }
@@ -446,13 +456,7 @@ impl StreamValue {
             }
             let group = self.groups.get_mut(group_name).expect("checked above");
             let (name, _) = group.consumer_entry(consumer, now_ms);
-            if created {
-                let pending = Pending {
-                    consumer: name.clone(),
-                    delivery_ms: now_ms,
-                    delivery_count: 1,
-                };
-                group.pel.insert(id, pending);
+            if group.start_pending(id, &name, now_ms) {
                 self.bytes += PENDING_BYTES;
             }
             group.reassign(id, &name);
