@@ -272,39 +272,31 @@ pub fn standard_geohash(score: f64) -> [u8; 11] {
 // ----- neighbours -------------------------------------------------------------------------------------
 
 fn move_x(hash: &mut HashBits, direction: i8) {
-    if direction == 0 {
-        return;
-    }
-    let width = 64 - u32::from(hash.step) * 2;
-    let mut x = hash.bits & 0xaaaaaaaaaaaaaaaa;
-    let y = hash.bits & 0x5555555555555555;
-    let zz = 0x5555555555555555u64 >> width;
-    if direction > 0 {
-        x = x.wrapping_add(zz.wrapping_add(1));
-    } else {
-        x |= zz;
-        x = x.wrapping_sub(zz.wrapping_add(1));
-    }
-    x &= 0xaaaaaaaaaaaaaaaau64 >> width;
-    hash.bits = x | y;
+    move_along(hash, direction, 0xaaaaaaaaaaaaaaaa, 0x5555555555555555);
 }
 
 fn move_y(hash: &mut HashBits, direction: i8) {
+    move_along(hash, direction, 0x5555555555555555, 0xaaaaaaaaaaaaaaaa);
+}
+
+/// One cell along an axis (Redis's `geohash_move_x`/`geohash_move_y`): the axis's interleaved bits
+/// (`axis_mask`) are stepped by one, carrying over the other axis's bits (`other_mask`), which stay.
+fn move_along(hash: &mut HashBits, direction: i8, axis_mask: u64, other_mask: u64) {
     if direction == 0 {
         return;
     }
     let width = 64 - u32::from(hash.step) * 2;
-    let x = hash.bits & 0xaaaaaaaaaaaaaaaa;
-    let mut y = hash.bits & 0x5555555555555555;
-    let zz = 0xaaaaaaaaaaaaaaaau64 >> width;
+    let mut axis = hash.bits & axis_mask;
+    let other = hash.bits & other_mask;
+    let zz = other_mask >> width;
     if direction > 0 {
-        y = y.wrapping_add(zz.wrapping_add(1));
+        axis = axis.wrapping_add(zz.wrapping_add(1));
     } else {
-        y |= zz;
-        y = y.wrapping_sub(zz.wrapping_add(1));
+        axis |= zz;
+        axis = axis.wrapping_sub(zz.wrapping_add(1));
     }
-    y &= 0x5555555555555555u64 >> width;
-    hash.bits = x | y;
+    axis &= axis_mask >> width;
+    hash.bits = axis | other;
 }
 
 /// The 8 cells around one, of the same step (wrapping around the world's edges as Redis's do).
