@@ -94,11 +94,36 @@ pub fn shard_of_hash(hash: u64, shard_count: usize) -> usize {
     ((hash >> 40) as usize & 0xffff) % shard_count
 }
 
-/// Parses a decimal i64 with Redis's strictness (no spaces, no '+', no leading zeros).
+/// Parses a decimal i64 written canonically, as Redis's `string2ll` reads it (no spaces, no '+', no
+/// leading zeros, not `-0`, at most 20 bytes): listpacks, RDB integer encodings and SORT's options
+/// recognise integers this way. Allocates nothing.
 pub fn parse_i64_strict(bytes: &[u8]) -> Option<i64> {
-    let text = std::str::from_utf8(bytes).ok()?;
-    let value: i64 = text.parse().ok()?;
-    (value.to_string() == text).then_some(value)
+    if bytes.is_empty() || bytes.len() > 20 {
+        return None;
+    }
+    let (negative, digits) = match bytes {
+        [b'-', rest @ ..] => (true, rest),
+        _ => (false, bytes),
+    };
+    match digits {
+        [b'0'] if !negative => return Some(0),
+        [b'1'..=b'9', ..] => {}
+        _ => return None,
+    }
+    let mut value: i64 = 0;
+    for &digit in digits {
+        if !digit.is_ascii_digit() {
+            return None;
+        }
+        let digit = i64::from(digit - b'0');
+        value = value.checked_mul(10)?;
+        value = if negative {
+            value.checked_sub(digit)?
+        } else {
+            value.checked_add(digit)?
+        };
+    }
+    Some(value)
 }
 
 /// Milliseconds since the Unix epoch.

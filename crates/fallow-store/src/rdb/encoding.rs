@@ -45,8 +45,6 @@ const MAX_INT_ENCODED_STRING_BYTES: usize = 11;
 const MIN_LZF_STRING_BYTES: usize = 20;
 /// One 3-byte LZF back reference expands to at most 264 bytes.
 const MAX_LZF_EXPANSION: usize = 88;
-/// `LONG_STR_SIZE`: strings this long or longer never parse as integers.
-const LONG_STR_SIZE: usize = 21;
 
 /// Bounded cursor over a payload. All reads check the remaining input
 /// first, and LZF output is charged against `lzf_budget_bytes`.
@@ -197,39 +195,6 @@ pub fn write_len(out: &mut Vec<u8>, len: u64) {
     }
 }
 
-/// `string2ll` / `lpStringToInt64`: strict canonical decimal i64 (no sign
-/// other than a leading '-', no leading zeros, no "-0", at most 20 bytes).
-pub fn parse_strict_i64(bytes: &[u8]) -> Option<i64> {
-    if bytes.is_empty() || bytes.len() >= LONG_STR_SIZE {
-        return None;
-    }
-    if bytes == b"0" {
-        return Some(0);
-    }
-    let (negative, digits) = match bytes.split_first() {
-        Some((b'-', rest)) => (true, rest),
-        _ => (false, bytes),
-    };
-    let (first, _) = digits.split_first()?;
-    if !(b'1'..=b'9').contains(first) {
-        return None;
-    }
-    let mut magnitude: u64 = 0;
-    for &digit in digits {
-        if !digit.is_ascii_digit() {
-            return None;
-        }
-        magnitude = magnitude
-            .checked_mul(10)?
-            .checked_add(u64::from(digit - b'0'))?;
-    }
-    if negative {
-        0i64.checked_sub_unsigned(magnitude)
-    } else {
-        i64::try_from(magnitude).ok()
-    }
-}
-
 /// rdbEncodeInteger: the INT8/16/32 form of `value`, if it fits.
 fn integer_encoding(value: i64) -> Option<Vec<u8>> {
     let tag = ENCVAL_TAG << 6;
@@ -259,7 +224,7 @@ pub fn write_lzf_blob(out: &mut Vec<u8>, packed: &[u8], original_len: usize) {
 /// verbatim, exactly as Redis picks among them.
 pub fn write_string(out: &mut Vec<u8>, bytes: &[u8], compression: bool) {
     if bytes.len() <= MAX_INT_ENCODED_STRING_BYTES {
-        if let Some(encoded) = parse_strict_i64(bytes).and_then(integer_encoding) {
+        if let Some(encoded) = crate::parse_i64_strict(bytes).and_then(integer_encoding) {
             out.extend_from_slice(&encoded);
             return;
         }
@@ -311,10 +276,16 @@ mod tests {
 
     #[test]
     fn strict_integer_parsing_matches_string2ll() {
-        assert_eq!(parse_strict_i64(b"0"), Some(0));
-        assert_eq!(parse_strict_i64(b"-1"), Some(-1));
-        assert_eq!(parse_strict_i64(b"9223372036854775807"), Some(i64::MAX));
-        assert_eq!(parse_strict_i64(b"-9223372036854775808"), Some(i64::MIN));
+        assert_eq!(crate::parse_i64_strict(b"0"), Some(0));
+        assert_eq!(crate::parse_i64_strict(b"-1"), Some(-1));
+        assert_eq!(
+            crate::parse_i64_strict(b"9223372036854775807"),
+            Some(i64::MAX)
+        );
+        assert_eq!(
+            crate::parse_i64_strict(b"-9223372036854775808"),
+            Some(i64::MIN)
+        );
         for bad in [
             &b""[..],
             b"-",
@@ -327,7 +298,7 @@ mod tests {
             b"-9223372036854775809",
             b"1a",
         ] {
-            assert_eq!(parse_strict_i64(bad), None, "{bad:?}");
+            assert_eq!(crate::parse_i64_strict(bad), None, "{bad:?}");
         }
     }
 

@@ -26,7 +26,6 @@
 //! unless 65535) and requires the declared total to equal the blob length,
 //! exactly like lpValidateIntegrity(deep=1).
 
-use super::encoding::parse_strict_i64;
 use super::DumpError;
 
 const HEADER_BYTES: usize = 6;
@@ -76,7 +75,7 @@ impl Builder {
 
     /// lpAppend: integer encoding when the bytes are a canonical i64.
     pub fn append(&mut self, element: &[u8]) {
-        match parse_strict_i64(element) {
+        match crate::parse_i64_strict(element) {
             Some(value) => self.append_int(value),
             None => self.append_string(element),
         }

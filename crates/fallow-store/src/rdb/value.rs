@@ -33,7 +33,7 @@
 
 use std::collections::HashSet;
 
-use super::encoding::{self, parse_strict_i64, Reader};
+use super::encoding::{self, Reader};
 use super::{append_footer, verify_footer, DumpError, Pairs, DEFAULT_MAX_DECOMPRESSED_BYTES};
 use super::{double, intset, listpack, quicklist, ziplist, zipmap};
 
@@ -129,7 +129,7 @@ pub fn encode_dump(value: &RdbValue, limits: &EncodingLimits) -> Vec<u8> {
 }
 
 fn write_set(out: &mut Vec<u8>, members: &[Vec<u8>], limits: &EncodingLimits) {
-    let ints: Option<Vec<i64>> = members.iter().map(|m| parse_strict_i64(m)).collect();
+    let ints: Option<Vec<i64>> = members.iter().map(|m| crate::parse_i64_strict(m)).collect();
     match ints {
         Some(ints) if !ints.is_empty() && ints.len() <= limits.set_max_intset_entries => {
             out.push(TYPE_SET_INTSET);

@@ -148,7 +148,7 @@ pub(crate) mod tests {
     }
 
     fn push_value(body: &mut Vec<u8>, element: &[u8]) {
-        match super::super::encoding::parse_strict_i64(element) {
+        match crate::parse_i64_strict(element) {
             Some(v @ 0..=12) => body.push(0xf1 + v as u8),
             Some(v) if i8::try_from(v).is_ok() => body.extend_from_slice(&[0xfe, v as u8]),
             Some(v) if i16::try_from(v).is_ok() => {

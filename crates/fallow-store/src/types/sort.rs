@@ -106,7 +106,7 @@ pub fn parse<'a>(
         } else if is(option, "alpha") {
             parsed.alpha = true;
         } else if is(option, "limit") && left >= 2 {
-            let parse = |arg: &[u8]| strict_i64(arg).ok_or(OptionError::NotInteger);
+            let parse = |arg: &[u8]| crate::parse_i64_strict(arg).ok_or(OptionError::NotInteger);
             let offset = parse(options[index + 1])?;
             let count = parse(options[index + 2])?;
             parsed.limit = Some((offset, count));
@@ -135,20 +135,6 @@ pub fn parse<'a>(
         index += 1;
     }
     Ok(parsed)
-}
-
-/// A signed 64-bit integer as Redis's string2ll reads it (no blanks, no '+', no leading zeros).
-fn strict_i64(arg: &[u8]) -> Option<i64> {
-    let text = std::str::from_utf8(arg).ok()?;
-    let digits = text.strip_prefix('-').unwrap_or(text);
-    let canonical = !digits.is_empty()
-        && digits.bytes().all(|byte| byte.is_ascii_digit())
-        && (digits == "0" || !digits.starts_with('0'))
-        && text != "-0";
-    if !canonical {
-        return None;
-    }
-    text.parse().ok()
 }
 
 impl SortOptions<'_> {

@@ -129,7 +129,7 @@ pub fn parse_id(arg: &[u8], missing_seq: u64, strict: bool, partial: bool) -> Op
 
 /// Redis's string2ull: a canonical integer (negatives refused), else what strtoull accepts.
 fn string_to_u64(text: &[u8]) -> Option<u64> {
-    if let Some(value) = listpack::strict_i64(text) {
+    if let Some(value) = crate::parse_i64_strict(text) {
         return u64::try_from(value).ok();
     }
     let start = text

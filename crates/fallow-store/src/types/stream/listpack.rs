@@ -51,7 +51,7 @@ fn int_element_bytes(value: i64) -> u64 {
 
 /// Bytes of a string element; a string that reads as a 64-bit integer is stored as one.
 fn string_element_bytes(bytes: &[u8]) -> u64 {
-    if let Some(value) = strict_i64(bytes) {
+    if let Some(value) = crate::parse_i64_strict(bytes) {
         return int_element_bytes(value);
     }
     let len = bytes.len() as u64;
@@ -61,37 +61,6 @@ fn string_element_bytes(bytes: &[u8]) -> u64 {
         _ => 5 + len,
     };
     encoded + back_len_bytes(encoded)
-}
-
-/// Parses a 64-bit integer written canonically (no sign but `-`, no leading zeros, no spaces, not
-/// `-0`), as listpacks recognise integers.
-pub fn strict_i64(bytes: &[u8]) -> Option<i64> {
-    if bytes.is_empty() || bytes.len() > 20 {
-        return None;
-    }
-    let (negative, digits) = match bytes {
-        [b'-', rest @ ..] => (true, rest),
-        _ => (false, bytes),
-    };
-    match digits {
-        [b'0'] if !negative => return Some(0),
-        [b'1'..=b'9', ..] => {}
-        _ => return None,
-    }
-    let mut value: i64 = 0;
-    for &digit in digits {
-        if !digit.is_ascii_digit() {
-            return None;
-        }
-        let digit = i64::from(digit - b'0');
-        value = value.checked_mul(10)?;
-        value = if negative {
-            value.checked_sub(digit)?
-        } else {
-            value.checked_add(digit)?
-        };
-    }
-    Some(value)
 }
 
 /// Bytes of a new node's listpack holding only its master entry, for a first entry with `fields`.
@@ -199,10 +168,13 @@ mod tests {
         assert_eq!(string_element_bytes(&[b'x'; 63]), 65);
         assert_eq!(string_element_bytes(&[b'x'; 64]), 67);
         assert_eq!(string_element_bytes(&[b'x'; 200]), 204);
-        assert_eq!(strict_i64(b"-9223372036854775808"), Some(i64::MIN));
-        assert_eq!(strict_i64(b"9223372036854775808"), None);
-        assert_eq!(strict_i64(b"+1"), None);
-        assert_eq!(strict_i64(b"0"), Some(0));
+        assert_eq!(
+            crate::parse_i64_strict(b"-9223372036854775808"),
+            Some(i64::MIN)
+        );
+        assert_eq!(crate::parse_i64_strict(b"9223372036854775808"), None);
+        assert_eq!(crate::parse_i64_strict(b"+1"), None);
+        assert_eq!(crate::parse_i64_strict(b"0"), Some(0));
     }
 
     #[test]
