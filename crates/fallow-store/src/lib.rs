@@ -7,6 +7,7 @@
 //! every connection thread can reach every key. A shard is still one owner at a time, and the shard API is
 //! message-shaped (key + operation), so shards can later live on other nodes.
 pub mod admission;
+pub mod changes;
 pub mod dump;
 pub mod glob;
 pub mod memory;

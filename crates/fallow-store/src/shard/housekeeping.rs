@@ -9,6 +9,7 @@
 //! bytes down when maxmemory is lowered and stay near them while writes go on at the limit.
 use super::LFU_INITIAL;
 use super::{location, slot_of, space_of, Location, Shard};
+use crate::changes::Cause;
 use crate::hash_key;
 use crate::memory::segment::{ItemHeader, ITEM_ALIGN_BYTES};
 use crate::pool::{TenantId, TenantKind};
@@ -159,6 +160,7 @@ impl Shard {
                 "an expired entry points at a live item with an expiry"
             );
             let hash = hash_key(self.item_key(location));
+            crate::changes::record(keyspace, self.item_key(location), Cause::Expired);
             self.remove_item(keyspace, hash, location);
         }
         self.stats.expired_keys += count as u64;
@@ -209,6 +211,7 @@ impl Shard {
         let keyspace = space_of(self.header(victim));
         let hash = hash_key(self.item_key(victim));
         let tenant = self.segment(slot_of(victim)).tenant;
+        crate::changes::record(keyspace, self.item_key(victim), Cause::Evicted);
         self.remove_item(keyspace, hash, victim);
         self.stats.evicted_keys += 1;
         self.sync_accounting();
@@ -284,6 +287,7 @@ impl Shard {
                 let expired = header.expire_at_ms != 0 && header.expire_at_ms <= now_ms;
                 if expired {
                     let hash = hash_key(self.item_key(item));
+                    crate::changes::record(space_of(&header), self.item_key(item), Cause::Expired);
                     self.remove_item(space_of(&header), hash, item);
                     self.stats.expired_keys += 1;
                     removed += 1;
@@ -345,6 +349,7 @@ impl Shard {
         let header = *self.header(location);
         let tenant = self.segment(slot_of(location)).tenant;
         let hash = hash_key(self.item_key(location));
+        crate::changes::record(space_of(&header), self.item_key(location), Cause::Evicted);
         self.remove_item(space_of(&header), hash, location);
         self.stats.evicted_keys += 1;
         let stats = self.tenant_stats_mut(tenant);
@@ -561,6 +566,41 @@ mod tests {
         assert_eq!(shard.key_count(0), 1);
         assert_eq!(shard.stats.expired_keys, 2);
         shard.assert_consistent();
+    }
+
+    #[test]
+    fn changes_are_recorded_with_their_causes() {
+        use crate::changes::{listen, take_thread_changes, Cause};
+        let _ = take_thread_changes();
+        listen(true);
+        let mut shard = shard();
+        shard.set_string(0, b"a", b"1", 2000, 0, 1000);
+        shard.set_string(0, b"b", b"1", 2000, 0, 1000);
+        shard.set_string(0, b"c", b"1", 0, 0, 1000);
+        shard.remove(0, b"missing", 1000);
+        assert!(!shard.exists(0, b"a", 2000));
+        shard.expire_cycle(2500, 100);
+        shard.remove(0, b"c", 2500);
+        shard.set_string(0, b"d", b"1", 0, 0, 2500);
+        shard.evict_one(EvictionPolicy::AllKeysRandom, 2500);
+        let taken = take_thread_changes();
+        listen(false);
+        let seen: Vec<(&[u8], Cause)> = taken
+            .changes
+            .iter()
+            .map(|change| (change.key.as_ref(), change.cause))
+            .collect();
+        let expected: Vec<(&[u8], Cause)> = vec![
+            (b"a", Cause::Written),
+            (b"b", Cause::Written),
+            (b"c", Cause::Written),
+            (b"a", Cause::Expired),
+            (b"b", Cause::Expired),
+            (b"c", Cause::Removed),
+            (b"d", Cause::Written),
+            (b"d", Cause::Evicted),
+        ];
+        assert_eq!(seen, expected, "a missing key's DEL changes nothing");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! expiry and LRU/LFU access records), the generic key operations, whole keyspaces (FLUSHDB, SWAPDB),
 //! SCAN and random keys.
 use super::{location, offset_of, slot_of, space_id, space_of, ItemInfo, Location, Shard};
+use crate::changes::Cause;
 use crate::hash_key;
 use crate::pool::Address;
 use crate::tier2::record::RecordKind;
@@ -146,6 +147,7 @@ impl Shard {
         let location = self.find(keyspace, hash, key)?;
         let expire_at_ms = self.header(location).expire_at_ms;
         if expire_at_ms != 0 && expire_at_ms <= now_ms {
+            crate::changes::record(keyspace, key, Cause::Expired);
             self.remove_item(keyspace, hash, location);
             self.stats.expired_keys += 1;
             self.sync_accounting();
@@ -277,6 +279,7 @@ impl Shard {
             return false;
         };
         let log = self.must_log(Address::of(keyspace).tenant, Some(location));
+        crate::changes::record(keyspace, key, Cause::Removed);
         self.remove_item(keyspace, hash, location);
         if log {
             self.log_tombstone(keyspace, key);
@@ -300,6 +303,7 @@ impl Shard {
         let log = self.must_log(Address::of(keyspace).tenant, Some(location));
         match at_ms {
             Some(at_ms) if at_ms <= now_ms => {
+                crate::changes::record(keyspace, key, Cause::Removed);
                 self.remove_item(keyspace, hash, location);
                 if log {
                     self.log_tombstone(keyspace, key);
@@ -315,6 +319,7 @@ impl Shard {
                 }) else {
                     return false;
                 };
+                crate::changes::record(keyspace, key, Cause::Written);
                 let cas = self.next_cas();
                 let header = self.header_mut(location);
                 let was_volatile = header.expire_at_ms != 0;

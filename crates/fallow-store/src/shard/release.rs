@@ -4,6 +4,7 @@
 //! outside the shard lock.
 use super::tier::Departure;
 use super::{location, slot_of, space_of, Location, Shard};
+use crate::changes::Cause;
 use crate::hash_key;
 use crate::memory::segment::Segment;
 use crate::pool::TenantId;
@@ -107,6 +108,7 @@ impl Shard {
         let tenant = self.segment(slot_of(location)).tenant;
         let hash = hash_key(self.item_key(location));
         let bytes = header.item_bytes();
+        crate::changes::record(space_of(&header), self.item_key(location), Cause::Evicted);
         self.remove_item(space_of(&header), hash, location);
         self.stats.evicted_keys += 1;
         let stats = self.tenant_stats_mut(tenant);

@@ -11,6 +11,7 @@
 //! A stub costs `ITEM_HEADER_BYTES` + key + the index's 9 bytes in RAM.
 use super::{slot_of, space_of, Location, Shard};
 use crate::admission::{Admission, Admitted, Opponent};
+use crate::changes::Cause;
 use crate::hash_key;
 use crate::memory::segment::{
     ItemHeader, ITEM_FLAG_STUB, ITEM_FLAG_TIER2_DOORKEEPER, ITEM_FLAG_TIER2_READ,
@@ -1021,6 +1022,7 @@ impl Shard {
             return;
         }
         if header.is_stub() {
+            crate::changes::record(keyspace, key, Cause::Evicted);
             self.remove_item(keyspace, hash, location);
             self.stats.evicted_keys += 1;
             self.sync_accounting();

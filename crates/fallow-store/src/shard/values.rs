@@ -2,6 +2,7 @@
 //! collections and its item holds the 4-byte handle. Reads, updates and puts of both, whole values
 //! (`OwnedValue`) for COPY, RENAME and MOVE, OBJECT ENCODING and MEMORY USAGE.
 use super::{slot_of, ItemInfo, Location, Shard};
+use crate::changes::Cause;
 use crate::hash_key;
 use crate::memory::segment::ItemHeader;
 use crate::pool::{Address, TenantId};
@@ -96,6 +97,7 @@ impl Shard {
         let cas = self.next_cas();
         header.cas = cas;
         header.access_s = self.access_clock_s(now_ms);
+        crate::changes::record(keyspace, key, Cause::Written);
         let old = self.find(keyspace, hash, key);
         // New keys are not evicted first; an overwritten key keeps its frequency, as Redis's
         // dbOverwrite does: how often a key is read is the key's, not the value's (a hot key SET
@@ -226,11 +228,13 @@ impl Shard {
         );
         let log = self.must_log(Address::of(keyspace).tenant, Some(location));
         if now_empty {
+            crate::changes::record(keyspace, key, Cause::Removed);
             self.remove_item(keyspace, hash, location);
             if log {
                 self.log_tombstone(keyspace, key);
             }
         } else {
+            crate::changes::record(keyspace, key, Cause::Written);
             let cas = self.next_cas();
             let header = self.header_mut(location);
             header.cas = cas;
