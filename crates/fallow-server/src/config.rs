@@ -117,6 +117,13 @@ pub struct Cli {
     /// Pub/sub messages queued for one subscriber before it is disconnected as too slow.
     #[arg(long, env = "FALLOW_PUBSUB_QUEUE_MESSAGES_MAX")]
     pub pubsub_queue_messages_max: Option<usize>,
+    /// Keys the client-side caching tracking table holds before its oldest are invalidated (0: no key
+    /// bound; `tracking-table-max-bytes` still applies).
+    #[arg(long, env = "FALLOW_TRACKING_TABLE_MAX_KEYS")]
+    pub tracking_table_max_keys: Option<usize>,
+    /// Bytes the client-side caching tracking table holds before its oldest keys are invalidated.
+    #[arg(long, env = "FALLOW_TRACKING_TABLE_MAX_BYTES")]
+    pub tracking_table_max_bytes: Option<String>,
     /// Redis's `<class> <hard> <soft> <soft-seconds>` groups (classes normal, replica, pubsub), e.g.
     /// "pubsub 32mb 8mb 60": a client whose unwritten replies and queued messages pass its hard limit, or
     /// its soft limit for the seconds given, is closed. Changeable with CONFIG SET.
@@ -253,6 +260,8 @@ pub struct Config {
     pub segment_size_bytes: u64,
     pub hz: u64,
     pub pubsub_queue_messages_max: usize,
+    pub tracking_table_max_keys: usize,
+    pub tracking_table_max_bytes: u64,
     pub client_output_buffer_limit: crate::clients::memory::OutputBufferLimits,
     pub maxmemory_clients: crate::clients::memory::ClientsMemoryLimit,
     pub log_level: String,
@@ -335,6 +344,9 @@ impl Default for Config {
             segment_size_bytes: 2 << 20,
             hz: 10,
             pubsub_queue_messages_max: 100_000,
+            // Redis's default; fallow adds a byte bound.
+            tracking_table_max_keys: 1_000_000,
+            tracking_table_max_bytes: crate::tracking::TABLE_BYTES_MAX_DEFAULT,
             client_output_buffer_limit: Default::default(),
             maxmemory_clients: Default::default(),
             log_level: "info".into(),
@@ -435,6 +447,7 @@ impl Config {
             timeout => timeout_s,
             hz,
             pubsub_queue_messages_max,
+            tracking_table_max_keys,
             log_level,
             memcache_tenant,
             dir,
@@ -452,6 +465,7 @@ impl Config {
             client_query_buffer_limit => client_query_buffer_limit_bytes,
             hll_sparse_max_bytes => hll_sparse_max_bytes,
             memcache_item_size_max => memcache_item_size_max_bytes,
+            tracking_table_max_bytes => tracking_table_max_bytes,
             segment_size => segment_size_bytes,
             elastic_min => elastic_min_bytes,
             elastic_max => elastic_max_bytes,
@@ -748,6 +762,14 @@ impl Config {
             (
                 "pubsub-queue-messages-max",
                 self.pubsub_queue_messages_max.to_string(),
+            ),
+            (
+                "tracking-table-max-keys",
+                self.tracking_table_max_keys.to_string(),
+            ),
+            (
+                "tracking-table-max-bytes",
+                self.tracking_table_max_bytes.to_string(),
             ),
             (
                 "client-output-buffer-limit",

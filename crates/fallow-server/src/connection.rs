@@ -112,6 +112,8 @@ pub struct ConnState {
     pub tier2_faults: Vec<Tier2Fault>,
     /// The next command's values were read ahead: it runs now even if one was demoted again meanwhile.
     pub tier2_read_ahead_done: bool,
+    /// Client-side caching (CLIENT TRACKING) as this connection uses it.
+    pub tracking: crate::tracking::ConnTracking,
 }
 
 /// A key whose value is on tier 2 only, named by the next command.
@@ -163,6 +165,7 @@ impl ConnState {
             durable_lsn_wanted: 0,
             tier2_faults: Vec::new(),
             tier2_read_ahead_done: false,
+            tracking: Default::default(),
         }
     }
 

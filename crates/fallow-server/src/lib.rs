@@ -21,5 +21,6 @@ pub mod server;
 pub mod slowlog;
 pub mod stats;
 pub mod tenants;
+pub mod tracking;
 pub mod txn;
 pub mod units;

@@ -28,6 +28,14 @@ pub enum PubSubMessage {
         channel: Arc<[u8]>,
         payload: Arc<[u8]>,
     },
+    /// A client-side caching invalidation (`crate::tracking`): its keys, or None for everything, a
+    /// null written as the tracking client's protocol writes it.
+    Invalidate {
+        keys: Option<Arc<[Box<[u8]>]>>,
+        null_resp3: bool,
+    },
+    /// Client-side caching: the connection invalidations were redirected to is gone.
+    TrackingRedirectBroken { redirect: u64 },
 }
 
 /// The three subscription namespaces.
@@ -58,6 +66,13 @@ impl PubSubMessage {
             PubSubMessage::PatternMessage {
                 pattern, channel, ..
             } => pattern.len() + channel.len(),
+            PubSubMessage::Invalidate { keys, .. } => {
+                return keys
+                    .as_ref()
+                    .map_or(0, |keys| keys.iter().map(|key| key.len() as u64 + 16).sum())
+                    + FRAMING_BYTES;
+            }
+            PubSubMessage::TrackingRedirectBroken { .. } => return FRAMING_BYTES,
         };
         (names + self.payload().len()) as u64 + FRAMING_BYTES
     }
@@ -67,6 +82,7 @@ impl PubSubMessage {
             PubSubMessage::Message { payload, .. }
             | PubSubMessage::PatternMessage { payload, .. }
             | PubSubMessage::ShardMessage { payload, .. } => payload,
+            PubSubMessage::Invalidate { .. } | PubSubMessage::TrackingRedirectBroken { .. } => &[],
         }
     }
 }
@@ -229,6 +245,29 @@ impl PubSub {
             })
             .sum();
         (receivers, delivery.over_clients_limit.get())
+    }
+
+    /// Queues a message for one connection outside any channel (client-side caching), under the same
+    /// limits as a subscriber's messages; false when it was not queued.
+    pub fn deliver_one(
+        &self,
+        sender: &Sender<PubSubMessage>,
+        handle: &Arc<ClientHandle>,
+        message: PubSubMessage,
+        clients: &ClientsMemory,
+    ) -> bool {
+        let delivery = Delivery {
+            clients,
+            limit: clients.limits().class(ClientClass::Pubsub),
+            now_ms: clients.now_ms(),
+            over_clients_limit: std::cell::Cell::new(false),
+        };
+        let subscriber = Subscriber {
+            sender: sender.clone(),
+            handle: handle.clone(),
+        };
+        // Past maxmemory-clients, housekeeping closes the largest clients on its next tick.
+        self.deliver(&delivery, &subscriber, message) == 1
     }
 
     /// Queues a message for one subscriber, its bytes counted as the subscriber's output first.

@@ -53,6 +53,8 @@ pub struct Server {
     pub paused: AtomicBool,
     /// SLOWLOG's entries.
     pub slowlog: crate::slowlog::SlowLog,
+    /// Client-side caching (CLIENT TRACKING).
+    pub tracking: crate::tracking::Tracking,
     /// Lua scripting: the script cache and the runs in progress.
     pub scripts: crate::scripting::Scripts,
     /// The data directory and tier 2 (set by `Server::open`; servers made by `new`, in tests, have none).
@@ -153,6 +155,10 @@ impl Server {
             config.maxmemory_clients,
             config.maxmemory_bytes,
         );
+        let tracking = crate::tracking::Tracking::new(
+            config.tracking_table_max_keys,
+            config.tracking_table_max_bytes as usize,
+        );
         let run_id: String = (0..40)
             .map(|_| format!("{:x}", rand::random::<u8>() % 16))
             .collect();
@@ -184,6 +190,7 @@ impl Server {
             txns: crate::txn::Txns::new(txn_settings),
             scripts: crate::scripting::Scripts::default(),
             slowlog: crate::slowlog::SlowLog::default(),
+            tracking,
             pause: parking_lot::Mutex::new(None),
             paused: AtomicBool::new(false),
             durability: std::sync::OnceLock::new(),
@@ -320,6 +327,7 @@ impl Server {
     pub fn unregister_client(&self, id: u64) {
         let handle = self.clients.lock().remove(&id);
         self.pubsub.unsubscribe_all(id);
+        self.tracking.unregister(id);
         // After unsubscribing: no PUBLISH adds to its queue any more.
         if let Some(handle) = handle {
             self.clients_memory.release(&handle);
@@ -330,6 +338,10 @@ impl Server {
     /// controller, so a new bound or mode takes effect at once.
     pub fn config_changed(&self) {
         let config = self.config.read().clone();
+        self.tracking.set_bounds(
+            config.tracking_table_max_keys,
+            config.tracking_table_max_bytes as usize,
+        );
         self.store
             .set_maxmemory_bytes(config.maxmemory_bytes as usize);
         if config.memory_mode == crate::elastic::settings::MemoryMode::Fixed {

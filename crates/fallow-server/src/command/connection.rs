@@ -56,6 +56,7 @@ fn reset(ctx: &mut Ctx, _args: &[&[u8]]) {
     ctx.conn.forget_multi();
     crate::command::dispatch::txn::disconnect(ctx.server, ctx.conn);
     super::session::unsubscribe_all_quietly(ctx);
+    super::tracking::disable(ctx.server, ctx.conn);
     let conn = &mut *ctx.conn;
     conn.db = 0;
     conn.resp3 = false;
@@ -230,8 +231,13 @@ fn client(ctx: &mut Ctx, args: &[&[u8]]) {
         let sub = sub.to_ascii_lowercase();
         super::reply::subcommand_arity_error(ctx, "client", &sub);
     } else if is(sub, "getredir") && argc == 2 {
-        // No client-side caching redirection is set.
-        ctx.out.int(-1);
+        super::tracking::client_getredir(ctx);
+    } else if is(sub, "tracking") {
+        super::tracking::client_tracking(ctx, args);
+    } else if is(sub, "caching") {
+        super::tracking::client_caching(ctx, args);
+    } else if is(sub, "trackinginfo") {
+        super::tracking::client_trackinginfo(ctx, args);
     } else if is(sub, "no-evict") && argc == 3 && (is(args[2], "on") || is(args[2], "off")) {
         // fallow never evicts connections for memory, so there is nothing to exempt.
         ctx.out.ok();
@@ -240,7 +246,8 @@ fn client(ctx: &mut Ctx, args: &[&[u8]]) {
             "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
             "ID", "GETNAME", "SETNAME <name>", "INFO", "LIST [TYPE normal|pubsub] [ID <id> ...]",
             "KILL <ip:port> | KILL [ID <id>] [ADDR <ip:port>] [LADDR <ip:port>] [USER <user>] [TYPE normal|pubsub] [SKIPME yes|no]",
-            "REPLY ON|OFF|SKIP", "NO-EVICT ON|OFF", "UNBLOCK <clientid> [TIMEOUT|ERROR]", "PAUSE <timeout> [WRITE|ALL]", "UNPAUSE", "GETREDIR", "HELP",
+            "REPLY ON|OFF|SKIP", "NO-EVICT ON|OFF", "UNBLOCK <clientid> [TIMEOUT|ERROR]", "PAUSE <timeout> [WRITE|ALL]", "UNPAUSE", "GETREDIR",
+            "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]] [OPTIN] [OPTOUT] [NOLOOP]", "CACHING (YES|NO)", "TRACKINGINFO", "HELP",
         ];
         ctx.out.array_len(lines.len());
         for line in lines {

@@ -575,6 +575,7 @@ fn flushdb(ctx: &mut Ctx, args: &[&[u8]]) {
     let db = ctx.keyspace();
     ctx.server.txns.note_keyspace_write();
     ctx.guards.iter_mut().for_each(|shard| shard.flush_db(db));
+    super::tracking::flushed(ctx);
     ctx.out.ok();
 }
 
@@ -591,6 +592,7 @@ fn flushall(ctx: &mut Ctx, args: &[&[u8]]) {
     for shard in ctx.guards.iter_mut() {
         addresses.iter().for_each(|&db| shard.flush_db(db));
     }
+    super::tracking::flushed(ctx);
     ctx.out.ok();
 }
 

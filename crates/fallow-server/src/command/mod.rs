@@ -33,6 +33,7 @@ pub mod stream;
 pub mod string;
 pub mod tenant;
 pub mod topn;
+pub mod tracking;
 pub mod transaction;
 pub mod txn;
 pub mod uid;

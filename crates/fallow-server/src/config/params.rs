@@ -241,6 +241,22 @@ pub static PARAMS: &[Param] = &[
         |config, value| config.pubsub_queue_messages_max = value.number() as usize,
     ),
     param(
+        "tracking-table-max-keys",
+        Kind::Int {
+            min: 0,
+            max: i32::MAX as i64,
+        },
+        |config, value| config.tracking_table_max_keys = value.number() as usize,
+    ),
+    param(
+        "tracking-table-max-bytes",
+        Kind::Bytes {
+            min: 1 << 20,
+            max: BYTES_MAX,
+        },
+        |config, value| config.tracking_table_max_bytes = value.number(),
+    ),
+    param(
         "client-output-buffer-limit",
         Kind::Text(check_output_buffer_limit),
         |config, value| {

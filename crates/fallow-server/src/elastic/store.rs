@@ -70,7 +70,15 @@ impl PoolControl for ElasticPool<'_> {
         if !self.elastic() {
             return Reclaimed::default();
         }
-        PoolControl::reclaim(&self.0.store, bytes, fast)
+        let reclaimed = PoolControl::reclaim(&self.0.store, bytes, fast);
+        // Client-side caching: readers of the evicted keys are told.
+        let server = self.0;
+        let outlet = crate::tracking::Outlet {
+            pubsub: &server.pubsub,
+            clients_memory: &server.clients_memory,
+        };
+        server.tracking.unattributed_changes(&outlet);
+        reclaimed
     }
 }
 

@@ -289,6 +289,7 @@ async fn shard_housekeeping(server: &Server) {
             return;
         }
         store.expire_shard(index, EXPIRE_ITEMS_PER_ROUND);
+        crate::command::tracking::invalidate_unattributed(server);
         tokio::task::yield_now().await;
         let deadline = std::time::Instant::now() + budget;
         while store.compact_shard_slice(index, COMPACT_ITEMS_PER_SLICE)
@@ -304,7 +305,9 @@ async fn shard_housekeeping(server: &Server) {
     if store.pool_limit_bytes() == 0 {
         let deadline = std::time::Instant::now() + ENFORCE_BUDGET;
         while store.enforce_maxmemory() && std::time::Instant::now() < deadline {
+            crate::command::tracking::invalidate_unattributed(server);
             tokio::task::yield_now().await;
         }
+        crate::command::tracking::invalidate_unattributed(server);
     }
 }

@@ -84,6 +84,7 @@ where
     let queue_max = server.config.read().pubsub_queue_messages_max.max(1);
     let (sender, mut receiver) = tokio::sync::mpsc::channel(queue_max);
     let authenticated = !server.acl.read().default_user_requires_auth();
+    server.tracking.register(&handle, &sender);
     let mut conn = ConnState::new(handle.clone(), authenticated, sender);
     let mut out = ReplyWriter::new(false);
     let mut input: Vec<u8> = Vec::with_capacity(READ_CHUNK_BYTES);
@@ -642,6 +643,7 @@ fn execute_input(
         }
     }
     input.drain(..start);
+    command::tracking::after_batch(server, conn, out);
     if flow == Flow::More && input.is_empty() {
         flow = Flow::Read;
     }
@@ -862,6 +864,9 @@ pub fn encode_message(out: &mut ReplyWriter, message: &PubSubMessage) {
             out.bulk(b"smessage");
             out.bulk(channel);
             out.bulk(payload);
+        }
+        PubSubMessage::Invalidate { .. } | PubSubMessage::TrackingRedirectBroken { .. } => {
+            crate::tracking::encode(out, message)
         }
     }
 }

@@ -39,6 +39,7 @@ pub fn execute(server: &Server, conn: &mut ConnState, out: &mut ReplyWriter, arg
     if reply_mode_applies {
         conn.apply_reply_mode(out, reply_start);
     }
+    super::tracking::after_command(server, conn, out, args[0]);
 }
 
 /// The checks of `execute`, then the command; false where the reply stays whatever CLIENT REPLY says
@@ -332,6 +333,7 @@ pub fn run_with_guards<'s>(
         in_exec,
     };
     (spec.handler)(&mut ctx, args);
+    super::tracking::after_store_access(server, ctx.conn, spec, args);
     if let Some(error) = fallow_store::shard::take_thread_error() {
         // A persistent write the log refused: the client must not take it as done.
         ctx.out.buf.truncate(reply_start);

@@ -168,7 +168,7 @@ fn clients_section(ctx: &Ctx, text: &mut String) {
     let buffers = client_buffers(ctx);
     field(text, "client_recent_max_input_buffer", buffers.max_input);
     field(text, "client_recent_max_output_buffer", buffers.max_output);
-    field(text, "tracking_clients", 0);
+    field(text, "tracking_clients", ctx.server.tracking.clients_on());
     field(text, "clients_in_timeout_table", 0);
 }
 
@@ -361,6 +361,10 @@ fn stats_section(ctx: &Ctx, totals: &ShardTotals, text: &mut String) {
             .len(),
     );
     field(text, "pubsub_patterns", ctx.server.pubsub.pattern_count());
+    let (keys, items, prefixes) = ctx.server.tracking.table_sizes();
+    field(text, "tracking_total_keys", keys);
+    field(text, "tracking_total_items", items);
+    field(text, "tracking_total_prefixes", prefixes);
     field(text, "total_error_replies", load(&stats.error_replies));
     field(
         text,
@@ -445,6 +449,59 @@ fn keyspace_section(totals: &ShardTotals, text: &mut String) {
     }
 }
 
+/// Client-side caching's events (INFO fallow): what the tracking table and invalidations did.
+fn tracking_fields(ctx: &Ctx, text: &mut String) {
+    let tracking = &ctx.server.tracking;
+    let stats = &tracking.stats;
+    let load = |counter: &std::sync::atomic::AtomicU64| counter.load(Ordering::Relaxed);
+    field(text, "tracking_table_bytes", tracking.memory_bytes());
+    field(
+        text,
+        "tracking_keys_remembered",
+        load(&stats.keys_remembered),
+    );
+    field(
+        text,
+        "tracking_invalidations_sent",
+        load(&stats.invalidations_sent),
+    );
+    field(
+        text,
+        "tracking_flush_invalidations",
+        load(&stats.flush_invalidations),
+    );
+    field(
+        text,
+        "tracking_table_evictions",
+        load(&stats.table_evictions),
+    );
+    field(
+        text,
+        "tracking_broadcasts_sent",
+        load(&stats.broadcasts_sent),
+    );
+    field(
+        text,
+        "tracking_redirects_broken",
+        load(&stats.redirects_broken),
+    );
+    field(
+        text,
+        "tracking_messages_dropped",
+        load(&stats.messages_dropped),
+    );
+    field(
+        text,
+        "key_changes_recorded",
+        load(&fallow_store::changes::CHANGES_RECORDED),
+    );
+    field(
+        text,
+        "key_changes_dropped",
+        load(&fallow_store::changes::CHANGES_DROPPED),
+    );
+}
+
 fn fallow_section(ctx: &Ctx, totals: &ShardTotals, text: &mut String) {
     let config = ctx.server.config.read();
     text.push_str("# Fallow\r\n");
@@ -475,6 +532,7 @@ fn fallow_section(ctx: &Ctx, totals: &ShardTotals, text: &mut String) {
         "pubsub_slow_subscribers_dropped",
         pubsub.subscribers_dropped_slow.load(Ordering::Relaxed),
     );
+    tracking_fields(ctx, text);
     field(text, "memcache_port", config.memcache_port);
     drop(config);
     for (name, value) in ctx

@@ -542,6 +542,8 @@ fn process_input(server: &Arc<Server>, conn: &mut Conn) -> Flow {
         }
     }
     conn.input.drain(..start);
+    // Client-side caching: RESP readers of the keys these commands changed are told.
+    crate::command::tracking::invalidate_unattributed(server);
     if flow == Flow::More && conn.input.is_empty() {
         flow = Flow::Read;
     }
