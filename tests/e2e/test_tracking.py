@@ -385,3 +385,19 @@ def test_memcached_writes_invalidate_resp_readers(raw, mcraw):
     mc.send(b"set mk 0 0 1\r\nx\r\n")
     assert mc.readline() == b"STORED"
     assert exchange(a) == invalidate("mk")
+
+
+def test_client_list_shows_tracking_flags_and_redirection(raw):
+    a, target = raw(), raw()
+    target_id = client_id(target)
+
+    def fields():
+        line = a.cmd("CLIENT", "INFO").decode().strip()
+        return dict(part.split("=", 1) for part in line.split(" "))
+
+    assert (fields()["flags"], fields()["redir"]) == ("N", "-1")
+    exchange(a, "CLIENT", "TRACKING", "on", "BCAST", "REDIRECT", str(target_id))
+    assert (fields()["flags"], fields()["redir"]) == ("tB", str(target_id))
+    exchange(a, "CLIENT", "TRACKING", "off")
+    exchange(a, "CLIENT", "TRACKING", "on")
+    assert (fields()["flags"], fields()["redir"]) == ("t", "0")

@@ -291,6 +291,10 @@ impl ConnState {
         snapshot.pattern_subscriptions = self.patterns.len();
         snapshot.in_multi = self.in_multi();
         snapshot.resp = if self.resp3 { 3 } else { 2 };
+        snapshot.tracking = self
+            .tracking
+            .on
+            .then_some((self.tracking.redirect, self.tracking.bcast));
         if snapshot.name != self.name {
             snapshot.name.clone_from(&self.name);
         }

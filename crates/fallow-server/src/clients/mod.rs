@@ -31,6 +31,8 @@ pub struct ClientSnapshot {
     pub pattern_subscriptions: usize,
     pub in_multi: bool,
     pub blocked: bool,
+    /// Client-side caching: (redirection client id or 0, BCAST) while tracking is on.
+    pub tracking: Option<(u64, bool)>,
 }
 
 /// One connected client as the rest of the server sees it.
@@ -129,6 +131,12 @@ pub fn describe_client(handle: &ClientHandle) -> String {
     if snapshot.blocked {
         flags.push('b');
     }
+    if let Some((_, bcast)) = snapshot.tracking {
+        flags.push('t');
+        if bcast {
+            flags.push('B');
+        }
+    }
     if flags.is_empty() {
         flags.push('N');
     }
@@ -138,7 +146,7 @@ pub fn describe_client(handle: &ClientHandle) -> String {
         snapshot.last_command.to_string()
     };
     format!(
-        "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db={} sub={} psub={} ssub=0 multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={}{}",
+        "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db={} sub={} psub={} ssub=0 multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir={} resp={}{}",
         handle.id,
         handle.peer_addr,
         handle.local_addr,
@@ -155,6 +163,7 @@ pub fn describe_client(handle: &ClientHandle) -> String {
         handle.memory.total(),
         command,
         snapshot.user,
+        snapshot.tracking.map_or(-1, |(redirect, _)| redirect as i64),
         snapshot.resp,
         // Redis 7.0's field set; memcached clients are told apart by a field of their own.
         match handle.kind {

@@ -30,6 +30,7 @@ pub fn client_tracking(ctx: &mut Ctx, args: &[&[u8]]) {
         conn.bcast = options.bcast;
         conn.optin = options.optin;
         conn.optout = options.optout;
+        conn.redirect = options.redirect;
     } else if is(args[2], "off") {
         disable(ctx.server, ctx.conn);
     } else {

@@ -79,6 +79,8 @@ pub struct ConnTracking {
     pub optout: bool,
     /// CLIENT CACHING YES (OPTIN) or NO (OPTOUT) was given for the next command.
     pub caching: bool,
+    /// The REDIRECT client id, 0 for none (CLIENT LIST shows it).
+    pub redirect: u64,
     /// Messages for this connection, written after the current command's reply.
     pub deferred: Vec<PubSubMessage>,
 }
