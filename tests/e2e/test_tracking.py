@@ -5,11 +5,12 @@ returns everything before the PONG, so messages that arrive with (or after) a re
 and nothing unexpected can hide. Another connection's invalidations are queued while the writing command
 runs, so a PING on the receiving connection afterwards finds them ahead of its PONG.
 """
+import re
 import time
 
 import pytest
 
-from helpers import TARGET, encode, wait_for
+from helpers import RawConn, encode, wait_for
 
 pytestmark = pytest.mark.resp
 
@@ -401,3 +402,24 @@ def test_client_list_shows_tracking_flags_and_redirection(raw):
     exchange(a, "CLIENT", "TRACKING", "off")
     exchange(a, "CLIENT", "TRACKING", "on")
     assert (fields()["flags"], fields()["redir"]) == ("t", "0")
+
+
+def test_evicted_keys_are_invalidated(server_factory):
+    s = server_factory(maxmemory="10mb", maxmemory_policy="allkeys-lru", tier2_size=0)
+    with RawConn(port=s.port, timeout=10) as tracker, RawConn(port=s.port, timeout=10) as writer:
+        tracker.send(encode("HELLO", "3"))
+        tracker.read_until(b"modules\r\n*0\r\n")
+        exchange(tracker, "CLIENT", "TRACKING", "on")
+        tracked = [f"t{i}" for i in range(100)]
+        for key in tracked:
+            writer.cmd("SET", key, "x" * 1000)
+        exchange(tracker, "MGET", *tracked)
+        # 30 MB more through a 10 MB limit: the tracked keys are evicted on the way.
+        fill = b"".join(encode("SET", f"f{i}", "x" * 1000) for i in range(30000))
+        writer.send(fill + encode("PING"))
+        writer.read_until(b"+PONG\r\n", timeout=30)
+        pushes = exchange(tracker)
+        invalidated = set(re.findall(rb">2\r\n\$10\r\ninvalidate\r\n\*1\r\n\$\d+\r\n(t\d+)\r\n", pushes))
+        evicted = {key.encode() for key in tracked if writer.cmd("EXISTS", key) == 0}
+        assert evicted, "the fill evicted tracked keys"
+        assert invalidated == evicted
