@@ -221,11 +221,6 @@ impl Tracking {
         self.disable_locked(&mut state, id);
     }
 
-    /// Whether connection `id` is open (a REDIRECT target must be).
-    pub fn has_connection(&self, id: u64) -> bool {
-        self.state.lock().mailboxes.contains_key(&id)
-    }
-
     pub fn mode(&self, id: u64) -> Option<Mode> {
         self.state.lock().modes.get(&id).cloned()
     }
