@@ -35,11 +35,11 @@ FALLOW_LIMITS = {"slowlog-max-len", "acllog-max-len"}
 # Left out of the value-by-value comparison: fallow's own settings with their own checks (tested in
 # test_config.py), those whose change would cut the test's connection, and the refused ones above.
 NOT_PROBED = {"bind", "port", "requirepass", "maxclients", "timeout", "maxmemory", "maxmemory-clients",
-              "maxmemory-policy", "hz", "client-output-buffer-limit", "save", "appendonly", "proto-max-bulk-len",
+              "maxmemory-policy", "client-output-buffer-limit", "save", "appendonly", "proto-max-bulk-len",
               "client-query-buffer-limit", "protected-mode", "oom-score-adj", "tls-port", "tls-replication",
               "tls-cluster", "notify-keyspace-events", "min-replicas-to-write", "min-slaves-to-write",
               "activedefrag"} | SERVER_DESCRIBING | FALLOW_LIMITS
-PROBES = ["abc", "-1", "0", "1", "17", "yes", "NO", "1kb", "", "99999999999999999999", "-9223372036854775809",
+PROBES = ["abc", "-1", "0", "1", "17", "1000", "yes", "NO", "1kb", "", "99999999999999999999", "-9223372036854775809",
           "LOCAL", "50 99.0", "1 2 3"]
 
 

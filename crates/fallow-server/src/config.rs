@@ -559,6 +559,7 @@ impl Config {
         if self.shards == 0 {
             self.shards = (self.threads * 4).clamp(1, 64);
         }
+        self.hz = params::clamp_hz(self.hz);
         // Policy names match in any case; CONFIG GET shows them in lower case, as CONFIG SET stores them.
         self.maxmemory_policy.make_ascii_lowercase();
     }
@@ -596,8 +597,8 @@ impl Config {
                 self.maxmemory_policy
             ));
         }
-        if self.hz == 0 || self.hz > 500 {
-            return Err("hz must be 1..500".into());
+        if self.hz == 0 || self.hz > params::HZ_MAX {
+            return Err(format!("hz must be 1..{}", params::HZ_MAX));
         }
         if self.txn_locks != "abstract" && self.txn_locks != "rw" {
             return Err("txn-locks must be abstract or rw".into());

@@ -246,9 +246,15 @@ pub static PARAMS: &[Param] = &[
         },
         |config, value| config.memcache_item_size_max_bytes = value.number(),
     ),
-    param("hz", Kind::Int { min: 1, max: 500 }, |config, value| {
-        config.hz = value.number()
-    }),
+    // Redis's range; like Redis, fallow runs at most HZ_MAX and at least 1 round a second, and shows that.
+    param(
+        "hz",
+        Kind::Int {
+            min: 0,
+            max: i32::MAX as i64,
+        },
+        |config, value| config.hz = clamp_hz(value.number()),
+    ),
     param(
         "pubsub-queue-messages-max",
         Kind::Int {
@@ -378,6 +384,14 @@ pub static PARAMS: &[Param] = &[
     param("save", Kind::Text(check_save), |_, _| {}),
     param("appendonly", Kind::Text(check_appendonly), |_, _| {}),
 ];
+
+/// Most background rounds per second (Redis's CONFIG_MAX_HZ).
+pub const HZ_MAX: u64 = 500;
+
+/// `hz` as Redis keeps it: 1..=HZ_MAX whatever was asked.
+pub fn clamp_hz(asked: u64) -> u64 {
+    asked.clamp(1, HZ_MAX)
+}
 
 pub fn find(name: &str) -> Option<&'static Param> {
     PARAMS.iter().find(|param| param.name == name)
@@ -677,6 +691,10 @@ mod tests {
         assert_eq!(config.maxmemory_bytes, 10_000);
         config.set("maxmemory-policy", "ALLKEYS-LRU").unwrap();
         assert_eq!(config.maxmemory_policy, "allkeys-lru");
+        config.set("hz", "1000").unwrap();
+        assert_eq!(config.hz, HZ_MAX, "kept in range, as Redis keeps it");
+        config.set("hz", "0").unwrap();
+        assert_eq!(config.hz, 1);
     }
 
     #[test]
