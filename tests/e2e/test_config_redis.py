@@ -115,6 +115,13 @@ def test_several_patterns_each_name_once_exact_names_as_given(pair):
     assert set(replies[0][0::2]) == set(replies[1][0::2])
 
 
+def test_config_set_arguments(pair):
+    for c in pair:
+        assert c.cmd("CONFIG", "SET", "maxmemory") == Err("ERR wrong number of arguments for 'config|set' command")
+        assert c.cmd("CONFIG", "SET", "maxmemory", "0", "hz") == Err("ERR syntax error")
+        assert c.cmd("CONFIG", "GET") == Err("ERR wrong number of arguments for 'config|get' command")
+
+
 def test_hidden_parameters_need_their_exact_name(pair):
     for c in pair:
         assert _config(c, "key-load-delay") == {"key-load-delay": "0"}

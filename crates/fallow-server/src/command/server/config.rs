@@ -10,6 +10,8 @@ pub(super) fn config(ctx: &mut Ctx, args: &[&[u8]]) {
     match (sub.as_slice(), args.len()) {
         (b"get", 3..) => config_get(ctx, &args[2..]),
         (b"set", len) if len >= 4 && len.is_multiple_of(2) => config_set(ctx, &args[2..]),
+        // A name without its value: Redis checks the arity (4 or more) first, then the pairs.
+        (b"set", len) if len >= 4 => ctx.out.error(crate::command::SYNTAX),
         (b"resetstat", 2) => {
             reset_stats(ctx);
             ctx.out.ok();
