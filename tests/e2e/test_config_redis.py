@@ -208,3 +208,27 @@ def test_encoding_thresholds_drive_dump(server_factory):
         assert c.cmd("DUMP", "big")[0] == 4
         assert c.cmd("SADD", "many", "1", "2", "3") == 3
         assert c.cmd("DUMP", "many")[0] == 2
+
+
+@pytest.mark.parametrize("name,value", [
+    ("list-max-listpack-size", v) for v in ("-100", "-1", "0", "1", "3", "2147483647", "-2147483648")
+] + [("list-compress-depth", "1"), ("zset-max-listpack-entries", "2"), ("zset-max-ziplist-value", "3"),
+     ("hash-max-listpack-value", "3"), ("set-max-intset-entries", "2"), ("rdbcompression", "no")])
+def test_dump_follows_encoding_thresholds_as_redis(pair, name, value):
+    """Keys written under a threshold DUMP as Redis's do: byte for byte where Redis's payload is deterministic
+    (lists, sorted sets, listpacks, intsets), the same RDB type otherwise (hash-table order is Redis's own)."""
+    long = "x" * 40
+    for c in pair:
+        assert c.cmd("CONFIG", "SET", name, value) == "OK"
+        c.cmd("RPUSH", "list", long, *"abcdefg", long)
+        c.cmd("ZADD", "zset", "1", "a", "2", "bb", "3", "cccc")
+        c.cmd("HSET", "hash", "a", "1", "bbbb", "2")
+        c.cmd("SADD", "set", "1", "2", "3")
+    for key in ("list", "zset"):
+        dumps = [c.cmd("DUMP", key) for c in pair]
+        assert dumps[0] == dumps[1], key
+    for key in ("hash", "set"):
+        dumps = [c.cmd("DUMP", key) for c in pair]
+        assert dumps[0][0] == dumps[1][0], key
+        if dumps[1][0] in (11, 16):  # intset, listpack: deterministic
+            assert dumps[0] == dumps[1], key
