@@ -232,3 +232,22 @@ def test_dump_follows_encoding_thresholds_as_redis(pair, name, value):
         assert dumps[0][0] == dumps[1][0], key
         if dumps[1][0] in (11, 16):  # intset, listpack: deterministic
             assert dumps[0] == dumps[1], key
+
+
+@pytest.mark.parametrize("name,value", [("stream-node-max-entries", "3"), ("stream-node-max-entries", "0"),
+                                        ("stream-node-max-bytes", "60"), ("stream-node-max-bytes", "0")])
+def test_stream_nodes_follow_node_limits_as_redis(pair, name, value):
+    """XINFO STREAM's radix-tree counts and approximate trimming (whole nodes) follow the node limits in
+    force when the entries were added."""
+    for c in pair:
+        assert c.cmd("CONFIG", "SET", name, value) == "OK"
+        for ms in range(1, 31):
+            c.cmd("XADD", "s", f"{ms}-1", "field", "value")
+    infos = []
+    for c in pair:
+        info = c.cmd("XINFO", "STREAM", "s")
+        fields = dict(zip(info[0::2], info[1::2]))
+        infos.append((fields[b"radix-tree-keys"], fields[b"radix-tree-nodes"]))
+    assert infos[0] == infos[1]
+    trims = [c.cmd("XTRIM", "s", "MAXLEN", "~", "5") for c in pair]
+    assert trims[0] == trims[1]

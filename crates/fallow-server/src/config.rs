@@ -965,6 +965,21 @@ impl Config {
     }
 }
 
+impl Config {
+    /// When a stream node takes no more entries (Redis's stream-node-max-bytes/-entries).
+    pub fn stream_node_limits(&self) -> fallow_store::types::stream::NodeLimits {
+        let number = |name: &str| -> u64 {
+            self.redis_value(name)
+                .parse()
+                .expect("stored values passed their Int or Bytes check")
+        };
+        fallow_store::types::stream::NodeLimits {
+            max_bytes: number("stream-node-max-bytes"),
+            max_entries: number("stream-node-max-entries"),
+        }
+    }
+}
+
 /// Takes the Redis parameters fallow keeps out of a config file's table (the rest are `Config`'s
 /// fields), each value as text: `true`/`false` as yes/no, numbers as digits.
 fn take_redis_params(

@@ -1090,7 +1090,7 @@ pub static ROWS: &[Row] = &[
         },
         "4096",
         0,
-        Use::Stored,
+        Use::Honoured,
     ),
     row(
         "stream-node-max-entries",
@@ -1101,7 +1101,7 @@ pub static ROWS: &[Row] = &[
         },
         "100",
         0,
-        Use::Stored,
+        Use::Honoured,
     ),
     row(
         "supervised",
