@@ -220,8 +220,9 @@ class ServerProc:
             b = fallow_bin()
             if not b.exists():
                 raise RuntimeError(f"fallow binary not found at {b}; build it or set FALLOW_BIN")
+            # DEBUG is refused unless enabled (Redis 7's enable-debug-command); tests use it.
             defaults = {"bind": HOST, "port": self.port, "memcache-port": self.mc_port,
-                        "unixsocket": self.unixsocket, "log-level": "warn"}
+                        "unixsocket": self.unixsocket, "log-level": "warn", "enable-debug-command": "yes"}
             a = [str(b)]
             # Every extra option is a fallow flag: server_factory(memcache_auth="yes") -> --memcache-auth yes;
             # one named like a default replaces it (clap refuses a flag given twice).
@@ -231,8 +232,9 @@ class ServerProc:
         if self.kind == "redis":
             a = ["redis-server", "--port", str(self.port), "--bind", HOST, "--save", "",
                  "--appendonly", "no", "--unixsocket", self.unixsocket, "--unixsocketperm", "700",
-                 "--dir", str(self.tmp), "--loglevel", "warning", "--daemonize", "no"]
-            for k in ("requirepass", "maxmemory", "maxmemory-policy"):
+                 "--dir", str(self.tmp), "--loglevel", "warning", "--daemonize", "no",
+                 "--enable-debug-command", e.get("enable-debug-command", "yes")]
+            for k in ("requirepass", "maxmemory", "maxmemory-policy", "enable-protected-configs"):
                 if k in e:
                     a += [f"--{k}", str(e[k])]
             return a

@@ -4,6 +4,7 @@
 use crate::elastic::settings::{ElasticSettings, MemoryMode, Reserve, POLL_INTERVAL_MS_MAX};
 use crate::units::{deserialize_number_or_text, parse_bytes};
 pub mod params;
+pub mod redis_params;
 pub mod rewrite;
 use serde::Deserialize;
 
@@ -201,6 +202,16 @@ pub struct Cli {
     /// a shrink keeps them as stubs instead of dropping them (0 = off). Changeable with CONFIG SET.
     #[arg(long, env = "FALLOW_TIER2_CLEAN_AHEAD_BYTES_PER_SEC")]
     pub tier2_clean_ahead_bytes_per_sec: Option<String>,
+    /// CONFIG SET of protected parameters (dir, dbfilename): no, yes, or local (loopback and Unix-socket
+    /// clients only). As Redis 7's; fixed at start.
+    #[arg(long, env = "FALLOW_ENABLE_PROTECTED_CONFIGS")]
+    pub enable_protected_configs: Option<String>,
+    /// The DEBUG command: no (refused), yes, or local (loopback and Unix-socket clients only).
+    #[arg(long, env = "FALLOW_ENABLE_DEBUG_COMMAND")]
+    pub enable_debug_command: Option<String>,
+    /// The MODULE command (fallow loads no modules): no, yes or local; kept for Redis's CONFIG GET.
+    #[arg(long, env = "FALLOW_ENABLE_MODULE_COMMAND")]
+    pub enable_module_command: Option<String>,
 }
 
 /// Every setting of a running fallow, after defaults, file, environment and flags were merged.
@@ -309,6 +320,10 @@ pub struct Config {
     /// The TOML file the settings were read from (INFO config_file); not a setting itself.
     #[serde(skip)]
     pub config_file: Option<String>,
+    /// The Redis parameters fallow keeps itself (`redis_params::ROWS` not fallow's own), as CONFIG GET
+    /// shows them; only those that differ from Redis's default are here.
+    #[serde(skip)]
+    pub redis: std::collections::BTreeMap<&'static str, String>,
 }
 
 impl Default for Config {
@@ -375,6 +390,7 @@ impl Default for Config {
             tier2_region_size_bytes: 4 << 20,
             tier2_clean_ahead_bytes_per_sec: 8 << 20,
             config_file: None,
+            redis: Default::default(),
         }
     }
 }
@@ -403,10 +419,17 @@ impl Config {
     /// A config file's settings over the defaults, and whether it names `memory-mode` (else `maxmemory`
     /// implies fixed).
     fn parse_toml(text: &str) -> Result<(Config, bool), String> {
-        let config: Config = toml::from_str(text).map_err(|error| error.to_string())?;
-        let mode_explicit = text
-            .parse::<toml::Table>()
-            .is_ok_and(|table| table.contains_key("memory-mode"));
+        let mut table: toml::Table = text.parse().map_err(|error| format!("{error}"))?;
+        let mode_explicit = table.contains_key("memory-mode");
+        let redis = take_redis_params(&mut table)?;
+        let mut config: Config = toml::Value::Table(table)
+            .try_into()
+            .map_err(|error| format!("{error}"))?;
+        for (row, value) in redis {
+            config
+                .set_redis(row, &value)
+                .map_err(|message| format!("{} '{value}': {message}", row.name))?;
+        }
         Ok((config, mode_explicit))
     }
 
@@ -498,6 +521,17 @@ impl Config {
             self.maxmemory_clients = crate::clients::memory::ClientsMemoryLimit::parse(limit)
                 .map_err(|message| format!("maxmemory-clients: {message}"))?;
         }
+        for (name, value) in [
+            ("enable-protected-configs", &cli.enable_protected_configs),
+            ("enable-debug-command", &cli.enable_debug_command),
+            ("enable-module-command", &cli.enable_module_command),
+        ] {
+            if let Some(value) = value {
+                let row = redis_params::find(name).expect("a Redis parameter");
+                self.set_redis(row, value)
+                    .map_err(|message| format!("{name} '{value}': {message}"))?;
+            }
+        }
         if let Some(auth) = &cli.memcache_auth {
             self.memcache_auth =
                 parse_yes_no(auth).map_err(|message| format!("memcache-auth: {message}"))?;
@@ -539,6 +573,7 @@ impl Config {
         if self.shards == 0 {
             self.shards = (self.threads * 4).clamp(1, 64);
         }
+        self.hz = params::clamp_hz(self.hz);
         // Policy names match in any case; CONFIG GET shows them in lower case, as CONFIG SET stores them.
         self.maxmemory_policy.make_ascii_lowercase();
     }
@@ -576,8 +611,8 @@ impl Config {
                 self.maxmemory_policy
             ));
         }
-        if self.hz == 0 || self.hz > 500 {
-            return Err("hz must be 1..500".into());
+        if self.hz == 0 || self.hz > params::HZ_MAX {
+            return Err(format!("hz must be 1..{}", params::HZ_MAX));
         }
         if self.txn_locks != "abstract" && self.txn_locks != "rw" {
             return Err("txn-locks must be abstract or rw".into());
@@ -829,20 +864,167 @@ impl Config {
         ]
     }
 
-    /// Changes one setting at run time: a row of `params::PARAMS` checks and stores the value.
-    /// Err(message) for unknown or read-only names and bad values (Redis's texts).
+    /// Changes one setting at run time: a row of `params::PARAMS` or a Redis parameter fallow keeps
+    /// checks and stores the value. Err(message) for unknown or read-only names and bad values (Redis's
+    /// texts).
     pub fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
+        self.check_settable(name)?;
         let name = name.to_ascii_lowercase();
         if let Some(param) = params::find(&name) {
             let value = param.kind.parse(value)?;
             (param.apply)(self, &value);
             return Ok(());
         }
-        if self.entries().iter().any(|(known, _)| *known == name) {
-            return Err("can't set immutable config".into());
-        }
-        Err("Unknown option or number of arguments for CONFIG SET".into())
+        let row = redis_params::find(&name).expect("check_settable found it");
+        self.set_redis(row, value)
     }
+
+    /// Whether CONFIG SET may change `name` at all (Redis checks every name before any value).
+    pub fn check_settable(&self, name: &str) -> Result<(), String> {
+        let name = name.to_ascii_lowercase();
+        if params::find(&name).is_some() {
+            return Ok(());
+        }
+        let immutable = Err("can't set immutable config".to_string());
+        match redis_params::find(&name) {
+            Some(row) if row.is_kept_here() && !row.is(redis_params::IMMUTABLE) => Ok(()),
+            Some(_) => immutable,
+            None if self.entries().iter().any(|(known, _)| *known == name) => immutable,
+            None => Err("Unknown option or number of arguments for CONFIG SET".into()),
+        }
+    }
+
+    /// Stores a Redis parameter fallow keeps (also the immutable ones: this is the start's path too):
+    /// Redis's check, then the refusal of a value fallow cannot honour.
+    pub fn set_redis(
+        &mut self,
+        row: &'static redis_params::Row,
+        value: &str,
+    ) -> Result<(), String> {
+        assert!(row.is_kept_here(), "{} is a fallow setting", row.name);
+        let shown = row.kind.parse(value)?.shown();
+        if let redis_params::Use::Only(accepted, why) = row.fallow {
+            if !accepted.contains(&shown.as_str()) {
+                let quoted: Vec<String> = accepted
+                    .iter()
+                    .map(|value| match *value {
+                        "" => "\"\"".to_string(),
+                        other => format!("'{other}'"),
+                    })
+                    .collect();
+                return Err(format!("{why}; only {} is accepted", quoted.join(", ")));
+            }
+        }
+        if shown == row.default {
+            self.redis.remove(row.name);
+        } else {
+            self.redis.insert(row.name, shown);
+        }
+        Ok(())
+    }
+
+    /// The value of a Redis parameter fallow keeps (its Redis default until set).
+    pub fn redis_value(&self, name: &str) -> &str {
+        let row = redis_params::find(name).expect("a Redis parameter");
+        debug_assert!(row.is_kept_here(), "{name} is a fallow setting");
+        self.redis
+            .get(row.name)
+            .map(String::as_str)
+            .unwrap_or(row.default)
+    }
+
+    /// Every parameter CONFIG GET knows, as (name, value, hidden): fallow's settings, then the Redis
+    /// parameters fallow keeps, each alias beside its name. Hidden ones (Redis's HIDDEN_CONFIG) are
+    /// listed only for an exact name.
+    pub fn get_entries(&self) -> Vec<(&'static str, String, bool)> {
+        let mut entries: Vec<(&'static str, String, bool)> = self
+            .entries()
+            .into_iter()
+            .map(|(name, value)| (name, value, false))
+            .collect();
+        for row in redis_params::ROWS.iter().filter(|row| row.is_kept_here()) {
+            let value = self.redis_value(row.name).to_string();
+            let hidden = row.is(redis_params::HIDDEN);
+            if let Some(alias) = row.alias {
+                entries.push((alias, value.clone(), hidden));
+            }
+            entries.push((row.name, value, hidden));
+        }
+        entries
+    }
+
+    /// Whether a client may use what an `enable-*` parameter guards (Redis's allowProtectedAction):
+    /// `yes` anyone, `local` loopback and Unix-socket clients.
+    pub fn allows(&self, switch: &str, local_client: bool) -> bool {
+        match self.redis_value(switch) {
+            "yes" => true,
+            "local" => local_client,
+            _ => false,
+        }
+    }
+
+    /// The encoding thresholds (Redis's *-max-listpack-*, set-max-intset-entries, ...) the serialized
+    /// forms follow (DUMP, MIGRATE).
+    pub fn encoding_limits(&self) -> fallow_store::rdb::EncodingLimits {
+        let number = |name: &str| -> i64 {
+            self.redis_value(name)
+                .parse()
+                .expect("stored values passed their Int or Bytes check")
+        };
+        let size = |name: &str| usize::try_from(number(name)).unwrap_or(usize::MAX);
+        fallow_store::rdb::EncodingLimits {
+            hash_max_listpack_entries: size("hash-max-listpack-entries"),
+            hash_max_listpack_value_bytes: size("hash-max-listpack-value"),
+            zset_max_listpack_entries: size("zset-max-listpack-entries"),
+            zset_max_listpack_value_bytes: size("zset-max-listpack-value"),
+            set_max_intset_entries: size("set-max-intset-entries"),
+            list_max_listpack_size: i32::try_from(number("list-max-listpack-size"))
+                .expect("checked to i32's range"),
+            list_compress_depth_nodes: size("list-compress-depth"),
+            rdb_compression: self.redis_value("rdbcompression") == "yes",
+            ..Default::default()
+        }
+    }
+}
+
+impl Config {
+    /// When a stream node takes no more entries (Redis's stream-node-max-bytes/-entries).
+    pub fn stream_node_limits(&self) -> fallow_store::types::stream::NodeLimits {
+        let number = |name: &str| -> u64 {
+            self.redis_value(name)
+                .parse()
+                .expect("stored values passed their Int or Bytes check")
+        };
+        fallow_store::types::stream::NodeLimits {
+            max_bytes: number("stream-node-max-bytes"),
+            max_entries: number("stream-node-max-entries"),
+        }
+    }
+}
+
+/// Takes the Redis parameters fallow keeps out of a config file's table (the rest are `Config`'s
+/// fields), each value as text: `true`/`false` as yes/no, numbers as digits.
+fn take_redis_params(
+    table: &mut toml::Table,
+) -> Result<Vec<(&'static redis_params::Row, String)>, String> {
+    let names: Vec<String> = table
+        .keys()
+        .filter(|key| redis_params::find(key).is_some_and(|row| row.is_kept_here()))
+        .cloned()
+        .collect();
+    let mut taken = Vec::with_capacity(names.len());
+    for name in names {
+        let row = redis_params::find(&name).expect("filtered");
+        let text = match table.remove(&name).expect("listed") {
+            toml::Value::String(text) => text,
+            toml::Value::Integer(number) => number.to_string(),
+            toml::Value::Float(number) => number.to_string(),
+            toml::Value::Boolean(flag) => yes_no(flag).to_string(),
+            _ => return Err(format!("{name}: must be a string, a number or true/false")),
+        };
+        taken.push((row, text));
+    }
+    Ok(taken)
 }
 
 /// The tracing filter of `log-level`. Field values match literally: as regexes they compile to a DFA that

@@ -66,6 +66,20 @@ impl ClientHandle {
         self.killed.load(Ordering::Relaxed)
     }
 
+    /// A Unix-socket or loopback client (Redis's islocalClient), for the `local` value of the
+    /// `enable-*` switches. A peer that is no socket address is a Unix-socket one.
+    pub fn is_local(&self) -> bool {
+        match self.peer_addr.parse::<std::net::SocketAddr>() {
+            Ok(address) => match address.ip() {
+                std::net::IpAddr::V4(v4) => v4.is_loopback(),
+                std::net::IpAddr::V6(v6) => {
+                    v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+                }
+            },
+            Err(_) => true,
+        }
+    }
+
     /// CLIENT UNBLOCK: ends its blocking command's wait (as a timeout, or with an error); false when it
     /// is not waiting in one.
     pub fn unblock(&self, with_error: bool) -> bool {

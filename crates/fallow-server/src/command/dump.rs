@@ -3,7 +3,6 @@
 //! Redis's payloads restore here; streams and fallow's own types have no payload.
 use super::{is, parse_int, Ctx, Handler, NOT_INTEGER, SYNTAX};
 use fallow_store::dump::{dump_payload, restore_data};
-use fallow_store::rdb::EncodingLimits;
 use fallow_store::OwnedValue;
 
 pub const HANDLERS: &[(&str, Handler)] =
@@ -16,7 +15,8 @@ fn dump(ctx: &mut Ctx, args: &[&[u8]]) {
     let Some(value) = ctx.guards.shard(key).clone_value(db, key, now) else {
         return ctx.out.nil();
     };
-    match dump_payload(&value.data, &EncodingLimits::default()) {
+    let limits = ctx.server.config.read().encoding_limits();
+    match dump_payload(&value.data, &limits) {
         Ok(payload) => ctx.out.bulk(&payload),
         Err(missing) => ctx.out.error(&format!(
             "ERR DUMP of a {} value is not supported by fallow",
@@ -201,6 +201,7 @@ fn payloads(ctx: &mut Ctx, options: &MigrateOptions) -> Result<Vec<Restore>, Str
     let db = ctx.keyspace();
     let now = ctx.now_ms;
     let mut restores = Vec::new();
+    let limits = ctx.server.config.read().encoding_limits();
     for &key in &options.keys {
         let Some(value) = ctx.guards.shard(key).clone_value(db, key, now) else {
             continue;
@@ -209,7 +210,7 @@ fn payloads(ctx: &mut Ctx, options: &MigrateOptions) -> Result<Vec<Restore>, Str
             0 => 0,
             at => at.saturating_sub(now).max(1),
         };
-        let payload = dump_payload(&value.data, &EncodingLimits::default()).map_err(|missing| {
+        let payload = dump_payload(&value.data, &limits).map_err(|missing| {
             format!(
                 "ERR MIGRATE of a {} value is not supported by fallow",
                 missing.type_name

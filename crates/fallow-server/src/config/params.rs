@@ -19,6 +19,9 @@ pub enum Kind {
     Text(fn(&str) -> Result<(), String>),
     /// Any text at all (a password): nothing to refuse.
     AnyText,
+    /// Free text that `check` accepts and rewrites the way Redis shows it (`50.0` as `50`); Err as
+    /// for `Text`.
+    Normalized(fn(&str) -> Result<String, String>),
 }
 
 /// A value that passed its kind's check.
@@ -28,6 +31,8 @@ pub enum Value<'a> {
     Bytes(u64),
     Flag(bool),
     Text(&'a str),
+    /// A `Normalized` kind's value as Redis shows it.
+    Shown(String),
 }
 
 impl Value<'_> {
@@ -60,7 +65,19 @@ impl Value<'_> {
     pub fn text(&self) -> String {
         match self {
             Value::Text(text) => text.to_string(),
+            Value::Shown(text) => text.clone(),
             other => unreachable!("not text: {other:?}"),
+        }
+    }
+
+    /// The value as CONFIG GET shows it (Redis's forms: yes/no, numbers in bytes).
+    pub fn shown(&self) -> String {
+        match self {
+            Value::Int(value) => value.to_string(),
+            Value::Bytes(value) => value.to_string(),
+            Value::Flag(value) => crate::units::yes_no(*value).to_string(),
+            Value::Text(text) => text.to_string(),
+            Value::Shown(text) => text.clone(),
         }
     }
 }
@@ -229,9 +246,15 @@ pub static PARAMS: &[Param] = &[
         },
         |config, value| config.memcache_item_size_max_bytes = value.number(),
     ),
-    param("hz", Kind::Int { min: 1, max: 500 }, |config, value| {
-        config.hz = value.number()
-    }),
+    // Redis's range; like Redis, fallow runs at most HZ_MAX and at least 1 round a second, and shows that.
+    param(
+        "hz",
+        Kind::Int {
+            min: 0,
+            max: i32::MAX as i64,
+        },
+        |config, value| config.hz = clamp_hz(value.number()),
+    ),
     param(
         "pubsub-queue-messages-max",
         Kind::Int {
@@ -378,6 +401,14 @@ pub static PARAMS: &[Param] = &[
     param("appendonly", Kind::Text(check_appendonly), |_, _| {}),
 ];
 
+/// Most background rounds per second (Redis's CONFIG_MAX_HZ).
+pub const HZ_MAX: u64 = 500;
+
+/// `hz` as Redis keeps it: 1..=HZ_MAX whatever was asked.
+pub fn clamp_hz(asked: u64) -> u64 {
+    asked.clamp(1, HZ_MAX)
+}
+
 pub fn find(name: &str) -> Option<&'static Param> {
     PARAMS.iter().find(|param| param.name == name)
 }
@@ -425,17 +456,37 @@ impl Kind {
             },
             Kind::Text(check) => check(text).map(|()| Value::Text(text)),
             Kind::AnyText => Ok(Value::Text(text)),
+            Kind::Normalized(check) => check(text).map(Value::Shown),
         }
     }
 }
 
-/// Redis's memtoll, strictly: digits then an optional unit (b, k, kb, m, mb, g, gb, any case); no sign,
-/// no spaces, no fraction. None when it is not such a value or does not fit in 64 bits.
+/// Redis's memtoull: digits then an optional unit (b, k, kb, m, mb, g, gb, any case); no sign, no
+/// spaces, no fraction. As in Redis, no digits read as 0 (`""` is 0) and too many digits saturate (the
+/// range check then refuses them). None when it is not such a value.
 pub fn parse_memory_value(text: &str) -> Option<u64> {
-    if !text.starts_with(|c: char| c.is_ascii_digit()) || text.contains(char::is_whitespace) {
+    /// Redis copies the digits into a 128-byte buffer and refuses longer ones.
+    const DIGITS_MAX: usize = 127;
+    let digits_len = text.bytes().take_while(u8::is_ascii_digit).count();
+    let (digits, unit) = text.split_at(digits_len);
+    let multiplier: u64 = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" => 1_000,
+        "kb" => 1 << 10,
+        "m" => 1_000_000,
+        "mb" => 1 << 20,
+        "g" => 1_000_000_000,
+        "gb" => 1 << 30,
+        _ => return None,
+    };
+    if digits.len() > DIGITS_MAX {
         return None;
     }
-    crate::units::parse_bytes(text).ok()
+    let number = match digits {
+        "" => 0,
+        _ => digits.parse::<u64>().unwrap_or(u64::MAX),
+    };
+    Some(number.saturating_mul(multiplier))
 }
 
 fn check_reserve(text: &str) -> Result<(), String> {
@@ -518,14 +569,20 @@ mod tests {
                 bad.extend(max.checked_add(1).map(|above| above.to_string()));
             }
             Kind::Bytes { min, max } => {
-                let units = ["-1", "10xb", "1tb", "1 mb", " 1mb", "1mb ", "1.5mb", "-1mb"];
+                // Redis reads "" as 0 and saturates too many digits: the range decides those.
+                bad.retain(|value| !value.is_empty() || min > 0);
+                let units = [
+                    "-1", "10xb", "1tb", "1 mb", " 1mb", "1mb ", "1.5mb", "-1mb", "+1",
+                ];
                 bad.extend(units.map(String::from));
-                bad.push("99999999999999999999".into());
+                if max < u64::MAX {
+                    bad.push("99999999999999999999".into());
+                }
                 bad.extend(min.checked_sub(1).map(|below| below.to_string()));
                 bad.extend(max.checked_add(1).map(|above| above.to_string()));
             }
             Kind::Enum(_) | Kind::Bool => bad.extend(["bogus", "yes no", "-1"].map(String::from)),
-            Kind::Text(_) => {
+            Kind::Text(_) | Kind::Normalized(_) => {
                 bad = bad_texts(param.name)
                     .iter()
                     .map(|value| value.to_string())
@@ -551,7 +608,7 @@ mod tests {
             Kind::Bytes { min, max } => next(min.into(), max.into()).to_string(),
             Kind::Enum(names) => names[names.len() - 1].to_ascii_uppercase(),
             Kind::Bool => "no".into(),
-            Kind::Text(_) | Kind::AnyText => match param.name {
+            Kind::Text(_) | Kind::AnyText | Kind::Normalized(_) => match param.name {
                 "elastic-reserve" => "5%".into(),
                 "save" => "".into(),
                 "appendonly" => "no".into(),
@@ -650,6 +707,10 @@ mod tests {
         assert_eq!(config.maxmemory_bytes, 10_000);
         config.set("maxmemory-policy", "ALLKEYS-LRU").unwrap();
         assert_eq!(config.maxmemory_policy, "allkeys-lru");
+        config.set("hz", "1000").unwrap();
+        assert_eq!(config.hz, HZ_MAX, "kept in range, as Redis keeps it");
+        config.set("hz", "0").unwrap();
+        assert_eq!(config.hz, 1);
     }
 
     #[test]

@@ -2,9 +2,10 @@
 //! Redis rewrites redis.conf. Every runtime setting (`params::PARAMS`) that the file names gets its
 //! current value on its own line; one that differs from the built-in default and the file does not name
 //! is added at the end under a comment. Other lines (comments, fixed settings, lists) stay as they are.
-//! The file is replaced atomically (written beside, synced, renamed).
+//! The Redis parameters fallow keeps (`redis_params`) are treated the same way, under the name (or
+//! alias) the file uses. The file is replaced atomically (written beside, synced, renamed).
 use super::params::{Kind, PARAMS};
-use super::Config;
+use super::{redis_params, Config};
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
@@ -27,8 +28,8 @@ pub fn rewrite(path: &Path, config: &Config) -> Result<(), String> {
 
 /// The file's text with the runtime settings' current values.
 fn rewritten(old: &str, config: &Config) -> String {
-    let current: HashMap<&str, String> = config.entries().into_iter().collect();
-    let defaults: HashMap<&str, String> = Config::default().entries().into_iter().collect();
+    let current: HashMap<&str, String> = all_values(config);
+    let defaults: HashMap<&str, String> = all_values(&Config::default());
     let mut named = std::collections::HashSet::new();
     let mut lines: Vec<String> = old
         .lines()
@@ -54,6 +55,15 @@ fn rewritten(old: &str, config: &Config) -> String {
                 .map(|value| toml_line(param.name, &param.kind, value))
         })
         .collect();
+    let added_redis = redis_params::ROWS
+        .iter()
+        .filter(|row| row.is_kept_here())
+        .filter(|row| {
+            !named.contains(row.name) && !row.alias.is_some_and(|alias| named.contains(alias))
+        })
+        .filter(|row| current.get(row.name) != defaults.get(row.name))
+        .map(|row| toml_line(row.name, &row.kind, &current[row.name]));
+    let added: Vec<String> = added.into_iter().chain(added_redis).collect();
     if !added.is_empty() {
         if !lines.iter().any(|line| line == GENERATED_COMMENT) {
             lines.push(GENERATED_COMMENT.to_string());
@@ -63,16 +73,32 @@ fn rewritten(old: &str, config: &Config) -> String {
     lines.join("\n") + "\n"
 }
 
-/// The runtime setting a `name = value` line sets, if any.
+/// Every setting's current value by name, aliases included (what CONFIG GET shows).
+fn all_values(config: &Config) -> HashMap<&'static str, String> {
+    config
+        .get_entries()
+        .into_iter()
+        .map(|(name, value, _)| (name, value))
+        .collect()
+}
+
+/// The runtime setting (or kept Redis parameter) a `name = value` line sets, if any, by the name the
+/// line uses.
 fn runtime_key(line: &str) -> Option<(&'static str, &'static Kind)> {
     let key = line.split('=').next()?.trim();
     if line.trim_start().starts_with('#') || !line.contains('=') {
         return None;
     }
-    PARAMS
-        .iter()
-        .find(|param| param.name == key)
-        .map(|param| (param.name, &param.kind))
+    if let Some(param) = PARAMS.iter().find(|param| param.name == key) {
+        return Some((param.name, &param.kind));
+    }
+    let row = redis_params::find(key).filter(|row| row.is_kept_here())?;
+    let name = if row.name == key {
+        row.name
+    } else {
+        row.alias?
+    };
+    Some((name, &row.kind))
 }
 
 /// `name = value` with the value as TOML writes it for the setting's kind.
@@ -120,5 +146,27 @@ mod tests {
             text,
             "a second rewrite changes nothing"
         );
+    }
+
+    #[test]
+    fn kept_redis_parameters_are_rewritten_under_the_files_name() {
+        let old = "hash-max-ziplist-entries = 100\nactiverehashing = true\n";
+        let mut config = Config::from_toml_str(old).unwrap();
+        assert_eq!(config.redis_value("hash-max-listpack-entries"), "100");
+        config.set("hash-max-listpack-entries", "7").unwrap();
+        config.set("activerehashing", "no").unwrap();
+        config.set("maxmemory-samples", "9").unwrap();
+        config.set("loglevel", "WARNING").unwrap();
+        let text = rewritten(old, &config);
+        assert!(text.starts_with("hash-max-ziplist-entries = 7\nactiverehashing = false\n"));
+        assert!(text.contains("maxmemory-samples = 9\n"));
+        assert!(text.contains("loglevel = \"warning\"\n"));
+        assert!(
+            !text.contains("hash-max-listpack-entries"),
+            "the file's alias is kept"
+        );
+        let reloaded = Config::from_toml_str(&text).unwrap();
+        assert_eq!(reloaded.redis, config.redis);
+        assert_eq!(rewritten(&text, &reloaded), text);
     }
 }

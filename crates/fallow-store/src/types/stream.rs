@@ -25,7 +25,7 @@ use std::fmt;
 pub use groups::{
     AutoClaim, AutoClaimScan, Claim, Consumer, Group, GroupRead, GroupReply, Pending,
 };
-pub use listpack::{NODE_MAX_BYTES, NODE_MAX_ENTRIES};
+pub use listpack::{NodeLimits, NODE_MAX_BYTES, NODE_MAX_ENTRIES};
 
 /// An entry id: milliseconds and a sequence number, ordered by both.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -450,12 +450,24 @@ impl StreamValue {
         Ok(())
     }
 
-    /// Adds an entry (XADD); `pairs` alternates fields and values and holds at least one pair.
+    /// Adds an entry (XADD) with Redis's default node limits; see `add_with_node_limits`.
     pub fn add(
         &mut self,
         request: IdRequest,
         pairs: &[&[u8]],
         now_ms: u64,
+    ) -> Result<StreamId, AddError> {
+        self.add_with_node_limits(request, pairs, now_ms, NodeLimits::default())
+    }
+
+    /// Adds an entry (XADD); `pairs` alternates fields and values and holds at least one pair. It goes
+    /// to a new node when the last one is full by `limits` (stream-node-max-bytes/-entries).
+    pub fn add_with_node_limits(
+        &mut self,
+        request: IdRequest,
+        pairs: &[&[u8]],
+        now_ms: u64,
+        limits: NodeLimits,
     ) -> Result<StreamId, AddError> {
         assert!(
             pairs.len() >= 2 && pairs.len().is_multiple_of(2),
@@ -463,7 +475,7 @@ impl StreamValue {
         );
         self.check_add(request, pairs, now_ms)?;
         let id = self.next_id(request, now_ms)?;
-        self.put_in_node(id, pairs);
+        self.put_in_node(id, pairs, limits);
         let entry = Entry::new(pairs);
         self.bytes += entry.bytes();
         self.entries.insert(id, entry);
@@ -473,12 +485,13 @@ impl StreamValue {
     }
 
     /// Accounts a new entry in the last node, or in a new node when that one is full.
-    fn put_in_node(&mut self, id: StreamId, pairs: &[&[u8]]) {
+    fn put_in_node(&mut self, id: StreamId, pairs: &[&[u8]], limits: NodeLimits) {
         let data_bytes: u64 = pairs.iter().map(|item| item.len() as u64).sum();
         if let Some(mut last) = self.nodes.last_entry() {
             let master = *last.key();
             let node = last.get_mut();
-            if !listpack::node_is_full(node.listpack_bytes, node.live + node.deleted, data_bytes) {
+            let entries = node.live + node.deleted;
+            if !listpack::node_is_full(node.listpack_bytes, entries, data_bytes, limits) {
                 let fields = pairs.iter().step_by(2);
                 let same_fields = fields.len() == node.master_fields.len()
                     && fields

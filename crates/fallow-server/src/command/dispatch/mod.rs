@@ -28,6 +28,25 @@ fn unknown_command_error(args: &[&[u8]]) -> String {
     text
 }
 
+/// DEBUG (and MODULE, which fallow lacks) run only where `enable-debug-command` (`enable-module-command`)
+/// allows, checked where Redis 7.0 checks it: after arity, before ACL and MULTI queueing.
+fn protected_command_refusal(server: &Server, conn: &ConnState, name: &str) -> Option<String> {
+    let switch = match name {
+        "debug" => "enable-debug-command",
+        "module" => "enable-module-command",
+        _ => return None,
+    };
+    if server.config.read().allows(switch, conn.handle.is_local()) {
+        return None;
+    }
+    Some(format!(
+        "ERR {} command not allowed. If the {switch} option is set to \"local\", you can run it from a \
+local connection, otherwise you need to set this option in the configuration file, and then restart the \
+server.",
+        name.to_ascii_uppercase()
+    ))
+}
+
 /// Runs one request. The reply (if any) is appended to `out`; an error reply is counted (INFO
 /// `total_error_replies`, `errorstats`).
 pub fn execute(server: &Server, conn: &mut ConnState, out: &mut ReplyWriter, args: &[&[u8]]) {
@@ -67,6 +86,11 @@ fn check_and_run(
     if !spec.arity_ok(args.len()) {
         conn.flag_multi_error();
         out.error(&arity_error(spec.name));
+        return true;
+    }
+    if let Some(refusal) = protected_command_refusal(server, conn, spec.name) {
+        conn.flag_multi_error();
+        out.error(&refusal);
         return true;
     }
     let unrestricted =

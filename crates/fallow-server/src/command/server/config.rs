@@ -10,6 +10,8 @@ pub(super) fn config(ctx: &mut Ctx, args: &[&[u8]]) {
     match (sub.as_slice(), args.len()) {
         (b"get", 3..) => config_get(ctx, &args[2..]),
         (b"set", len) if len >= 4 && len.is_multiple_of(2) => config_set(ctx, &args[2..]),
+        // A name without its value: Redis checks the arity (4 or more) first, then the pairs.
+        (b"set", len) if len >= 4 => ctx.out.error(crate::command::SYNTAX),
         (b"resetstat", 2) => {
             reset_stats(ctx);
             ctx.out.ok();
@@ -41,31 +43,88 @@ fn config_matches(pattern: &[u8], name: &str) -> bool {
     fallow_store::glob::matches(&pattern.to_ascii_lowercase(), name.as_bytes())
 }
 
+/// CONFIG GET with any number of patterns (Redis 7): each parameter once, under the first pattern that
+/// names it. A pattern without glob characters is a name: it also finds hidden parameters, and the
+/// reply uses it as given.
 fn config_get(ctx: &mut Ctx, patterns: &[&[u8]]) {
-    let entries = ctx.server.config.read().entries();
-    let matched: Vec<&(&str, String)> = entries
-        .iter()
-        .filter(|(name, _)| patterns.iter().any(|pattern| config_matches(pattern, name)))
-        .collect();
+    let entries = ctx.server.config.read().get_entries();
+    let mut matched: Vec<(Vec<u8>, &str, &String)> = Vec::new();
+    for &pattern in patterns {
+        let lower = pattern.to_ascii_lowercase();
+        let is_name = !pattern.iter().any(|byte| b"[*?".contains(byte));
+        for (name, value, hidden) in &entries {
+            let hit = if is_name {
+                name.as_bytes() == lower.as_slice()
+            } else {
+                !hidden && config_matches(pattern, name)
+            };
+            if hit && !matched.iter().any(|(_, known, _)| known == name) {
+                let shown = if is_name {
+                    pattern.to_vec()
+                } else {
+                    name.as_bytes().to_vec()
+                };
+                matched.push((shown, name, value));
+            }
+        }
+    }
     ctx.out.map_len(matched.len());
-    for (name, value) in matched {
-        ctx.out.bulk(name.as_bytes());
+    for (shown, _, value) in matched {
+        ctx.out.bulk(&shown);
         ctx.out.bulk(value.as_bytes());
     }
 }
 
+fn set_error(name: &str, message: &str) -> String {
+    format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {message}")
+}
+
+/// Redis's first pass over CONFIG SET's names: unknown, immutable, protected, duplicate (the name as
+/// given is the one the error quotes).
+fn check_names(ctx: &Ctx, pairs: &[&[u8]]) -> Result<(), String> {
+    let config = ctx.server.config.read();
+    let mut seen: Vec<String> = Vec::with_capacity(pairs.len() / 2);
+    for pair in pairs.chunks(2) {
+        let given = String::from_utf8_lossy(pair[0]);
+        let name = given.to_ascii_lowercase();
+        let settable = config.check_settable(&name);
+        if let Err(message) = &settable {
+            if message.starts_with("Unknown option") {
+                return Err(format!("ERR {message} - '{given}'"));
+            }
+        }
+        // Before fallow's own refusals: `dir` is protected in Redis (the reply Redis gives), fixed in
+        // fallow (the reply once protected configs are enabled).
+        if protected(&name)
+            && !config.allows("enable-protected-configs", ctx.conn.handle.is_local())
+        {
+            return Err(set_error(&given, "can't set protected config"));
+        }
+        settable.map_err(|message| set_error(&given, &message))?;
+        if seen.contains(&name) {
+            return Err(set_error(&given, "duplicate parameter"));
+        }
+        seen.push(name);
+    }
+    Ok(())
+}
+
+/// Redis's PROTECTED_CONFIG (dir, dbfilename): CONFIG SET needs `enable-protected-configs`.
+fn protected(name: &str) -> bool {
+    crate::config::redis_params::find(name)
+        .is_some_and(|row| row.is(crate::config::redis_params::PROTECTED))
+}
+
 /// Applies every pair or none (Redis 7 CONFIG SET is atomic).
 fn config_set(ctx: &mut Ctx, pairs: &[&[u8]]) {
+    if let Err(reply) = check_names(ctx, pairs) {
+        return ctx.out.error(&reply);
+    }
     let mut updated = ctx.server.config.read().clone();
-    let mut seen: Vec<String> = Vec::new();
     for pair in pairs.chunks(2) {
-        let name = String::from_utf8_lossy(pair[0]).to_ascii_lowercase();
+        let given = String::from_utf8_lossy(pair[0]);
+        let name = given.to_ascii_lowercase();
         let value = String::from_utf8_lossy(pair[1]);
-        if seen.contains(&name) {
-            return ctx.out.error(&format!(
-                "ERR CONFIG SET failed (possibly related to argument '{name}') - duplicate parameter"
-            ));
-        }
         if name == "memcache-tenant" {
             let allowed = crate::net::memcache::auth::check_memcache_tenant_change(
                 ctx.server,
@@ -83,14 +142,8 @@ fn config_set(ctx: &mut Ctx, pairs: &[&[u8]]) {
             }
         }
         if let Err(message) = updated.set(&name, &value) {
-            let text = if message.starts_with("Unknown option") {
-                format!("ERR {message} - '{name}'")
-            } else {
-                format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {message}")
-            };
-            return ctx.out.error(&text);
+            return ctx.out.error(&set_error(&given, &message));
         }
-        seen.push(name);
     }
     if let Err(message) = updated.validate() {
         return ctx.out.error(&format!("ERR CONFIG SET failed - {message}"));
@@ -98,9 +151,7 @@ fn config_set(ctx: &mut Ctx, pairs: &[&[u8]]) {
     if updated.maxclients > ctx.server.config.read().maxclients {
         // Raises the open-file limit if it can; refuses what the limit cannot hold.
         if let Err(message) = crate::fdlimit::check_runtime(updated.maxclients) {
-            return ctx.out.error(&format!(
-                "ERR CONFIG SET failed (possibly related to argument 'maxclients') - {message}"
-            ));
+            return ctx.out.error(&set_error("maxclients", &message));
         }
     }
     let old_tenant = std::mem::replace(&mut *ctx.server.config.write(), updated).memcache_tenant;

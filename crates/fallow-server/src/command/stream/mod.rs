@@ -344,8 +344,11 @@ fn xadd(ctx: &mut Ctx, args: &[&[u8]]) {
         Ok(Some(Err(error))) => return ctx.out.error(add_error(error)),
         Ok(Some(Ok(()))) => {}
     }
+    let limits = ctx.server.config.read().stream_node_limits();
     let added = update(ctx, key, true, |stream, out| {
-        let id = stream.add(request, pairs, now).expect("checked");
+        let id = stream
+            .add_with_node_limits(request, pairs, now, limits)
+            .expect("checked");
         write_id(out, id);
         if let Some(trim) = &parsed.trim {
             stream.trim(trim);

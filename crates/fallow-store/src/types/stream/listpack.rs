@@ -18,6 +18,26 @@ pub const NODE_MAX_BYTES: u64 = 4096;
 /// is full.
 pub const NODE_MAX_ENTRIES: u32 = 100;
 
+/// Redis caps a node at 1 GiB whatever `stream-node-max-bytes` says (0 included).
+const NODE_BYTES_CAP: u64 = 1 << 30;
+
+/// When a node takes no more entries: Redis's `stream-node-max-bytes` (0: the 1 GiB cap) and
+/// `stream-node-max-entries` (0: no count limit), as in force when an entry is added.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NodeLimits {
+    pub max_bytes: u64,
+    pub max_entries: u64,
+}
+
+impl Default for NodeLimits {
+    fn default() -> Self {
+        NodeLimits {
+            max_bytes: NODE_MAX_BYTES,
+            max_entries: u64::from(NODE_MAX_ENTRIES),
+        }
+    }
+}
+
 /// An empty listpack: its 6-byte header (total bytes, element count) and its end byte.
 const EMPTY_LISTPACK_BYTES: u64 = 7;
 
@@ -110,9 +130,14 @@ pub fn live_count_growth(live: u32) -> u64 {
 }
 
 /// Whether a node of `bytes` holding `entries` entries (deleted ones included) takes no entry whose
-/// fields and values add up to `data_bytes`.
-pub fn node_is_full(bytes: u64, entries: u32, data_bytes: u64) -> bool {
-    bytes.saturating_add(data_bytes) >= NODE_MAX_BYTES || entries >= NODE_MAX_ENTRIES
+/// fields and values add up to `data_bytes` (Redis's streamAppendItem).
+pub fn node_is_full(bytes: u64, entries: u32, data_bytes: u64, limits: NodeLimits) -> bool {
+    let max_bytes = match limits.max_bytes {
+        0 => NODE_BYTES_CAP,
+        bytes => bytes.min(NODE_BYTES_CAP),
+    };
+    bytes.saturating_add(data_bytes) >= max_bytes
+        || (limits.max_entries != 0 && u64::from(entries) >= limits.max_entries)
 }
 
 /// Nodes in Redis's radix tree of stream nodes, which is keyed by each node's first id as 16 big-endian

@@ -724,3 +724,31 @@ fn decoding_rejects_impossible_streams() {
     );
     assert!(StreamValue::decode(&[9]).is_err());
 }
+
+#[test]
+fn node_limits_split_nodes_as_redis_settings_say() {
+    let fill = |limits: NodeLimits| {
+        let mut stream = StreamValue::default();
+        for ms in 1..=20 {
+            let request = IdRequest::Exact(id(ms, 0));
+            stream
+                .add_with_node_limits(request, &[b"f", b"v"], 0, limits)
+                .unwrap();
+        }
+        stream.node_count()
+    };
+    let entries = |max_entries| NodeLimits {
+        max_entries,
+        ..NodeLimits::default()
+    };
+    assert_eq!(fill(NodeLimits::default()), 1);
+    assert_eq!(fill(entries(3)), 7, "20 entries, 3 a node");
+    assert_eq!(fill(entries(1)), 20);
+    assert_eq!(fill(entries(0)), 1, "0: no count limit");
+    let bytes = |max_bytes| NodeLimits {
+        max_bytes,
+        max_entries: 0,
+    };
+    assert!(fill(bytes(40)) > 1, "a small byte limit splits");
+    assert_eq!(fill(bytes(0)), 1, "0: Redis's 1 GiB cap");
+}
