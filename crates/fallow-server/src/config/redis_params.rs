@@ -1270,17 +1270,7 @@ pub static ROWS: &[Row] = &[
         0,
         Use::Stored,
     ),
-    row(
-        "tracking-table-max-keys",
-        None,
-        Kind::Int {
-            min: 0,
-            max: I64_MAX,
-        },
-        "1000000",
-        0,
-        Use::Stored,
-    ),
+    own("tracking-table-max-keys", None, 0),
     own("unixsocket", None, IMMUTABLE),
     own("unixsocketperm", None, IMMUTABLE),
     row(
