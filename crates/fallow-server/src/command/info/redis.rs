@@ -468,4 +468,51 @@ mod tests {
             vec![1, 2]
         );
     }
+
+    /// fallow locks (and checks ACL key patterns on) its rows' key positions; they must be the keys Redis's
+    /// specs find for every valid call, so the data and the locking cannot drift apart.
+    #[test]
+    fn lock_positions_are_the_keys_redis_finds() {
+        let mut compared = 0;
+        for (argv, _) in REDIS_ANSWERS {
+            let argv: Vec<&[u8]> = argv.iter().map(|arg| arg.as_bytes()).collect();
+            let (Some((_, info)), Some(entry)) =
+                (super::super::lookup(argv[0]), lookup_call(&argv))
+            else {
+                continue; // not a fallow command
+            };
+            let keys = entry.key_model().get_keys(&argv).unwrap_or_default();
+            if keys.is_empty() {
+                continue; // an invalid call (EVAL with too few keys) fails before it touches a key
+            }
+            let mut redis: Vec<usize> = keys.iter().map(|&(at, _)| at).collect();
+            let mut fallow = super::super::key_positions(info, &argv);
+            redis.sort_unstable();
+            fallow.sort_unstable();
+            assert_eq!(fallow, redis, "{argv:?}");
+            compared += 1;
+        }
+        assert!(compared > 60, "{compared}");
+    }
+
+    /// fallow's rows check arity before a handler runs: they must be Redis's, and a fixed key range
+    /// must be Redis's legacy (first, last, step) unless the command is a container or computes its keys.
+    #[test]
+    fn rows_agree_with_redis_on_arity_and_key_range() {
+        for info in super::super::table() {
+            let Entry::Redis(redis) = Entry::of(info) else {
+                continue;
+            };
+            assert_eq!(info.arity as i64, redis.arity, "{}", info.name);
+            if let (Keys::Range { first, last, step }, None) = (info.keys, &redis.subcommands) {
+                let range = (first as i64, last as i64, step as i64);
+                assert_eq!(
+                    range,
+                    (redis.first_key, redis.last_key, redis.key_step),
+                    "{}",
+                    info.name
+                );
+            }
+        }
+    }
 }
