@@ -580,3 +580,157 @@ fn find_keys(find: &FindKeys, first: i64, argv: &[&[u8]]) -> Option<(i64, i64, i
         FindKeys::Unknown => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::key_flags::*;
+    use super::*;
+
+    fn spec(begin_search: BeginSearch, find_keys: FindKeys, flags: u32) -> KeySpec {
+        KeySpec {
+            notes: None,
+            flags,
+            begin_search,
+            find_keys,
+        }
+    }
+
+    fn args(text: &'static str) -> Vec<&'static [u8]> {
+        text.split(' ').map(str::as_bytes).collect()
+    }
+
+    fn positions(specs: &[KeySpec], arity: i64, text: &'static str) -> Option<Vec<usize>> {
+        keys_from_specs(specs, arity, &args(text)).map(|keys| keys.iter().map(|k| k.0).collect())
+    }
+
+    #[test]
+    fn keyword_search_runs_forwards_or_backwards_from_startfrom() {
+        let range = FindKeys::Range {
+            lastkey: 0,
+            keystep: 1,
+            limit: 0,
+        };
+        let forwards = BeginSearch::Keyword {
+            keyword: "STORE".into(),
+            startfrom: 2,
+        };
+        let specs = [spec(forwards, range.clone(), OW | UPDATE)];
+        assert_eq!(
+            positions(&specs, -2, "c x store a store b"),
+            Some(vec![3]),
+            "the first"
+        );
+        assert_eq!(
+            positions(&specs, -2, "c store a"),
+            Some(vec![]),
+            "before startfrom"
+        );
+        let backwards = BeginSearch::Keyword {
+            keyword: "STORE".into(),
+            startfrom: -1,
+        };
+        let specs = [spec(backwards, range, OW | UPDATE)];
+        assert_eq!(positions(&specs, -2, "c x store a store b"), Some(vec![5]));
+    }
+
+    #[test]
+    fn range_limit_takes_a_share_of_the_rest() {
+        // XREAD's STREAMS spec: half of what follows the keyword are keys.
+        let streams = spec(
+            BeginSearch::Keyword {
+                keyword: "STREAMS".into(),
+                startfrom: 1,
+            },
+            FindKeys::Range {
+                lastkey: -1,
+                keystep: 1,
+                limit: 2,
+            },
+            RO | ACCESS,
+        );
+        let specs = [streams];
+        assert_eq!(
+            positions(&specs, -4, "xread streams a b c 0 0 0"),
+            Some(vec![2, 3, 4])
+        );
+    }
+
+    #[test]
+    fn keynum_refuses_bad_counts_and_wraps_like_a_c_int() {
+        let numkeys = spec(
+            BeginSearch::Index(2),
+            FindKeys::Keynum {
+                keynumidx: 0,
+                firstkey: 1,
+                keystep: 1,
+            },
+            RO | ACCESS,
+        );
+        let specs = [numkeys];
+        assert_eq!(positions(&specs, -3, "eval s 2 a b x"), Some(vec![3, 4]));
+        assert_eq!(
+            positions(&specs, -3, "eval s 02 a b"),
+            None,
+            "not canonical"
+        );
+        assert_eq!(positions(&specs, -3, "eval s -1 a"), None);
+        assert_eq!(positions(&specs, -3, "eval s 3 a b"), None, "past the end");
+        // (int)4294967297 == 1 in Redis.
+        assert_eq!(positions(&specs, -3, "eval s 4294967297 a"), Some(vec![3]));
+    }
+
+    #[test]
+    fn incomplete_and_unknown_specs_defer_to_the_proc() {
+        let incomplete = spec(
+            BeginSearch::Index(1),
+            FindKeys::Range {
+                lastkey: 0,
+                keystep: 1,
+                limit: 0,
+            },
+            RO | INCOMPLETE,
+        );
+        assert_eq!(positions(&[incomplete], -2, "c a"), None);
+        let unknown = spec(BeginSearch::Unknown, FindKeys::Unknown, RW);
+        assert_eq!(positions(&[unknown], -2, "c a"), None);
+        let not_key = spec(BeginSearch::Index(1), FindKeys::Unknown, NOT_KEY);
+        assert_eq!(
+            positions(std::slice::from_ref(&not_key), -2, "c a"),
+            Some(vec![])
+        );
+        let model = KeyModel {
+            arity: -2,
+            specs: Cow::Owned(vec![not_key]),
+            proc: None,
+            no_mandatory_keys: false,
+        };
+        assert_eq!(
+            model.get_keys(&args("c a")),
+            Err(GetKeysError::NoKeyArguments)
+        );
+    }
+
+    #[test]
+    fn glibc_atoi() {
+        assert_eq!(atoi(b" 12abc"), 12);
+        assert_eq!(atoi(b"-3"), -3);
+        assert_eq!(atoi(b"x"), 0);
+        assert_eq!(atoi(b"99999999999999999999"), -1, "LONG_MAX as an int");
+    }
+
+    #[test]
+    fn bad_spec_data_is_refused() {
+        let parse = |text: &str| serde_json::from_str::<KeySpec>(text).map(|_| ());
+        let ok = r#"{"flags":["RO"],"begin_search":{"type":"index","spec":{"index":1}},
+            "find_keys":{"type":"range","spec":{"lastkey":0,"keystep":1,"limit":0}}}"#;
+        assert!(parse(ok).is_ok());
+        for bad in [
+            ok.replace("\"RO\"", "\"XX\""),
+            ok.replace("\"index\",", "\"nosuch\","),
+            ok.replace("\"keystep\":1", "\"keystep\":0"),
+            ok.replace("{\"index\":1}", "{}"),
+        ] {
+            assert!(parse(&bad).is_err(), "{bad}");
+        }
+    }
+}
