@@ -280,10 +280,10 @@ fn write_docs(out: &mut ReplyWriter, entry: Entry) {
 /// The docs map's fields up to its subcommands (which `write_docs` adds when `has_subcommands`).
 fn write_redis_docs(out: &mut ReplyWriter, docs: &Docs, has_subcommands: bool) {
     let texts = [
-        ("summary", &docs.summary),
-        ("since", &docs.since),
-        ("group", &Some(docs.group.clone())),
-        ("complexity", &docs.complexity),
+        ("summary", docs.summary.as_deref()),
+        ("since", docs.since.as_deref()),
+        ("group", Some(docs.group.as_str())), // always present, as in Redis
+        ("complexity", docs.complexity.as_deref()),
     ];
     let fields = texts.iter().filter(|(_, text)| text.is_some()).count()
         + docs.doc_flags.is_some() as usize
@@ -300,8 +300,8 @@ fn write_redis_docs(out: &mut ReplyWriter, docs: &Docs, has_subcommands: bool) {
         out.bulk(b"doc_flags");
         simple_set(out, doc_flags.iter().map(String::as_str));
     }
-    optional_text(out, "deprecated_since", &docs.deprecated_since);
-    optional_text(out, "replaced_by", &docs.replaced_by);
+    optional_text(out, "deprecated_since", docs.deprecated_since.as_deref());
+    optional_text(out, "replaced_by", docs.replaced_by.as_deref());
     if let Some(history) = &docs.history {
         out.bulk(b"history");
         out.set_len(history.len());
@@ -317,7 +317,7 @@ fn write_redis_docs(out: &mut ReplyWriter, docs: &Docs, has_subcommands: bool) {
     }
 }
 
-fn optional_text(out: &mut ReplyWriter, name: &str, text: &Option<String>) {
+fn optional_text(out: &mut ReplyWriter, name: &str, text: Option<&str>) {
     if let Some(text) = text {
         out.bulk(name.as_bytes());
         out.bulk(text.as_bytes());
@@ -345,10 +345,10 @@ fn write_arguments(out: &mut ReplyWriter, arguments: &[Arg]) {
             out.bulk(b"key_spec_index");
             out.int(index);
         }
-        optional_text(out, "token", &arg.token);
-        optional_text(out, "summary", &arg.summary);
-        optional_text(out, "since", &arg.since);
-        optional_text(out, "deprecated_since", &arg.deprecated_since);
+        optional_text(out, "token", arg.token.as_deref());
+        optional_text(out, "summary", arg.summary.as_deref());
+        optional_text(out, "since", arg.since.as_deref());
+        optional_text(out, "deprecated_since", arg.deprecated_since.as_deref());
         if let Some(flags) = &arg.flags {
             out.bulk(b"flags");
             simple_set(out, flags.iter().map(String::as_str));
