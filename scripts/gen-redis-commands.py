@@ -138,7 +138,7 @@ def main():
     lines = [json.dumps(info, separators=(",", ":"), ensure_ascii=False) for info in infos]
     text = '{"redis_version":%s,"commands":[\n%s\n]}\n' % (json.dumps(version), ",\n".join(lines))
     args.out.write_text(text)
-    print(f"{args.out.relative_to(ROOT)}: {len(infos)} commands of Redis {version}")
+    print(f"{args.out}: {len(infos)} commands of Redis {version}")
 
 
 if __name__ == "__main__":
