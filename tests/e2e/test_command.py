@@ -380,3 +380,15 @@ def test_own_commands_report_their_rows(conn):
     docs = dict(pairs_of(pairs[0][1]))
     assert docs[("$", "group")] == ("$", "transactions")
     assert docs[("$", "summary")][1].startswith("Lock the keys")
+
+
+@pytest.mark.fallow_only
+def test_list_by_own_category_is_acl_cat(conn):
+    """fallow's own ACL categories (topn, bag, server ...) list the commands ACL CAT lists (with their
+    subcommands: a subcommand is in its command's row's categories)."""
+    for category in ("topn", "bag", "server"):
+        kind, names = call(conn, "COMMAND", "LIST", "FILTERBY", "ACLCAT", category)
+        kind, acl = call(conn, "ACL", "CAT", category)
+        top = {name for _, name in names if "|" not in name}
+        assert top == {name for _, name in acl} and top, category
+        assert {name.split("|")[0] for _, name in names} == top

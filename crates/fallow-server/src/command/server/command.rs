@@ -365,8 +365,12 @@ enum ListFilter {
     All,
     /// No module commands exist in fallow.
     Module,
-    /// A known ACL category, or None for an unknown one (which matches nothing, as in Redis).
-    AclCategory(Option<&'static str>),
+    /// A known ACL category, or None for an unknown one (which matches nothing, as in Redis); `own` for
+    /// one of fallow's own categories, which its rows carry.
+    AclCategory {
+        category: Option<&'static str>,
+        own: bool,
+    },
     Pattern(Vec<u8>),
 }
 
@@ -388,7 +392,11 @@ impl ListFilter {
                 let known = info::categories()
                     .iter()
                     .find(|category| category.as_bytes().eq_ignore_ascii_case(value));
-                ListFilter::AclCategory(known.copied())
+                let own = known.is_some_and(|category| !is_redis_category(category));
+                ListFilter::AclCategory {
+                    category: known.copied(),
+                    own,
+                }
             } else if is(kind, "pattern") {
                 ListFilter::Pattern(value.to_ascii_lowercase())
             } else {
@@ -402,13 +410,33 @@ impl ListFilter {
     fn keeps(&self, entry: Entry) -> bool {
         match self {
             ListFilter::All => true,
-            ListFilter::Module | ListFilter::AclCategory(None) => false,
-            ListFilter::AclCategory(Some(category)) => entry.acl_categories().contains(category),
+            ListFilter::Module | ListFilter::AclCategory { category: None, .. } => false,
+            ListFilter::AclCategory {
+                category: Some(category),
+                own,
+            } => {
+                entry.acl_categories().contains(category)
+                    || (*own && in_own_category(entry, category))
+            }
             ListFilter::Pattern(pattern) => {
                 fallow_store::glob::matches(pattern, entry.full_name().as_bytes())
             }
         }
     }
+}
+
+/// Whether a command's row is in `category`, one of fallow's own ACL categories (`server`, `topn`, ...),
+/// as ACL CAT lists it.
+fn in_own_category(entry: Entry, category: &str) -> bool {
+    let top = entry.full_name().split('|').next().unwrap_or_default();
+    info::lookup(top.as_bytes()).is_some_and(|(_, row)| row.categories().contains(&category))
+}
+
+/// Whether some Redis command is in `category` in Redis's data (else the category is fallow's own).
+fn is_redis_category(category: &str) -> bool {
+    redis::redis_commands()
+        .iter()
+        .any(|redis| Entry::Redis(redis).acl_categories().contains(&category))
 }
 
 fn command_list(ctx: &mut Ctx, args: &[&[u8]]) {
