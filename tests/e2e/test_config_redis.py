@@ -19,7 +19,7 @@ FALLOW_EXTRA = {
     "memcache-tenant", "memcache-auth", "txn-locks", "txn-phasing", "txn-phase-max-ms", "txn-lock-wait-ms",
     "lua-strict-keys", "auth-failures-before-delay", "auth-failure-delay-ms", "auth-failure-delay-max-ms",
     "tier2-size", "tier2-path", "tier2-fsync", "tier2-admission", "tier2-reads", "tier2-admit-hits",
-    "tier2-region-size", "tier2-clean-ahead-bytes-per-sec",
+    "tier2-region-size", "tier2-clean-ahead-bytes-per-sec", "tracking-table-max-bytes",
 }
 # Values that describe the server itself (addresses, paths, how it was started).
 SERVER_DESCRIBING = {"bind", "port", "dir", "unixsocket", "unixsocketperm", "daemonize", "pidfile", "logfile",

@@ -265,9 +265,10 @@ pub static PARAMS: &[Param] = &[
     ),
     param(
         "tracking-table-max-keys",
+        // Redis's range; `tracking-table-max-bytes` bounds the table whatever this says.
         Kind::Int {
             min: 0,
-            max: i32::MAX as i64,
+            max: i64::MAX,
         },
         |config, value| config.tracking_table_max_keys = value.number() as usize,
     ),
