@@ -8,7 +8,7 @@
 //! a segment goes back to the OS only when nothing in it lives), and the mapped bytes follow the used
 //! bytes down when maxmemory is lowered and stay near them while writes go on at the limit.
 use super::LFU_INITIAL;
-use super::{location, slot_of, space_of, Location, Shard};
+use super::{location, slot_of, space_of, KeyEventCause, Location, Shard};
 use crate::hash_key;
 use crate::memory::segment::{ItemHeader, ITEM_ALIGN_BYTES};
 use crate::pool::{TenantId, TenantKind};
@@ -159,6 +159,7 @@ impl Shard {
                 "an expired entry points at a live item with an expiry"
             );
             let hash = hash_key(self.item_key(location));
+            self.note_key_event(keyspace, location, KeyEventCause::Expired);
             self.remove_item(keyspace, hash, location);
         }
         self.stats.expired_keys += count as u64;
@@ -209,6 +210,7 @@ impl Shard {
         let keyspace = space_of(self.header(victim));
         let hash = hash_key(self.item_key(victim));
         let tenant = self.segment(slot_of(victim)).tenant;
+        self.note_key_event(keyspace, victim, KeyEventCause::Evicted);
         self.remove_item(keyspace, hash, victim);
         self.stats.evicted_keys += 1;
         self.sync_accounting();
@@ -284,6 +286,7 @@ impl Shard {
                 let expired = header.expire_at_ms != 0 && header.expire_at_ms <= now_ms;
                 if expired {
                     let hash = hash_key(self.item_key(item));
+                    self.note_key_event(space_of(&header), item, KeyEventCause::Expired);
                     self.remove_item(space_of(&header), hash, item);
                     self.stats.expired_keys += 1;
                     removed += 1;
@@ -345,6 +348,7 @@ impl Shard {
         let header = *self.header(location);
         let tenant = self.segment(slot_of(location)).tenant;
         let hash = hash_key(self.item_key(location));
+        self.note_key_event(space_of(&header), location, KeyEventCause::Evicted);
         self.remove_item(space_of(&header), hash, location);
         self.stats.evicted_keys += 1;
         let stats = self.tenant_stats_mut(tenant);

@@ -1021,6 +1021,7 @@ impl Shard {
             return;
         }
         if header.is_stub() {
+            self.note_key_event(keyspace, location, super::KeyEventCause::Evicted);
             self.remove_item(keyspace, hash, location);
             self.stats.evicted_keys += 1;
             self.sync_accounting();
