@@ -475,6 +475,11 @@ fn fallow_section(ctx: &Ctx, totals: &ShardTotals, text: &mut String) {
         "pubsub_slow_subscribers_dropped",
         pubsub.subscribers_dropped_slow.load(Ordering::Relaxed),
     );
+    field(
+        text,
+        "keyspace_notifications_published",
+        ctx.server.notify.messages_published.load(Ordering::Relaxed),
+    );
     field(text, "memcache_port", config.memcache_port);
     drop(config);
     for (name, value) in ctx
