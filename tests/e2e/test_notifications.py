@@ -211,6 +211,17 @@ def test_new_keys(notifications):
     assert collect() == expected([("new", "k4"), ("set", "k4")])
 
 
+def test_restore(notifications, raw):
+    run, collect = notifications
+    writer = raw()
+    run(["RPUSH l a", "SET k v", "CONFIG SET notify-keyspace-events KEA"])
+    payload = writer.cmd("DUMP", "l")
+    assert writer.cmd("RESTORE", "l2", "0", payload) == "OK"
+    assert writer.cmd("RESTORE", "k", "0", payload, "REPLACE") == "OK"
+    assert writer.cmd("RESTORE", "k", "1", payload, "REPLACE", "ABSTTL") == "OK"
+    assert collect() == expected([("restore", "l2"), ("restore", "k"), ("del", "k")])
+
+
 def test_key_misses(notifications):
     run, collect = notifications
     run(["SET k v", "HSET h f v", "CONFIG SET notify-keyspace-events KEm", "GET missing", "GET k", "HGET nohash f",

@@ -264,6 +264,89 @@ mod tests {
         assert_eq!(Notifier::store_causes(parse_classes("xn").unwrap()), vec![]);
     }
 
+    /// A server with a client subscribed to every keyspace channel: (server, writer, receiver).
+    fn subscribed_server() -> (
+        crate::server::Server,
+        crate::connection::ConnState,
+        tokio::sync::mpsc::Receiver<crate::pubsub::PubSubMessage>,
+    ) {
+        let server = crate::server::Server::for_tests();
+        let connect = |server: &crate::server::Server| {
+            let handle = server
+                .register_client(crate::clients::ClientKind::Resp, "t".into(), "t".into())
+                .expect("room for a client");
+            let (sender, receiver) = tokio::sync::mpsc::channel(1000);
+            (
+                crate::connection::ConnState::new(handle, true, sender),
+                receiver,
+            )
+        };
+        let (mut subscriber, receiver) = connect(&server);
+        run(&server, &mut subscriber, &["PSUBSCRIBE", "__key*__:*"]);
+        let (writer, _) = connect(&server);
+        (server, writer, receiver)
+    }
+
+    fn run(server: &crate::server::Server, conn: &mut crate::connection::ConnState, args: &[&str]) {
+        let args: Vec<&[u8]> = args.iter().map(|arg| arg.as_bytes()).collect();
+        let mut out = fallow_proto::ReplyWriter::new(false);
+        crate::command::dispatch::execute(server, conn, &mut out, &args);
+    }
+
+    /// (channel, message) of every message queued for the subscriber.
+    fn received(
+        receiver: &mut tokio::sync::mpsc::Receiver<crate::pubsub::PubSubMessage>,
+    ) -> Vec<(String, String)> {
+        let mut messages = Vec::new();
+        while let Ok(message) = receiver.try_recv() {
+            let crate::pubsub::PubSubMessage::PatternMessage {
+                channel, payload, ..
+            } = message
+            else {
+                panic!("a pattern subscription gets pattern messages");
+            };
+            let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+            messages.push((text(&channel), text(&payload)));
+        }
+        messages
+    }
+
+    #[test]
+    fn commands_publish_their_events_only_while_on() {
+        let (server, mut writer, mut receiver) = subscribed_server();
+        run(&server, &mut writer, &["RPUSH", "l", "a"]);
+        assert!(received(&mut receiver).is_empty(), "off by default");
+        run(
+            &server,
+            &mut writer,
+            &["CONFIG", "SET", "notify-keyspace-events", "KEl"],
+        );
+        run(&server, &mut writer, &["SET", "s", "1"]);
+        run(&server, &mut writer, &["LPOP", "l"]);
+        let pairs = |list: &[(&str, &str)]| -> Vec<(String, String)> {
+            list.iter()
+                .map(|(channel, message)| (channel.to_string(), message.to_string()))
+                .collect()
+        };
+        assert_eq!(
+            received(&mut receiver),
+            pairs(&[("__keyspace@0__:l", "lpop"), ("__keyevent@0__:lpop", "l")]),
+            "the string class is off, and so is del's (generic)"
+        );
+        assert_eq!(server.notify.messages_published.load(Ordering::Relaxed), 2);
+        run(
+            &server,
+            &mut writer,
+            &["CONFIG", "SET", "notify-keyspace-events", "Em"],
+        );
+        run(&server, &mut writer, &["GET", "nothing"]);
+        assert_eq!(
+            received(&mut receiver),
+            pairs(&[("__keyevent@0__:keymiss", "nothing")]),
+            "a store event is published after the command that caused it"
+        );
+    }
+
     #[test]
     fn channels_name_the_database() {
         assert_eq!(
