@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from helpers import Err, Push, encode, wait_for
+from helpers import HOST, Err, Push, encode, wait_for
 
 pytestmark = pytest.mark.resp
 
@@ -220,6 +220,15 @@ def test_restore(notifications, raw):
     assert writer.cmd("RESTORE", "k", "0", payload, "REPLACE") == "OK"
     assert writer.cmd("RESTORE", "k", "1", payload, "REPLACE", "ABSTTL") == "OK"
     assert collect() == expected([("restore", "l2"), ("restore", "k"), ("del", "k")])
+
+
+def test_migrate_deletes_the_keys_it_moved(notifications, server_factory):
+    run, collect = notifications
+    target = server_factory()
+    run(["SET m 1", "SET kept 1", "CONFIG SET notify-keyspace-events KEg",
+         ["MIGRATE", HOST, str(target.port), "m", "0", "5000"],
+         ["MIGRATE", HOST, str(target.port), "kept", "0", "5000", "COPY"]])
+    assert collect() == expected([("del", "m")])
 
 
 def test_key_misses(notifications):

@@ -298,8 +298,8 @@ fn finish_migrate(
     let db = ctx.keyspace();
     let now = ctx.now_ms;
     for ((key, _, _), reply) in restores.iter().zip(key_replies) {
-        if !options.copy && reply.starts_with(b"+") {
-            ctx.guards.shard(key).remove(db, key, now);
+        if !options.copy && reply.starts_with(b"+") && ctx.guards.shard(key).remove(db, key, now) {
+            ctx.notify(super::Class::GENERIC, "del", key);
         }
     }
     match first_error.take() {
