@@ -348,6 +348,19 @@ mod tests {
     }
 
     #[test]
+    fn the_config_file_takes_classes_and_shows_them_canonically() {
+        let config = crate::config::Config::from_toml_str(
+            "shards = 2\nthreads = 1\nnotify-keyspace-events = \"KEA\"\n",
+        )
+        .unwrap();
+        assert_eq!(config.notify_keyspace_events, "AKE");
+        let refused = crate::config::Config::from_toml_str(
+            "shards = 2\nthreads = 1\nnotify-keyspace-events = \"KEQ\"\n",
+        );
+        assert!(refused.unwrap_err().contains(INVALID_CLASS));
+    }
+
+    #[test]
     fn channels_name_the_database() {
         assert_eq!(
             channel_name("__keyspace@", 12, b"k:1"),

@@ -117,6 +117,8 @@ impl Server {
         let config = server.config.read().clone();
         let durability = crate::durability::Durability::open(&config, dir, lock, &server.store)?;
         let _ = server.durability.set(durability);
+        // Keys the replay put back are not news (Redis's loading publishes nothing): drop their events.
+        server.set_notify_flags(server.notify.flags());
         server.tenants_changed();
         server.acl_changed(&server.acl.read());
         Ok(server)
