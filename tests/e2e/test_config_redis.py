@@ -28,7 +28,7 @@ SERVER_DESCRIBING = {"bind", "port", "dir", "unixsocket", "unixsocketperm", "dae
 FALLOW_DEFAULTS = {"client-output-buffer-limit", "maxmemory-clients"}
 # Values fallow refuses because it cannot honour them: (name, value Redis takes).
 REFUSED = [("appendonly", "yes"), ("save", "3600 1"), ("tls-port", "6380"), ("tls-replication", "yes"),
-           ("tls-cluster", "yes"), ("notify-keyspace-events", "KEA"), ("min-replicas-to-write", "1"),
+           ("tls-cluster", "yes"), ("min-replicas-to-write", "1"),
            ("min-slaves-to-write", "1"), ("activedefrag", "yes")]
 # fallow's own bounds on what it keeps in memory (docs/configuration.md): Redis takes up to 2^63-1.
 FALLOW_LIMITS = {"slowlog-max-len", "acllog-max-len"}
@@ -37,7 +37,7 @@ FALLOW_LIMITS = {"slowlog-max-len", "acllog-max-len"}
 NOT_PROBED = {"bind", "port", "requirepass", "maxclients", "timeout", "maxmemory", "maxmemory-clients",
               "maxmemory-policy", "client-output-buffer-limit", "save", "appendonly", "proto-max-bulk-len",
               "client-query-buffer-limit", "protected-mode", "oom-score-adj", "tls-port", "tls-replication",
-              "tls-cluster", "notify-keyspace-events", "min-replicas-to-write", "min-slaves-to-write",
+              "tls-cluster", "min-replicas-to-write", "min-slaves-to-write",
               "activedefrag"} | SERVER_DESCRIBING | FALLOW_LIMITS
 PROBES = ["abc", "-1", "0", "1", "17", "1000", "yes", "NO", "1kb", "", "99999999999999999999", "-9223372036854775809",
           "LOCAL", "50 99.0", "1 2 3"]

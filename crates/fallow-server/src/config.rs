@@ -300,6 +300,8 @@ pub struct Config {
     pub lua_strict_keys: bool,
     /// Entries ACL LOG keeps.
     pub acllog_max_len: usize,
+    /// Keyspace notification classes (Redis's letters), kept in Redis's canonical form.
+    pub notify_keyspace_events: String,
     /// Failed authentications per connection answered at once; later ones are delayed.
     pub auth_failures_before_delay: u32,
     /// First delay, doubled per further failure up to `auth_failure_delay_max_ms`.
@@ -377,6 +379,7 @@ impl Default for Config {
             slowlog_max_len: 128,
             lua_strict_keys: false,
             acllog_max_len: 128,
+            notify_keyspace_events: String::new(),
             auth_failures_before_delay: 10,
             auth_failure_delay_ms: 100,
             auth_failure_delay_max_ms: 2000,
@@ -576,6 +579,11 @@ impl Config {
         self.hz = params::clamp_hz(self.hz);
         // Policy names match in any case; CONFIG GET shows them in lower case, as CONFIG SET stores them.
         self.maxmemory_policy.make_ascii_lowercase();
+        // CONFIG GET shows the classes as Redis writes them (`KEA` reads `AKE`); a bad value is left for
+        // `validate` to refuse.
+        if let Ok(flags) = crate::notify::parse_classes(&self.notify_keyspace_events) {
+            self.notify_keyspace_events = crate::notify::classes_text(flags);
+        }
     }
 
     /// `maxmemory N>0` without an explicit `memory-mode` means fixed; elastic mode ignores no limit silently.
@@ -830,6 +838,10 @@ impl Config {
             ("slowlog-max-len", self.slowlog_max_len.to_string()),
             ("lua-strict-keys", yes_no(self.lua_strict_keys).into()),
             ("acllog-max-len", self.acllog_max_len.to_string()),
+            (
+                "notify-keyspace-events",
+                self.notify_keyspace_events.clone(),
+            ),
             (
                 "auth-failures-before-delay",
                 self.auth_failures_before_delay.to_string(),

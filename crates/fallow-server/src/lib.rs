@@ -15,6 +15,7 @@ pub mod fuzzing;
 pub mod log_limit;
 pub mod metrics;
 pub mod net;
+pub mod notify;
 pub mod pubsub;
 pub mod scripting;
 pub mod server;

@@ -22,6 +22,8 @@ pub struct Server {
     pub clients: ClientMap,
     next_client_id: AtomicU64,
     pub pubsub: PubSub,
+    /// Keyspace notifications: the classes on and the counters.
+    pub notify: crate::notify::Notifier,
     /// Client output buffer limits, maxmemory-clients and what all clients' buffers hold.
     pub clients_memory: crate::clients::memory::ClientsMemory,
     pub acl: RwLock<Acl>,
@@ -117,6 +119,8 @@ impl Server {
         let config = server.config.read().clone();
         let durability = crate::durability::Durability::open(&config, dir, lock, &server.store)?;
         let _ = server.durability.set(durability);
+        // Keys the replay put back are not news (Redis's loading publishes nothing): drop their events.
+        server.set_notify_flags(server.notify.flags());
         server.tenants_changed();
         server.acl_changed(&server.acl.read());
         Ok(server)
@@ -159,10 +163,12 @@ impl Server {
             config.tracking_table_max_keys,
             config.tracking_table_max_bytes as usize,
         );
+        let notify_flags = crate::notify::parse_classes(&config.notify_keyspace_events)
+            .expect("validated notify-keyspace-events");
         let run_id: String = (0..40)
             .map(|_| format!("{:x}", rand::random::<u8>() % 16))
             .collect();
-        Server {
+        let server = Server {
             store,
             acl: RwLock::new(Acl::new(&config.requirepass)),
             acl_default_unrestricted: AtomicBool::new(true),
@@ -175,6 +181,7 @@ impl Server {
             clients: Mutex::new(HashMap::new()),
             next_client_id: AtomicU64::new(1),
             pubsub: PubSub::default(),
+            notify: crate::notify::Notifier::default(),
             clients_memory,
             stats: ServerStats::default(),
             memcache: crate::stats::McStats::default(),
@@ -194,6 +201,42 @@ impl Server {
             pause: parking_lot::Mutex::new(None),
             paused: AtomicBool::new(false),
             durability: std::sync::OnceLock::new(),
+        };
+        server.set_notify_flags(notify_flags);
+        server
+    }
+
+    /// Turns keyspace notifications' classes on or off, and the store's recording of the key events
+    /// they publish (expired, evicted, new, keymiss).
+    fn set_notify_flags(&self, flags: u32) {
+        self.notify.set_flags(flags);
+        let causes = crate::notify::Notifier::store_causes(flags);
+        self.store.record_key_events(&causes);
+    }
+
+    /// Publishes the key events the store recorded in every shard (expired, evicted, new, keymiss).
+    pub fn publish_store_events(&self) {
+        if crate::notify::Notifier::store_causes(self.notify.flags()).is_empty() {
+            return;
+        }
+        let mut events = Vec::new();
+        for index in 0..self.store.shard_count() {
+            events.append(&mut self.store.take_key_events(index));
+        }
+        if !events.is_empty() {
+            self.publish_key_events(events);
+        }
+    }
+
+    /// Publishes recorded key events in the order they happened (they come from several shards),
+    /// enforcing maxmemory-clients if the messages passed it.
+    pub fn publish_key_events(&self, mut events: Vec<fallow_store::shard::KeyEvent>) {
+        events.sort_unstable_by_key(|event| event.sequence);
+        if self
+            .notify
+            .publish_store_events(&self.pubsub, &self.clients_memory, events)
+        {
+            crate::clients::memory::enforce_maxmemory_clients(&self.clients, &self.clients_memory);
         }
     }
 
@@ -372,6 +415,11 @@ impl Server {
         self.txns.configure(config.txn_settings());
         self.slowlog
             .configure(config.slowlog_log_slower_than_us, config.slowlog_max_len);
+        let notify_flags = crate::notify::parse_classes(&config.notify_keyspace_events)
+            .expect("validated notify-keyspace-events");
+        if notify_flags != self.notify.flags() {
+            self.set_notify_flags(notify_flags);
+        }
         self.config_generation.fetch_add(1, Ordering::Relaxed);
         self.elastic.wake.config_changed();
     }

@@ -545,6 +545,23 @@ impl Store {
 
     /// Active expiry on one shard: checks `items_max` items, and goes on (up to 16 rounds) while more than
     /// a quarter of what it checks has expired, like Redis's adaptive cycle. One lock hold per round.
+    /// Chooses which key events every shard records (see `shard::KeyEvent`) for keyspace
+    /// notifications.
+    pub fn record_key_events(&self, causes: &[shard::KeyEventCause]) {
+        for shard in self.shards.iter() {
+            shard.lock().record_key_events(causes);
+        }
+    }
+
+    /// The key events shard `index` recorded since they were last taken, oldest first.
+    pub fn take_key_events(&self, index: usize) -> Vec<shard::KeyEvent> {
+        let mut shard = self.shards[index].lock();
+        if !shard.has_key_events() {
+            return Vec::new();
+        }
+        shard.take_key_events()
+    }
+
     pub fn expire_shard(&self, index: usize, items_max: usize) {
         const ROUNDS_MAX: usize = 16;
         for _ in 0..ROUNDS_MAX {

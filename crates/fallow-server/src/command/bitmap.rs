@@ -102,6 +102,7 @@ fn setbit(ctx: &mut Ctx, args: &[&[u8]]) {
     let was_on = bitmap::set_bit(&mut value, offset, on);
     if grown || was_on != on {
         store_string(ctx, args[1], &value, expire_at);
+        ctx.notify(super::Class::STRING, "setbit", args[1]);
     }
     ctx.out.int(was_on as i64);
 }
@@ -214,12 +215,15 @@ fn bitop(ctx: &mut Ctx, args: &[&[u8]]) {
     let destination = args[2];
     if result.is_empty() {
         // Every source is empty or missing: Redis deletes the destination.
-        ctx.guards.shard(destination).remove(db, destination, now);
+        if ctx.guards.shard(destination).remove(db, destination, now) {
+            ctx.notify(super::Class::GENERIC, "del", destination);
+        }
     } else {
         if !ctx.reserve_memory(result.len()) {
             return;
         }
         store_string(ctx, destination, &result, 0);
+        ctx.notify(super::Class::STRING, "set", destination);
     }
     ctx.out.int(result.len() as i64);
 }
@@ -357,6 +361,7 @@ fn run_bitfield(ctx: &mut Ctx, args: &[&[u8]], read_only: bool) {
     // Redis keeps a string it created or grew even when every write failed.
     if grown || changed {
         store_string(ctx, key, &value, expire_at);
+        ctx.notify(super::Class::STRING, "setbit", key);
     }
 }
 

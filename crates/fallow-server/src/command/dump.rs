@@ -90,11 +90,12 @@ fn restore(ctx: &mut Ctx, args: &[&[u8]]) {
         (ttl, false) => now.saturating_add(ttl),
     };
     let shard = ctx.guards.shard(key);
-    if options.replace {
-        shard.remove(db, key, now);
-    }
+    let replaced = options.replace && shard.remove(db, key, now);
     if expire_at_ms != 0 && expire_at_ms <= now {
         // Already expired: Redis answers OK and keeps nothing.
+        if replaced {
+            ctx.notify(super::Class::GENERIC, "del", key);
+        }
         return ctx.out.ok();
     }
     if !ctx.reserve_memory(args[3].len()) {
@@ -104,6 +105,7 @@ fn restore(ctx: &mut Ctx, args: &[&[u8]]) {
     shard.put_value(db, key, OwnedValue { data, expire_at_ms }, now);
     shard.wake_waiters(db, key);
     shard.set_access(db, key, now, options.idle_s, options.frequency);
+    ctx.notify(super::Class::GENERIC, "restore", key);
     ctx.out.ok();
 }
 
@@ -297,8 +299,8 @@ fn finish_migrate(
     let db = ctx.keyspace();
     let now = ctx.now_ms;
     for ((key, _, _), reply) in restores.iter().zip(key_replies) {
-        if !options.copy && reply.starts_with(b"+") {
-            ctx.guards.shard(key).remove(db, key, now);
+        if !options.copy && reply.starts_with(b"+") && ctx.guards.shard(key).remove(db, key, now) {
+            ctx.notify(super::Class::GENERIC, "del", key);
         }
     }
     match first_error.take() {

@@ -6,7 +6,7 @@ use super::{is, parse_float, parse_int, Ctx, Handler, NOT_FLOAT, NOT_INTEGER, SY
 use fallow_proto::reply::format_fixed_point;
 use fallow_proto::ReplyWriter;
 use fallow_store::types::geo::{self, Extent, Order, Point, Shape};
-use fallow_store::types::zset::AddFlags;
+use fallow_store::types::zset::{AddFlags, AddOutcome};
 use fallow_store::types::ZSetValue;
 use fallow_store::WrongType;
 
@@ -107,15 +107,26 @@ fn geoadd(ctx: &mut Ctx, args: &[&[u8]]) {
     }
     let key = args[1];
     let outcomes = super::update_collection(ctx, key, !flags.xx, |zset: &mut ZSetValue| {
-        scored
+        let mut changed = false;
+        let counted = scored
             .iter()
-            .filter(|&&(score, member)| zset.add(member, score, flags).counted(flags.ch))
-            .count()
+            .filter(|&&(score, member)| {
+                let outcome = zset.add(member, score, flags);
+                changed |= matches!(outcome, AddOutcome::Added(_) | AddOutcome::Updated(_));
+                outcome.counted(flags.ch)
+            })
+            .count();
+        (counted, changed)
     });
     match outcomes {
-        Ok(counted) => {
+        Ok(outcomes) => {
+            let (counted, changed) = outcomes.unzip();
             let db = ctx.keyspace();
             ctx.guards.shard(key).wake_waiters(db, key);
+            if changed == Some(true) {
+                // GEOADD is ZADD underneath, and Redis publishes ZADD's event.
+                ctx.notify(super::Class::ZSET, "zadd", key);
+            }
             ctx.out.int(counted.unwrap_or(0) as i64);
         }
         Err(WrongType) => ctx.out.error(WRONGTYPE),
@@ -408,7 +419,13 @@ fn search_command(ctx: &mut Ctx, args: &[&[u8]], search: Form) {
         return;
     };
     match found.request.store {
-        Some(destination) => store_points(ctx, destination, &found),
+        Some(destination) => {
+            let event = match search {
+                Form::GeoSearchStore => "geosearchstore",
+                _ => "georadiusstore",
+            };
+            store_points(ctx, destination, &found, event)
+        }
         None => reply_points(ctx, &found),
     }
 }
@@ -467,7 +484,7 @@ fn reply_points(ctx: &mut Ctx, found: &Found) {
 
 /// STORE, STOREDIST, GEOSEARCHSTORE: the points as a sorted set scored by their geohash or (STOREDIST)
 /// their distance in the request's unit; none deletes the destination.
-fn store_points(ctx: &mut Ctx, destination: &[u8], found: &Found) {
+fn store_points(ctx: &mut Ctx, destination: &[u8], found: &Found, event: &str) {
     let request = &found.request;
     let unit_m = request.extent.map_or(1.0, |(_, unit_m)| unit_m);
     let mut zset = ZSetValue::default();
@@ -483,7 +500,7 @@ fn store_points(ctx: &mut Ctx, destination: &[u8], found: &Found) {
         return;
     }
     let stored = zset.len();
-    super::zset::store(ctx, destination, zset);
+    super::zset::store(ctx, destination, zset, event);
     ctx.out.int(stored as i64);
 }
 

@@ -4,7 +4,9 @@
 //! (`fallow_store::types::hash`).
 use super::random::{check_paired_count, parse_random_count};
 use super::scan::{scan_window, write_scan_reply, NegativeCursor, ScanRules};
-use super::{is, parse_float, parse_int, Ctx, Handler, NOT_FLOAT, NOT_INTEGER, SYNTAX, WRONGTYPE};
+use super::{
+    is, parse_float, parse_int, Class, Ctx, Handler, NOT_FLOAT, NOT_INTEGER, SYNTAX, WRONGTYPE,
+};
 use fallow_proto::reply::format_double_human;
 use fallow_store::types::hash::IncrError;
 use fallow_store::types::HashValue;
@@ -54,6 +56,7 @@ fn set_pairs(ctx: &mut Ctx, args: &[&[u8]]) -> Result<i64, String> {
             hash.insert_pairs(args[2..].chunks(2).map(|pair| (pair[0], pair[1])))
         })
         .map_err(|WrongType| WRONGTYPE.to_string())?;
+    ctx.notify(Class::HASH, "hset", args[1]);
     Ok(added.unwrap_or(0) as i64)
 }
 
@@ -83,6 +86,7 @@ fn hsetnx(ctx: &mut Ctx, args: &[&[u8]]) {
         Ok(_) => {}
     }
     let _ = shard.update::<HashValue, _>(db, key, now, true, |hash| hash.insert_new(field, value));
+    ctx.notify(Class::HASH, "hset", key);
     ctx.out.int(1);
 }
 
@@ -137,7 +141,11 @@ fn hdel(ctx: &mut Ctx, args: &[&[u8]]) {
     let removed = shard.update::<HashValue, _>(db, key, now, false, |hash| {
         hash.remove_all(fields.iter().copied())
     });
-    ctx.out.int(removed.ok().flatten().unwrap_or(0) as i64);
+    let removed = removed.ok().flatten().unwrap_or(0);
+    if removed > 0 {
+        ctx.notify_and_del_if_gone(Class::HASH, "hdel", key);
+    }
+    ctx.out.int(removed as i64);
 }
 
 /// Replies with `reply(hash)`, or `missing` for an absent key.
@@ -257,7 +265,10 @@ fn hincrby(ctx: &mut Ctx, args: &[&[u8]]) {
         "ERR increment or decrement would overflow",
     ];
     match update_field(ctx, args[1], |hash| hash.incr_by(args[2], delta), errors) {
-        Ok(updated) => ctx.out.int(updated),
+        Ok(updated) => {
+            ctx.notify(Class::HASH, "hincrby", args[1]);
+            ctx.out.int(updated)
+        }
         Err(reply) => ctx.out.error(reply),
     }
 }
@@ -276,7 +287,10 @@ fn hincrbyfloat(ctx: &mut Ctx, args: &[&[u8]]) {
     let increment =
         |hash: &mut HashValue| hash.incr_by_float(args[2], delta, parse_float, format_double_human);
     match update_field(ctx, args[1], increment, errors) {
-        Ok(text) => ctx.out.bulk(text.as_bytes()),
+        Ok(text) => {
+            ctx.notify(Class::HASH, "hincrbyfloat", args[1]);
+            ctx.out.bulk(text.as_bytes())
+        }
         Err(reply) => ctx.out.error(reply),
     }
 }

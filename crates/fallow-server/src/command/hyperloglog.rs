@@ -77,6 +77,7 @@ fn pfadd(ctx: &mut Ctx, args: &[&[u8]]) {
         if !store(ctx, key, &value, expire_at, old_len) {
             return;
         }
+        ctx.notify(super::Class::STRING, "pfadd", key);
     }
     ctx.out.int(updated as i64);
 }
@@ -168,6 +169,7 @@ fn pfmerge(ctx: &mut Ctx, args: &[&[u8]]) {
     }
     hll::invalidate_cache(&mut value);
     if store(ctx, destination, &value, expire_at, old_len) {
+        ctx.notify(super::Class::STRING, "pfadd", destination);
         ctx.out.ok();
     }
 }

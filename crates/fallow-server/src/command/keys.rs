@@ -4,7 +4,8 @@
 //! commands lock every shard.
 use super::scan::{write_scan_reply, NegativeCursor, ScanOptions, ScanRules};
 use super::{
-    arity_error, is, parse_int, subcommand_error, Ctx, Handler, NOT_INTEGER, NO_SUCH_KEY, SYNTAX,
+    arity_error, is, parse_int, subcommand_error, Class, Ctx, Handler, NOT_INTEGER, NO_SUCH_KEY,
+    SYNTAX,
 };
 use fallow_store::{glob, EvictionPolicy, OwnedData, Shard};
 use rand::Rng;
@@ -43,11 +44,14 @@ pub const HANDLERS: &[(&str, Handler)] = &[
 fn del(ctx: &mut Ctx, args: &[&[u8]]) {
     let db = ctx.keyspace();
     let now = ctx.now_ms;
-    let removed = args[1..]
-        .iter()
-        .filter(|key| ctx.guards.shard(key).remove(db, key, now))
-        .count();
-    ctx.out.int(removed as i64);
+    let mut removed = 0;
+    for key in &args[1..] {
+        if ctx.guards.shard(key).remove(db, key, now) {
+            removed += 1;
+            ctx.notify(Class::GENERIC, "del", key);
+        }
+    }
+    ctx.out.int(removed);
 }
 
 /// Counts every argument that exists, duplicates included (as Redis does).
@@ -168,6 +172,8 @@ fn expire_generic(ctx: &mut Ctx, args: &[&[u8]], unit_ms: i64, relative: bool, n
     }
     // set_expire_at deletes the key when the time is not in the future.
     shard.set_expire_at(db, args[1], now, Some(at_ms.max(0) as u64));
+    let event = if at_ms <= now as i64 { "del" } else { "expire" };
+    ctx.notify(Class::GENERIC, event, args[1]);
     ctx.out.int(1);
 }
 
@@ -231,6 +237,7 @@ fn persist(ctx: &mut Ctx, args: &[&[u8]]) {
     match shard.peek(db, args[1], now) {
         Some(info) if info.expire_at_ms != 0 => {
             shard.set_expire_at(db, args[1], now, None);
+            ctx.notify(Class::GENERIC, "persist", args[1]);
             ctx.out.int(1);
         }
         _ => ctx.out.int(0),
@@ -278,6 +285,8 @@ fn rename_generic(ctx: &mut Ctx, args: &[&[u8]], only_new: bool) {
         .take_value(db, source, now)
         .expect("checked above under the same lock");
     put_and_wake(ctx.guards.shard(destination), db, destination, value, now);
+    ctx.notify(Class::GENERIC, "rename_from", source);
+    ctx.notify(Class::GENERIC, "rename_to", destination);
     reply_done(ctx);
 }
 
@@ -360,6 +369,8 @@ fn copy(ctx: &mut Ctx, args: &[&[u8]]) {
     };
     let shard = ctx.guards.shard(destination);
     put_and_wake(shard, destination_db, destination, value, now);
+    let index = fallow_store::pool::Address::of(destination_db).db;
+    ctx.notify_in(Class::GENERIC, "copy_to", destination, index);
     ctx.out.int(1);
 }
 
@@ -383,6 +394,9 @@ fn move_key(ctx: &mut Ctx, args: &[&[u8]]) {
         .take_value(db, key, now)
         .expect("checked above under the same lock");
     put_and_wake(shard, target_db, key, value, now);
+    ctx.notify(Class::GENERIC, "move_from", key);
+    let index = fallow_store::pool::Address::of(target_db).db;
+    ctx.notify_in(Class::GENERIC, "move_to", key, index);
     ctx.out.int(1);
 }
 

@@ -4,7 +4,7 @@
 //! that finds nothing asks to block (`blocking::block_on`) and writes no reply. Every command that
 //! pushes calls `wake_waiters` for the key it pushed to.
 use super::blocking::{block_on, parse_mpop_with, parse_timeout, pop_first_of};
-use super::{is, parse_int, Ctx, Handler, NOT_INTEGER, NO_SUCH_KEY, SYNTAX, WRONGTYPE};
+use super::{is, parse_int, Class, Ctx, Handler, NOT_INTEGER, NO_SUCH_KEY, SYNTAX, WRONGTYPE};
 use crate::connection::TimeoutReply;
 use fallow_store::types::list::{End, PosQuery};
 use fallow_store::types::ListValue;
@@ -85,12 +85,37 @@ fn push(
     })?;
     if pushed.is_some() {
         wake(ctx, key);
+        ctx.notify(Class::LIST, end_event(end, "push"), key);
     }
     Ok(pushed)
 }
 
+/// `lpush`, `rpop`...: the event of an operation at one end.
+fn end_event(end: End, operation: &str) -> &'static str {
+    match (end, operation) {
+        (End::Left, "push") => "lpush",
+        (End::Right, "push") => "rpush",
+        (End::Left, _) => "lpop",
+        (End::Right, _) => "rpop",
+    }
+}
+
 /// Pops up to `count` items from one end. Ok(None) when the key is absent.
 fn pop(
+    ctx: &mut Ctx,
+    key: &[u8],
+    end: End,
+    count: usize,
+) -> Result<Option<Vec<Box<[u8]>>>, WrongType> {
+    let popped = pop_quietly(ctx, key, end, count)?;
+    if popped.as_ref().is_some_and(|popped| !popped.is_empty()) {
+        ctx.notify_and_del_if_gone(Class::LIST, end_event(end, "pop"), key);
+    }
+    Ok(popped)
+}
+
+/// `pop` without its notification (LMOVE publishes the push first).
+fn pop_quietly(
     ctx: &mut Ctx,
     key: &[u8],
     end: End,
@@ -262,6 +287,9 @@ fn lset(ctx: &mut Ctx, args: &[&[u8]]) {
         return ctx.out.error(NOT_INTEGER);
     };
     let set = update(ctx, args[1], false, |list| list.set_at(index, args[3]));
+    if let Ok(Some(true)) = set {
+        ctx.notify(Class::LIST, "lset", args[1]);
+    }
     match set {
         Ok(Some(true)) => ctx.out.ok(),
         Ok(Some(false)) => ctx.out.error("ERR index out of range"),
@@ -282,6 +310,9 @@ fn linsert(ctx: &mut Ctx, args: &[&[u8]]) {
     let inserted = update(ctx, args[1], false, |list| {
         list.insert_at_pivot(pivot, item, after)
     });
+    if let Ok(Some(Some(_))) = inserted {
+        ctx.notify(Class::LIST, "linsert", args[1]);
+    }
     match inserted {
         Ok(Some(Some(len))) => ctx.out.int(len as i64),
         Ok(Some(None)) => ctx.out.int(-1),
@@ -297,7 +328,13 @@ fn lrem(ctx: &mut Ctx, args: &[&[u8]]) {
     match update(ctx, args[1], false, |list| {
         list.remove_matching(args[3], count)
     }) {
-        Ok(removed) => ctx.out.int(removed.unwrap_or(0) as i64),
+        Ok(removed) => {
+            let removed = removed.unwrap_or(0);
+            if removed > 0 {
+                ctx.notify_and_del_if_gone(Class::LIST, "lrem", args[1]);
+            }
+            ctx.out.int(removed as i64)
+        }
         Err(WrongType) => ctx.out.error(WRONGTYPE),
     }
 }
@@ -307,6 +344,9 @@ fn ltrim(ctx: &mut Ctx, args: &[&[u8]]) {
         return ctx.out.error(NOT_INTEGER);
     };
     let trimmed = update(ctx, args[1], false, |list| list.trim(start, end));
+    if let Ok(Some(_)) = trimmed {
+        ctx.notify_and_del_if_gone(Class::LIST, "ltrim", args[1]);
+    }
     match trimmed {
         Ok(_) => ctx.out.ok(),
         Err(WrongType) => ctx.out.error(WRONGTYPE),
@@ -346,10 +386,13 @@ fn move_one(
     if destination_kind.is_some_and(|kind| kind != Kind::List) {
         return Err(WrongType);
     }
-    let Some(item) = pop(ctx, source, from, 1)?.and_then(|mut popped| popped.pop()) else {
+    let popped = pop_quietly(ctx, source, from, 1)?;
+    let Some(item) = popped.and_then(|mut popped| popped.pop()) else {
         return Ok(None);
     };
+    // Redis publishes the push, then the pop (and the source's deletion if it emptied).
     push(ctx, destination, &[&item], to, false)?;
+    ctx.notify_and_del_if_gone(Class::LIST, end_event(from, "pop"), source);
     Ok(Some(item))
 }
 

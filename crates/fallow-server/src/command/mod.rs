@@ -17,6 +17,7 @@ pub mod hash;
 pub mod hyperloglog;
 pub mod info;
 pub mod keys;
+mod keyspace_events;
 pub mod lcs;
 pub mod list;
 pub mod pubsub;
@@ -42,6 +43,7 @@ pub mod zset;
 pub use info::{flags, key_positions, CommandInfo, Group, Keys, ONE_KEY};
 
 use crate::connection::ConnState;
+pub use crate::notify::Class;
 use crate::server::Server;
 use fallow_proto::ReplyWriter;
 use fallow_store::types::CollectionType;

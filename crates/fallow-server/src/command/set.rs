@@ -5,7 +5,7 @@
 //! only one shard at a time.
 use super::random::parse_random_count;
 use super::scan::{scan_window, write_scan_reply, NegativeCursor, ScanRules};
-use super::{is, parse_int, Ctx, Handler, SYNTAX, WRONGTYPE};
+use super::{is, parse_int, Class, Ctx, Handler, SYNTAX, WRONGTYPE};
 use fallow_store::types::set::SetSource;
 use fallow_store::types::SetValue;
 use fallow_store::{Collection, WrongType};
@@ -54,7 +54,11 @@ fn sadd(ctx: &mut Ctx, args: &[&[u8]]) {
     let added = shard.update::<SetValue, _>(db, key, now, true, |set| {
         set.insert_all(members.iter().copied())
     });
-    ctx.out.int(added.ok().flatten().unwrap_or(0) as i64);
+    let added = added.ok().flatten().unwrap_or(0);
+    if added > 0 {
+        ctx.notify(Class::SET, "sadd", key);
+    }
+    ctx.out.int(added as i64);
 }
 
 fn srem(ctx: &mut Ctx, args: &[&[u8]]) {
@@ -70,7 +74,11 @@ fn srem(ctx: &mut Ctx, args: &[&[u8]]) {
     let removed = shard.update::<SetValue, _>(db, key, now, false, |set| {
         set.remove_all(members.iter().copied())
     });
-    ctx.out.int(removed.ok().flatten().unwrap_or(0) as i64);
+    let removed = removed.ok().flatten().unwrap_or(0);
+    if removed > 0 {
+        ctx.notify_and_del_if_gone(Class::SET, "srem", key);
+    }
+    ctx.out.int(removed as i64);
 }
 
 fn scard(ctx: &mut Ctx, args: &[&[u8]]) {
@@ -151,7 +159,10 @@ fn spop_one(ctx: &mut Ctx, key: &[u8]) {
             set.pop_random(&mut rand::thread_rng())
         });
     match popped {
-        Ok(Some(Some(member))) => ctx.out.bulk(&member),
+        Ok(Some(Some(member))) => {
+            ctx.notify_and_del_if_gone(Class::SET, "spop", key);
+            ctx.out.bulk(&member)
+        }
         Ok(_) => ctx.out.nil(),
         Err(WrongType) => ctx.out.error(WRONGTYPE),
     }
@@ -177,6 +188,9 @@ fn spop_count(ctx: &mut Ctx, args: &[&[u8]]) {
     match popped {
         Ok(popped) => {
             let popped = popped.unwrap_or_default();
+            if !popped.is_empty() {
+                ctx.notify_and_del_if_gone(Class::SET, "spop", args[1]);
+            }
             ctx.out.set_len(popped.len());
             for member in &popped {
                 ctx.out.bulk(member);
@@ -244,10 +258,14 @@ fn smove(ctx: &mut Ctx, args: &[&[u8]]) {
         .guards
         .shard(source)
         .update::<SetValue, _>(db, source, now, false, |set| set.remove(member));
-    let _ =
+    ctx.notify_and_del_if_gone(Class::SET, "srem", source);
+    let added =
         ctx.guards
             .shard(destination)
             .update::<SetValue, _>(db, destination, now, true, |set| set.insert(member));
+    if let Ok(Some(true)) = added {
+        ctx.notify(Class::SET, "sadd", destination);
+    }
     ctx.out.int(1);
 }
 
@@ -322,9 +340,17 @@ fn store_algebra(ctx: &mut Ctx, algebra: Algebra, args: &[&[u8]]) {
     let now = ctx.now_ms;
     let shard = ctx.guards.shard(destination);
     if len == 0 {
-        shard.remove(db, destination, now);
+        if shard.remove(db, destination, now) {
+            ctx.notify(Class::GENERIC, "del", destination);
+        }
     } else {
         shard.put_collection(db, destination, Collection::Set(result), 0, now);
+        let event = match algebra {
+            Algebra::Inter => "sinterstore",
+            Algebra::Union => "sunionstore",
+            Algebra::Diff => "sdiffstore",
+        };
+        ctx.notify(Class::SET, event, destination);
     }
     ctx.out.int(len as i64);
 }

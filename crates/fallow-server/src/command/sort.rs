@@ -167,10 +167,13 @@ fn store(ctx: &mut Ctx, destination: &[u8], values: Vec<Option<Cow<[u8]>>>) {
     let (db, now_ms) = (ctx.keyspace(), ctx.now_ms);
     let shard = ctx.guards.shard(destination);
     if stored == 0 {
-        shard.remove(db, destination, now_ms);
+        if shard.remove(db, destination, now_ms) {
+            ctx.notify(super::Class::GENERIC, "del", destination);
+        }
     } else {
         shard.put_collection(db, destination, Collection::List(list), 0, now_ms);
         shard.wake_waiters(db, destination);
+        ctx.notify(super::Class::LIST, "sortstore", destination);
     }
     ctx.out.int(stored as i64);
 }

@@ -1,6 +1,6 @@
 //! String and counter commands (Redis t_string). Values are stored inline in segment items; an update
 //! writes a new item, so a counter or an APPEND never leaves the old bytes resident.
-use super::{is, parse_float, parse_int, Ctx, Handler, NOT_INTEGER, SYNTAX, WRONGTYPE};
+use super::{is, parse_float, parse_int, Class, Ctx, Handler, NOT_INTEGER, SYNTAX, WRONGTYPE};
 use fallow_store::types::clamp_range;
 use fallow_store::{Kind, OwnedData, OwnedValue, WrongType};
 
@@ -195,6 +195,10 @@ fn set(ctx: &mut Ctx, args: &[&[u8]]) {
             ExpiryOption::None | ExpiryOption::Persist => 0,
         };
         shard.set_string(db, key, value, expire_at, 0, now);
+        ctx.notify(Class::STRING, "set", key);
+        if let ExpiryOption::At(_) = expiry {
+            ctx.notify(Class::GENERIC, "expire", key);
+        }
     }
     match (return_old, old) {
         (true, Some((Some(previous), _))) => ctx.out.bulk(&previous),
@@ -212,6 +216,7 @@ fn setnx(ctx: &mut Ctx, args: &[&[u8]]) {
         return ctx.out.int(0);
     }
     shard.set_string(db, args[1], args[2], 0, 0, now);
+    ctx.notify(Class::STRING, "set", args[1]);
     ctx.out.int(1);
 }
 
@@ -233,6 +238,8 @@ fn set_with_expiry(ctx: &mut Ctx, args: &[&[u8]], unit_ms: i64, command: &str) {
     ctx.guards
         .shard(args[1])
         .set_string(db, args[1], args[3], at as u64, 0, now);
+    ctx.notify(Class::STRING, "set", args[1]);
+    ctx.notify(Class::GENERIC, "expire", args[1]);
     ctx.out.ok();
 }
 
@@ -254,6 +261,7 @@ fn getset(ctx: &mut Ctx, args: &[&[u8]]) {
     ctx.guards
         .shard(args[1])
         .set_string(db, args[1], args[2], 0, 0, now);
+    ctx.notify(Class::STRING, "set", args[1]);
     match old {
         Some((value, _)) => ctx.out.bulk(&value),
         None => ctx.out.nil(),
@@ -270,6 +278,7 @@ fn getdel(ctx: &mut Ctx, args: &[&[u8]]) {
     match old {
         Some((value, _)) => {
             ctx.guards.shard(args[1]).remove(db, args[1], now);
+            ctx.notify(Class::GENERIC, "del", args[1]);
             ctx.out.bulk(&value);
         }
         None => ctx.out.nil(),
@@ -305,10 +314,19 @@ fn getex(ctx: &mut Ctx, args: &[&[u8]]) {
     let shard = ctx.guards.shard(args[1]);
     match expiry {
         ExpiryOption::At(at) => {
+            // A time already past deletes the key, as Redis does.
             shard.set_expire_at(db, args[1], now, Some(at));
+            let event = if at <= now { "del" } else { "expire" };
+            ctx.notify(Class::GENERIC, event, args[1]);
         }
         ExpiryOption::Persist => {
+            let had_ttl = shard
+                .peek(db, args[1], now)
+                .is_some_and(|info| info.expire_at_ms != 0);
             shard.set_expire_at(db, args[1], now, None);
+            if had_ttl {
+                ctx.notify(Class::GENERIC, "persist", args[1]);
+            }
         }
         ExpiryOption::None | ExpiryOption::KeepTtl => {}
     }
@@ -362,6 +380,7 @@ fn mset(ctx: &mut Ctx, args: &[&[u8]]) {
         ctx.guards
             .shard(pair[0])
             .set_string(db, pair[0], pair[1], 0, 0, now);
+        ctx.notify(Class::STRING, "set", pair[0]);
     }
     ctx.out.ok();
 }
@@ -382,6 +401,7 @@ fn msetnx(ctx: &mut Ctx, args: &[&[u8]]) {
         ctx.guards
             .shard(pair[0])
             .set_string(db, pair[0], pair[1], 0, 0, now);
+        ctx.notify(Class::STRING, "set", pair[0]);
     }
     ctx.out.int(1);
 }
@@ -406,6 +426,7 @@ fn append(ctx: &mut Ctx, args: &[&[u8]]) {
     ctx.guards
         .shard(args[1])
         .set_string(db, args[1], &value, expire_at, 0, now);
+    ctx.notify(Class::STRING, "append", args[1]);
     ctx.out.int(value.len() as i64);
 }
 
@@ -477,6 +498,7 @@ fn setrange(ctx: &mut Ctx, args: &[&[u8]]) {
     ctx.guards
         .shard(args[1])
         .set_string(db, args[1], &value, expire_at, 0, now);
+    ctx.notify(Class::STRING, "setrange", args[1]);
     ctx.out.int(value.len() as i64);
 }
 
@@ -499,6 +521,7 @@ pub(super) fn increment(ctx: &mut Ctx, key: &[u8], delta: i64) {
     ctx.guards
         .shard(key)
         .set_string(db, key, &text, expire_at, 0, now);
+    ctx.notify(Class::STRING, "incrby", key);
     ctx.out.int(updated);
 }
 
@@ -547,5 +570,6 @@ fn incrbyfloat(ctx: &mut Ctx, args: &[&[u8]]) {
     ctx.guards
         .shard(args[1])
         .set_string(db, args[1], text.as_bytes(), expire_at, 0, now);
+    ctx.notify(Class::STRING, "incrbyfloat", args[1]);
     ctx.out.bulk(text.as_bytes());
 }

@@ -5,7 +5,9 @@
 use super::blocking::{block_on, parse_mpop_with, parse_timeout, pop_first_of, Timeout};
 use super::random::{check_paired_count, parse_zrandmember_count};
 use super::scan::{rank_window, write_scan_reply, NegativeCursor, ScanRules};
-use super::{is, parse_float, parse_int, Ctx, Handler, NOT_FLOAT, NOT_INTEGER, SYNTAX, WRONGTYPE};
+use super::{
+    is, parse_float, parse_int, Class, Ctx, Handler, NOT_FLOAT, NOT_INTEGER, SYNTAX, WRONGTYPE,
+};
 use crate::connection::TimeoutReply;
 use fallow_proto::ReplyWriter;
 use fallow_store::types::zset::{
@@ -155,17 +157,28 @@ fn update<R>(
     super::update_collection(ctx, key, create, update)
 }
 
-/// Stores `zset` under `key` (deleting the key when it is empty) and wakes BZPOP waiters.
-pub(super) fn store(ctx: &mut Ctx, key: &[u8], zset: ZSetValue) {
+/// Stores `zset` under `key` (deleting the key when it is empty) and wakes BZPOP waiters; publishes
+/// `event` (the command's, e.g. `zunionstore`), or `del` when an empty result deleted the key.
+pub(super) fn store(ctx: &mut Ctx, key: &[u8], zset: ZSetValue, event: &str) {
     let db = ctx.keyspace();
     let now = ctx.now_ms;
     let shard = ctx.guards.shard(key);
     if zset.is_empty() {
-        shard.remove(db, key, now);
+        if shard.remove(db, key, now) {
+            ctx.notify(Class::GENERIC, "del", key);
+        }
     } else {
         shard.put_collection(db, key, Collection::ZSet(zset), 0, now);
         shard.wake_waiters(db, key);
+        ctx.notify(Class::ZSET, event, key);
     }
+}
+
+/// Whether ZADD changed anything (a member added or a score changed): then Redis publishes an event.
+fn changed_any(outcomes: &[AddOutcome]) -> bool {
+    outcomes
+        .iter()
+        .any(|outcome| matches!(outcome, AddOutcome::Added(_) | AddOutcome::Updated(_)))
 }
 
 // ----- ZADD / ZINCRBY --------------------------------------------------------------------------------
@@ -237,6 +250,10 @@ fn zadd(ctx: &mut Ctx, args: &[&[u8]]) {
     };
     let db = ctx.keyspace();
     ctx.guards.shard(args[1]).wake_waiters(db, args[1]);
+    if changed_any(&outcomes) {
+        let event = if flags.incr { "zincr" } else { "zadd" };
+        ctx.notify(Class::ZSET, event, args[1]);
+    }
     reply_add(ctx.out, &outcomes, flags);
 }
 
@@ -269,6 +286,9 @@ fn zincrby(ctx: &mut Ctx, args: &[&[u8]]) {
         Ok(Some(outcome)) => {
             let db = ctx.keyspace();
             ctx.guards.shard(args[1]).wake_waiters(db, args[1]);
+            if changed_any(&[outcome]) {
+                ctx.notify(Class::ZSET, "zincr", args[1]);
+            }
             reply_add(ctx.out, &[outcome], flags);
         }
         Ok(None) => ctx.out.nil(),
@@ -465,7 +485,7 @@ fn range_generic(ctx: &mut Ctx, call: RangeCall) {
         Err(WrongType) => return ctx.out.error(WRONGTYPE),
     };
     let len = result.len();
-    store(ctx, destination, result);
+    store(ctx, destination, result, "zrangestore");
     ctx.out.int(len as i64);
 }
 
@@ -544,7 +564,13 @@ fn zrem(ctx: &mut Ctx, args: &[&[u8]]) {
             .count()
     });
     match removed {
-        Ok(removed) => ctx.out.int(removed.unwrap_or(0) as i64),
+        Ok(removed) => {
+            let removed = removed.unwrap_or(0);
+            if removed > 0 {
+                ctx.notify_and_del_if_gone(Class::ZSET, "zrem", args[1]);
+            }
+            ctx.out.int(removed as i64)
+        }
         Err(WrongType) => ctx.out.error(WRONGTYPE),
     }
 }
@@ -556,7 +582,18 @@ fn remove_range(ctx: &mut Ctx, args: &[&[u8]], by: By) {
     };
     let removed = update(ctx, args[1], false, |zset| zset.remove_range(&range));
     match removed {
-        Ok(removed) => ctx.out.int(removed.unwrap_or(0) as i64),
+        Ok(removed) => {
+            let removed = removed.unwrap_or(0);
+            if removed > 0 {
+                let event = match by {
+                    By::Rank => "zremrangebyrank",
+                    By::Score => "zremrangebyscore",
+                    By::Lex => "zremrangebylex",
+                };
+                ctx.notify_and_del_if_gone(Class::ZSET, event, args[1]);
+            }
+            ctx.out.int(removed as i64)
+        }
         Err(WrongType) => ctx.out.error(WRONGTYPE),
     }
 }
@@ -577,7 +614,15 @@ fn zremrangebylex(ctx: &mut Ctx, args: &[&[u8]]) {
 
 /// Pops up to `count` members from one end. Ok(None) when the key is absent.
 fn pop(ctx: &mut Ctx, key: &[u8], end: End, count: usize) -> Result<Option<Scored>, WrongType> {
-    update(ctx, key, false, |zset| zset.pop(end, count))
+    let popped = update(ctx, key, false, |zset| zset.pop(end, count))?;
+    if popped.as_ref().is_some_and(|popped| !popped.is_empty()) {
+        let event = match end {
+            End::Min => "zpopmin",
+            End::Max => "zpopmax",
+        };
+        ctx.notify_and_del_if_gone(Class::ZSET, event, key);
+    }
+    Ok(popped)
 }
 
 fn zpop(ctx: &mut Ctx, args: &[&[u8]], end: End) {
@@ -849,7 +894,12 @@ fn set_op_store(ctx: &mut Ctx, args: &[&[u8]], op: SetOp) {
         return;
     };
     let len = result.len();
-    store(ctx, args[1], result);
+    let event = match op {
+        SetOp::Union => "zunionstore",
+        SetOp::Inter => "zinterstore",
+        SetOp::Diff => "zdiffstore",
+    };
+    store(ctx, args[1], result, event);
     ctx.out.int(len as i64);
 }
 

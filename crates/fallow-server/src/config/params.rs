@@ -397,6 +397,14 @@ pub static PARAMS: &[Param] = &[
         },
         |config, value| config.auth_failure_delay_max_ms = value.number(),
     ),
+    param(
+        "notify-keyspace-events",
+        Kind::Text(check_notify_classes),
+        |config, value| {
+            let flags = crate::notify::parse_classes(&value.text()).expect("checked");
+            config.notify_keyspace_events = crate::notify::classes_text(flags);
+        },
+    ),
     // Asked for by Redis tools; fallow keeps no snapshots and no append-only file, so only "off" is true.
     param("save", Kind::Text(check_save), |_, _| {}),
     param("appendonly", Kind::Text(check_appendonly), |_, _| {}),
@@ -510,6 +518,10 @@ fn check_tenant_name(text: &str) -> Result<(), String> {
     }
 }
 
+fn check_notify_classes(text: &str) -> Result<(), String> {
+    crate::notify::parse_classes(text).map(|_| ())
+}
+
 fn check_save(text: &str) -> Result<(), String> {
     let words: Vec<&str> = text.split_whitespace().collect();
     let valid =
@@ -545,6 +557,7 @@ mod tests {
             "memcache-tenant" => &["", "a:b", "a b", "a,b", "a=b"],
             "save" => &["abc", "1", "3600 x", "3600 1"],
             "appendonly" => &["", "yes", "maybe"],
+            "notify-keyspace-events" => &["Q", "KEa", "K E", "1"],
             "client-output-buffer-limit" => &[
                 "",
                 "normal",
@@ -613,6 +626,7 @@ mod tests {
                 "elastic-reserve" => "5%".into(),
                 "save" => "".into(),
                 "appendonly" => "no".into(),
+                "notify-keyspace-events" => "KEA".into(),
                 "client-output-buffer-limit" => "pubsub 64mb 16mb 60".into(),
                 "maxmemory-clients" => "5%".into(),
                 _ => "tenant1".into(),

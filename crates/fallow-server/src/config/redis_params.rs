@@ -753,14 +753,7 @@ pub static ROWS: &[Row] = &[
         0,
         Use::Stored,
     ),
-    row(
-        "notify-keyspace-events",
-        None,
-        Kind::Normalized(check_keyspace_events),
-        "",
-        0,
-        Use::Only(&[""], "fallow sends no keyspace notifications"),
-    ),
+    own("notify-keyspace-events", None, 0),
     row(
         "oom-score-adj",
         None,
@@ -1366,17 +1359,6 @@ fn check_oom_score_adj_values(text: &str) -> Result<String, String> {
         .join(" "))
 }
 
-/// `notify-keyspace-events`: Redis's class letters; shown in Redis's canonical order. (fallow takes only
-/// "", see its row.)
-fn check_keyspace_events(text: &str) -> Result<String, String> {
-    const CLASSES: &str = "Ag$lshzxeKEtmdn";
-    if let Some(bad) = text.chars().find(|c| !CLASSES.contains(*c)) {
-        debug_assert!(!CLASSES.contains(bad));
-        return Err(format!("Invalid event class character. Use '{CLASSES}'."));
-    }
-    Ok(text.to_string())
-}
-
 /// `cluster-announce-hostname`: Redis's isValidAnnouncedHostname.
 fn check_hostname(text: &str) -> Result<(), String> {
     const HOST_LEN_MAX: usize = 255;
@@ -1518,10 +1500,6 @@ mod tests {
         assert_eq!(
             config.set("tls-port", "6380").unwrap_err(),
             "fallow serves no TLS; only '0' is accepted"
-        );
-        assert_eq!(
-            config.set("notify-keyspace-events", "KEA").unwrap_err(),
-            "fallow sends no keyspace notifications; only \"\" is accepted"
         );
         assert_eq!(
             config.set("enable-debug-command", "yes").unwrap_err(),

@@ -244,6 +244,8 @@ async fn housekeeping(server: Arc<Server>) {
         // long: they wait for the next tick rather than block a worker.
         if !server.scripts.any_running() {
             shard_housekeeping(&server).await;
+            // Active expiry and eviction of this tick (and evictions other commands made room with).
+            server.publish_store_events();
         }
         if server.durability.get().is_some() {
             // Cleaning reads a whole region and takes shard locks record by record: off the workers.

@@ -8,7 +8,7 @@
 //! a segment goes back to the OS only when nothing in it lives), and the mapped bytes follow the used
 //! bytes down when maxmemory is lowered and stay near them while writes go on at the limit.
 use super::LFU_INITIAL;
-use super::{location, slot_of, space_of, Location, Shard};
+use super::{location, slot_of, space_of, KeyEventCause, Location, Shard};
 use crate::changes::Cause;
 use crate::hash_key;
 use crate::memory::segment::{ItemHeader, ITEM_ALIGN_BYTES};
@@ -161,6 +161,7 @@ impl Shard {
             );
             let hash = hash_key(self.item_key(location));
             crate::changes::record(keyspace, self.item_key(location), Cause::Expired);
+            self.note_key_event(keyspace, location, KeyEventCause::Expired);
             self.remove_item(keyspace, hash, location);
         }
         self.stats.expired_keys += count as u64;
@@ -212,6 +213,7 @@ impl Shard {
         let hash = hash_key(self.item_key(victim));
         let tenant = self.segment(slot_of(victim)).tenant;
         crate::changes::record(keyspace, self.item_key(victim), Cause::Evicted);
+        self.note_key_event(keyspace, victim, KeyEventCause::Evicted);
         self.remove_item(keyspace, hash, victim);
         self.stats.evicted_keys += 1;
         self.sync_accounting();
@@ -288,6 +290,7 @@ impl Shard {
                 if expired {
                     let hash = hash_key(self.item_key(item));
                     crate::changes::record(space_of(&header), self.item_key(item), Cause::Expired);
+                    self.note_key_event(space_of(&header), item, KeyEventCause::Expired);
                     self.remove_item(space_of(&header), hash, item);
                     self.stats.expired_keys += 1;
                     removed += 1;
@@ -350,6 +353,7 @@ impl Shard {
         let tenant = self.segment(slot_of(location)).tenant;
         let hash = hash_key(self.item_key(location));
         crate::changes::record(space_of(&header), self.item_key(location), Cause::Evicted);
+        self.note_key_event(space_of(&header), location, KeyEventCause::Evicted);
         self.remove_item(space_of(&header), hash, location);
         self.stats.evicted_keys += 1;
         let stats = self.tenant_stats_mut(tenant);

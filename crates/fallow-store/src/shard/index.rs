@@ -148,6 +148,7 @@ impl Shard {
         let expire_at_ms = self.header(location).expire_at_ms;
         if expire_at_ms != 0 && expire_at_ms <= now_ms {
             crate::changes::record(keyspace, key, Cause::Expired);
+            self.note_key_event(keyspace, location, super::KeyEventCause::Expired);
             self.remove_item(keyspace, hash, location);
             self.stats.expired_keys += 1;
             self.sync_accounting();
@@ -263,6 +264,7 @@ impl Shard {
             None => {
                 self.stats.keyspace_misses += 1;
                 self.tenant_stats_mut(Address::of(keyspace).tenant).misses += 1;
+                self.note_key(keyspace, key, super::KeyEventCause::Missed);
                 self.note_read(|| crate::hash_key(key));
                 None
             }

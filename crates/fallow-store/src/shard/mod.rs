@@ -21,6 +21,7 @@
 //! - `waiters`: clients blocked on a key (BLPOP and friends), behind the `Waiter` trait.
 mod housekeeping;
 mod index;
+mod key_events;
 mod release;
 mod segments;
 mod tier;
@@ -28,6 +29,7 @@ mod values;
 mod waiters;
 
 pub use housekeeping::EvictionPolicy;
+pub use key_events::{KeyEvent, KeyEventCause, KEY_EVENTS_BYTES_MAX};
 pub use release::ReclaimStep;
 pub use tier::{
     take_thread_error, take_thread_log, take_thread_lsn, Liveness, TierLink, TierStats,
@@ -158,6 +160,8 @@ pub struct Shard {
     release_plan: Option<ReleasePlan>,
     /// The segment a release is emptying; it is detached by the release, not kept as a spare.
     draining_slot: Option<u32>,
+    /// Keys expired, evicted or created, for keyspace notifications (off unless asked for).
+    key_events: key_events::KeyEvents,
     /// Connections blocked (BLPOP and friends) on a key of this shard, woken when it may be ready.
     waiters: hashbrown::HashMap<(u32, Box<[u8]>), Waiters>,
     /// Tier 2, when the store has one.
@@ -222,6 +226,7 @@ impl Shard {
             tenant_stats: Vec::new(),
             release_plan: None,
             draining_slot: None,
+            key_events: Default::default(),
             waiters: hashbrown::HashMap::new(),
             tier: None,
             clean_ahead_after: 0,

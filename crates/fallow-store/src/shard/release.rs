@@ -109,6 +109,7 @@ impl Shard {
         let hash = hash_key(self.item_key(location));
         let bytes = header.item_bytes();
         crate::changes::record(space_of(&header), self.item_key(location), Cause::Evicted);
+        self.note_key_event(space_of(&header), location, super::KeyEventCause::Evicted);
         self.remove_item(space_of(&header), hash, location);
         self.stats.evicted_keys += 1;
         let stats = self.tenant_stats_mut(tenant);

@@ -1023,6 +1023,7 @@ impl Shard {
         }
         if header.is_stub() {
             crate::changes::record(keyspace, key, Cause::Evicted);
+            self.note_key_event(keyspace, location, super::KeyEventCause::Evicted);
             self.remove_item(keyspace, hash, location);
             self.stats.evicted_keys += 1;
             self.sync_accounting();

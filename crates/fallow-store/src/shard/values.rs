@@ -118,7 +118,10 @@ impl Shard {
                 self.replace_location(keyspace, hash, old, new);
                 self.kill_item(old);
             }
-            None => self.insert_location(keyspace, hash, new),
+            None => {
+                self.insert_location(keyspace, hash, new);
+                self.note_key(keyspace, key, super::KeyEventCause::Created);
+            }
         }
         if log {
             self.log_write(keyspace, key, new);

@@ -358,6 +358,10 @@ pub fn run_with_guards<'s>(
     };
     (spec.handler)(&mut ctx, args);
     super::tracking::after_store_access(server, ctx.conn, spec, args);
+    if server.notify.flags() != 0 {
+        // Expiries and evictions the command caused without publishing anything itself.
+        ctx.publish_store_events();
+    }
     if let Some(error) = fallow_store::shard::take_thread_error() {
         // A persistent write the log refused: the client must not take it as done.
         ctx.out.buf.truncate(reply_start);

@@ -179,6 +179,7 @@ fn reset_stats(ctx: &mut Ctx) {
         &stats.protected_mode_rejections,
         &ctx.server.pubsub.messages_published,
         &ctx.server.pubsub.subscribers_dropped_slow,
+        &ctx.server.notify.messages_published,
         &ctx.server.clients_memory.output_limit_disconnections,
         &ctx.server.clients_memory.output_limit_refusals,
         &ctx.server.clients_memory.evicted_clients,

@@ -533,6 +533,11 @@ fn fallow_section(ctx: &Ctx, totals: &ShardTotals, text: &mut String) {
         pubsub.subscribers_dropped_slow.load(Ordering::Relaxed),
     );
     tracking_fields(ctx, text);
+    field(
+        text,
+        "keyspace_notifications_published",
+        ctx.server.notify.messages_published.load(Ordering::Relaxed),
+    );
     field(text, "memcache_port", config.memcache_port);
     drop(config);
     for (name, value) in ctx

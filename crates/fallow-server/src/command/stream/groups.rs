@@ -2,11 +2,11 @@
 //! HELP), XACK, XPENDING, XCLAIM and XAUTOCLAIM. Arguments are checked in Redis's order: an error a
 //! command reports first in Redis it reports first here.
 use super::{
-    c_str, error_of, id_arg, peek, range_end, range_start, strict_id_arg, update, wake_readers,
-    write_entry, write_id,
+    c_str, consumer_exists, error_of, id_arg, notify_consumer_created, peek, range_end,
+    range_start, strict_id_arg, update, wake_readers, write_entry, write_id,
 };
 use crate::command::reply::{help_reply, subcommand_arity_error};
-use crate::command::{is, parse_int, subcommand_error, Ctx, NOT_INTEGER, SYNTAX, WRONGTYPE};
+use crate::command::{is, parse_int, subcommand_error, Class, Ctx, NOT_INTEGER, SYNTAX, WRONGTYPE};
 use fallow_proto::ReplyWriter;
 use fallow_store::types::stream::{AutoClaimScan, Claim, StreamId};
 use fallow_store::types::StreamValue;
@@ -175,6 +175,7 @@ pub fn xgroup(ctx: &mut Ctx, args: &[&[u8]]) {
             if destroyed {
                 // blocked XREADGROUP readers of the group learn it is gone
                 wake_readers(ctx, key);
+                ctx.notify(Class::STREAM, "xgroup-destroy", key);
             }
         }
         "createconsumer" => {
@@ -186,12 +187,19 @@ pub fn xgroup(ctx: &mut Ctx, args: &[&[u8]]) {
                 stream.create_consumer(group, args[4], now)
             });
             let created = created.ok().flatten().flatten().unwrap_or(false);
+            if created {
+                ctx.notify(Class::STREAM, "xgroup-createconsumer", key);
+            }
             ctx.out.int(created as i64);
         }
         "delconsumer" => {
+            let existed = consumer_exists(ctx, key, group, args[4]);
             let pending = update(ctx, key, false, |stream, _| {
                 stream.delete_consumer(group, args[4])
             });
+            if existed == Some(true) {
+                ctx.notify(Class::STREAM, "xgroup-delconsumer", key);
+            }
             ctx.out
                 .int(pending.ok().flatten().flatten().unwrap_or(0) as i64);
         }
@@ -222,7 +230,10 @@ fn create_group(ctx: &mut Ctx, args: &[&[u8]], entries_read: Option<i64>, absent
         stream.create_group(group, last_id, entries_read)
     });
     match created {
-        Ok(Some(true)) => ctx.out.ok(),
+        Ok(Some(true)) => {
+            ctx.notify(Class::STREAM, "xgroup-create", key);
+            ctx.out.ok()
+        }
         Ok(_) => ctx
             .out
             .error("BUSYGROUP Consumer Group name already exists"),
@@ -245,6 +256,7 @@ fn set_group_id(ctx: &mut Ctx, args: &[&[u8]], entries_read: Option<i64>) {
         stream.set_group_id(group, id, entries_read)
     });
     debug_assert!(matches!(set, Ok(Some(true))));
+    ctx.notify(Class::STREAM, "xgroup-setid", key);
     ctx.out.ok();
 }
 
@@ -450,6 +462,7 @@ pub fn xclaim(ctx: &mut Ctx, args: &[&[u8]]) {
         at += 1;
     }
     // TIME -1 is Redis's "not given"; any delivery time out of [0, now] means now anyway
+    let existed = consumer_exists(ctx, key, group, consumer);
     let claimed = update(ctx, key, false, |stream, out| {
         let claimed = stream
             .claim(group, consumer, &ids, &claim, now)
@@ -457,6 +470,7 @@ pub fn xclaim(ctx: &mut Ctx, args: &[&[u8]]) {
         write_claimed(out, stream, &claimed, claim.just_id);
     });
     debug_assert!(matches!(claimed, Ok(Some(()))));
+    notify_consumer_created(ctx, key, group, consumer, existed);
 }
 
 /// The claimed entries (or their ids alone).
@@ -523,6 +537,7 @@ pub fn xautoclaim(ctx: &mut Ctx, args: &[&[u8]]) {
         just_id,
     };
     let now = ctx.now_ms as i64;
+    let existed = consumer_exists(ctx, key, group, consumer);
     let done = update(ctx, key, false, |stream, out| {
         let result = stream
             .autoclaim(group, consumer, &scan, now)
@@ -536,4 +551,5 @@ pub fn xautoclaim(ctx: &mut Ctx, args: &[&[u8]]) {
         }
     });
     debug_assert!(matches!(done, Ok(Some(()))));
+    notify_consumer_created(ctx, key, group, consumer, existed);
 }

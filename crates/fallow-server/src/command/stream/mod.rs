@@ -13,7 +13,7 @@ mod info;
 mod read;
 
 use super::{
-    arity_error, is, parse_int, Ctx, Handler, NOT_INTEGER, NO_SUCH_KEY, SYNTAX, WRONGTYPE,
+    arity_error, is, parse_int, Class, Ctx, Handler, NOT_INTEGER, NO_SUCH_KEY, SYNTAX, WRONGTYPE,
 };
 use fallow_proto::ReplyWriter;
 use fallow_store::types::stream::{
@@ -193,6 +193,34 @@ fn peek<R>(
     Ok(look(found))
 }
 
+/// Whether the stream at `key` has `consumer` in `group`; None when notifications of streams are off
+/// (nothing to look up for).
+fn consumer_exists(ctx: &mut Ctx, key: &[u8], group: &[u8], consumer: &[u8]) -> Option<bool> {
+    if !ctx.server.notify.wants(Class::STREAM) {
+        return None;
+    }
+    let found = peek(ctx, key, |stream| {
+        stream
+            .and_then(|stream| stream.group(group))
+            .is_some_and(|group| group.consumer(consumer).is_some())
+    });
+    Some(found.unwrap_or(false))
+}
+
+/// Publishes `xgroup-createconsumer` when a command created the consumer implicitly (XREADGROUP,
+/// XCLAIM, XAUTOCLAIM), as Redis does; `existed` is `consumer_exists` from before the command.
+fn notify_consumer_created(
+    ctx: &mut Ctx,
+    key: &[u8],
+    group: &[u8],
+    consumer: &[u8],
+    existed: Option<bool>,
+) {
+    if existed == Some(false) && consumer_exists(ctx, key, group, consumer) == Some(true) {
+        ctx.notify(Class::STREAM, "xgroup-createconsumer", key);
+    }
+}
+
 /// Runs `change` on the stream at `key` (created when absent and `create`), with the reply writer.
 fn update<R>(
     ctx: &mut Ctx,
@@ -350,12 +378,16 @@ fn xadd(ctx: &mut Ctx, args: &[&[u8]]) {
             .add_with_node_limits(request, pairs, now, limits)
             .expect("checked");
         write_id(out, id);
-        if let Some(trim) = &parsed.trim {
-            stream.trim(trim);
-        }
+        parsed.trim.as_ref().map_or(0, |trim| stream.trim(trim))
     });
-    debug_assert!(matches!(added, Ok(Some(()))));
+    debug_assert!(matches!(added, Ok(Some(_))));
     wake_readers(ctx, key);
+    ctx.notify(Class::STREAM, "xadd", key);
+    if let Ok(Some(trimmed)) = added {
+        if trimmed > 0 {
+            ctx.notify(Class::STREAM, "xtrim", key);
+        }
+    }
 }
 
 fn xtrim(ctx: &mut Ctx, args: &[&[u8]]) {
@@ -364,7 +396,13 @@ fn xtrim(ctx: &mut Ctx, args: &[&[u8]]) {
         Err(error) => return ctx.out.error(error),
     };
     match update(ctx, args[1], false, |stream, _| stream.trim(&trim)) {
-        Ok(deleted) => ctx.out.int(deleted.unwrap_or(0) as i64),
+        Ok(deleted) => {
+            let deleted = deleted.unwrap_or(0);
+            if deleted > 0 {
+                ctx.notify(Class::STREAM, "xtrim", args[1]);
+            }
+            ctx.out.int(deleted as i64)
+        }
         Err(WrongType) => ctx.out.error(WRONGTYPE),
     }
 }
@@ -446,7 +484,11 @@ fn xdel(ctx: &mut Ctx, args: &[&[u8]]) {
     let deleted = update(ctx, key, false, |stream, _| {
         ids.iter().filter(|&&id| stream.delete(id)).count()
     });
-    ctx.out.int(deleted.ok().flatten().unwrap_or(0) as i64);
+    let deleted = deleted.ok().flatten().unwrap_or(0);
+    if deleted > 0 {
+        ctx.notify(Class::STREAM, "xdel", key);
+    }
+    ctx.out.int(deleted as i64);
 }
 
 // ----- XSETID ----------------------------------------------------------------------------------------
@@ -505,6 +547,7 @@ fn xsetid(ctx: &mut Ctx, args: &[&[u8]]) {
                 stream.set_id(id, entries_added, max_deleted)
             });
             debug_assert!(matches!(set, Ok(Some(Ok(())))));
+            ctx.notify(Class::STREAM, "xsetid", key);
             ctx.out.ok();
         }
     }

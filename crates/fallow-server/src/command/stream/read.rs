@@ -287,6 +287,7 @@ fn serve_group(
         } else {
             GroupRead::History(from)
         };
+        let existed = super::consumer_exists(ctx, key, group, consumer);
         let wrote = super::update(ctx, key, false, |stream, _| {
             let reply = stream.read_group(group, consumer, read, parsed.count, parsed.no_ack, now);
             match reply {
@@ -318,6 +319,7 @@ fn serve_group(
                 }
             }
         });
+        super::notify_consumer_created(ctx, key, group, consumer, existed);
         if matches!(wrote, Ok(Some(true))) {
             served += 1;
         }
