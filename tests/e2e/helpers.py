@@ -231,7 +231,8 @@ class ServerProc:
         if self.kind == "redis":
             a = ["redis-server", "--port", str(self.port), "--bind", HOST, "--save", "",
                  "--appendonly", "no", "--unixsocket", self.unixsocket, "--unixsocketperm", "700",
-                 "--dir", str(self.tmp), "--loglevel", "warning", "--daemonize", "no"]
+                 "--dir", str(self.tmp), "--loglevel", "warning", "--daemonize", "no",
+                 "--enable-debug-command", "local"]
             for k in ("requirepass", "maxmemory", "maxmemory-policy"):
                 if k in e:
                     a += [f"--{k}", str(e[k])]

@@ -28,6 +28,8 @@ pub enum PubSubMessage {
         channel: Arc<[u8]>,
         payload: Arc<[u8]>,
     },
+    /// A MONITOR line (see `crate::monitor`), sent as a simple string.
+    Monitor(Arc<[u8]>),
 }
 
 /// The three subscription namespaces.
@@ -58,6 +60,7 @@ impl PubSubMessage {
             PubSubMessage::PatternMessage {
                 pattern, channel, ..
             } => pattern.len() + channel.len(),
+            PubSubMessage::Monitor(_) => 0,
         };
         (names + self.payload().len()) as u64 + FRAMING_BYTES
     }
@@ -67,6 +70,7 @@ impl PubSubMessage {
             PubSubMessage::Message { payload, .. }
             | PubSubMessage::PatternMessage { payload, .. }
             | PubSubMessage::ShardMessage { payload, .. } => payload,
+            PubSubMessage::Monitor(line) => line,
         }
     }
 }
@@ -229,6 +233,29 @@ impl PubSub {
             })
             .sum();
         (receivers, delivery.over_clients_limit.get())
+    }
+
+    /// Queues one message (a MONITOR line) for one client under `class`'s output limits; false when it
+    /// was not queued (the client is closed, or was closed now for passing its limits).
+    pub fn deliver_to(
+        &self,
+        clients: &ClientsMemory,
+        class: ClientClass,
+        handle: &Arc<ClientHandle>,
+        sender: &Sender<PubSubMessage>,
+        message: PubSubMessage,
+    ) -> bool {
+        let delivery = Delivery {
+            clients,
+            limit: clients.limits().class(class),
+            now_ms: clients.now_ms(),
+            over_clients_limit: std::cell::Cell::new(false),
+        };
+        let subscriber = Subscriber {
+            sender: sender.clone(),
+            handle: handle.clone(),
+        };
+        self.deliver(&delivery, &subscriber, message) == 1
     }
 
     /// Queues a message for one subscriber, its bytes counted as the subscriber's output first.

@@ -53,6 +53,12 @@ pub struct Server {
     pub paused: AtomicBool,
     /// SLOWLOG's entries.
     pub slowlog: crate::slowlog::SlowLog,
+    /// LATENCY's monitor and the per-command latency histograms.
+    pub latency: crate::latency::Latency,
+    /// MONITOR's clients.
+    pub monitors: crate::monitor::Monitors,
+    /// Active expiry runs (DEBUG SET-ACTIVE-EXPIRE 0 stops it; keys then expire only when touched).
+    pub active_expire: AtomicBool,
     /// Lua scripting: the script cache and the runs in progress.
     pub scripts: crate::scripting::Scripts,
     /// The data directory and tier 2 (set by `Server::open`; servers made by `new`, in tests, have none).
@@ -184,6 +190,9 @@ impl Server {
             txns: crate::txn::Txns::new(txn_settings),
             scripts: crate::scripting::Scripts::default(),
             slowlog: crate::slowlog::SlowLog::default(),
+            latency: crate::latency::Latency::new(crate::command::info::table().len()),
+            monitors: crate::monitor::Monitors::default(),
+            active_expire: AtomicBool::new(true),
             pause: parking_lot::Mutex::new(None),
             paused: AtomicBool::new(false),
             durability: std::sync::OnceLock::new(),
@@ -320,6 +329,7 @@ impl Server {
     pub fn unregister_client(&self, id: u64) {
         let handle = self.clients.lock().remove(&id);
         self.pubsub.unsubscribe_all(id);
+        self.monitors.remove(id);
         // After unsubscribing: no PUBLISH adds to its queue any more.
         if let Some(handle) = handle {
             self.clients_memory.release(&handle);
@@ -360,6 +370,11 @@ impl Server {
         self.txns.configure(config.txn_settings());
         self.slowlog
             .configure(config.slowlog_log_slower_than_us, config.slowlog_max_len);
+        self.latency.configure(
+            config.latency_monitor_threshold_ms,
+            config.latency_tracking,
+            config.latency_percentiles(),
+        );
         self.config_generation.fetch_add(1, Ordering::Relaxed);
         self.elastic.wake.config_changed();
     }

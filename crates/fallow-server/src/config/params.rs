@@ -326,6 +326,22 @@ pub static PARAMS: &[Param] = &[
         config.lua_strict_keys = value.flag()
     }),
     param(
+        "latency-monitor-threshold",
+        Kind::Int {
+            min: 0,
+            max: i64::MAX,
+        },
+        |config, value| config.latency_monitor_threshold_ms = value.number(),
+    ),
+    param("latency-tracking", Kind::Bool, |config, value| {
+        config.latency_tracking = value.flag()
+    }),
+    param(
+        "latency-tracking-info-percentiles",
+        Kind::Text(check_percentiles),
+        |config, value| config.latency_tracking_info_percentiles = value.text(),
+    ),
+    param(
         "acllog-max-len",
         Kind::Int {
             min: 0,
@@ -463,6 +479,23 @@ fn check_appendonly(text: &str) -> Result<(), String> {
     }
 }
 
+/// `latency-tracking-info-percentiles`: numbers 0..=100 separated by spaces (none is allowed).
+fn check_percentiles(text: &str) -> Result<(), String> {
+    for word in text.split_whitespace() {
+        match word.parse::<f64>() {
+            Ok(value) if (0.0..=100.0).contains(&value) => {}
+            Ok(_) => {
+                return Err(
+                    "latency-tracking-info-percentiles parameters should sit between [0.0,100.0]"
+                        .into(),
+                )
+            }
+            Err(_) => return Err("Invalid latency-tracking-info-percentiles parameters".into()),
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -487,6 +520,7 @@ mod tests {
                 "normal 1xb 0 0",
             ],
             "maxmemory-clients" => &["", "abc", "0%", "101%", "-1", "10xb", "1.5%"],
+            "latency-tracking-info-percentiles" => &["abc", "50 101", "-1", "50 x"],
             _ => &[],
         }
     }
@@ -541,6 +575,7 @@ mod tests {
                 "appendonly" => "no".into(),
                 "client-output-buffer-limit" => "pubsub 64mb 16mb 60".into(),
                 "maxmemory-clients" => "5%".into(),
+                "latency-tracking-info-percentiles" => "50 99.99".into(),
                 _ => "tenant1".into(),
             },
         }

@@ -863,5 +863,7 @@ pub fn encode_message(out: &mut ReplyWriter, message: &PubSubMessage) {
             out.bulk(channel);
             out.bulk(payload);
         }
+        // Escaped by `crate::monitor::quote_into`: printable ASCII only.
+        PubSubMessage::Monitor(line) => out.simple(&String::from_utf8_lossy(line)),
     }
 }

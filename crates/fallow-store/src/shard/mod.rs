@@ -28,6 +28,7 @@ mod values;
 mod waiters;
 
 pub use housekeeping::EvictionPolicy;
+pub use index::set_thread_no_touch;
 pub use release::ReclaimStep;
 pub use tier::{
     take_thread_error, take_thread_log, take_thread_lsn, Liveness, TierLink, TierStats,

@@ -1,47 +1,8 @@
-//! DEBUG, LATENCY and SLOWLOG. fallow runs no latency monitor: LATENCY answers well-formed but empty.
+//! DEBUG and SLOWLOG.
 //! SLOWLOG reads the slow log (`crate::slowlog`).
 use crate::command::reply::{help_reply, subcommand_arity_error};
-use crate::command::{parse_float, parse_int, subcommand_error, Ctx, NOT_INTEGER, NO_SUCH_KEY};
-
-pub(super) fn latency(ctx: &mut Ctx, args: &[&[u8]]) {
-    let sub = args[1].to_ascii_lowercase();
-    match (sub.as_slice(), args.len()) {
-        (b"latest", 2) => ctx.out.array_len(0),
-        (b"history", 3) => ctx.out.array_len(0),
-        (b"reset", _) => ctx.out.int(0),
-        (b"histogram", _) => ctx.out.map_len(0),
-        (b"graph", 3) => ctx.out.error(&format!(
-            "ERR No samples available for event '{}'",
-            String::from_utf8_lossy(args[2])
-        )),
-        (b"doctor", 2) => ctx.out.verbatim(
-            "txt",
-            b"Dave, fallow does not run the latency monitor, so there is nothing to report.\n",
-        ),
-        (b"help", 2) => help_reply(
-            ctx,
-            "LATENCY",
-            &[
-                "DOCTOR",
-                "    Return a human readable latency analysis report.",
-                "GRAPH <event>",
-                "    Return an ASCII latency graph for the <event> class.",
-                "HISTORY <event>",
-                "    Return time-latency samples for the <event> class.",
-                "LATEST",
-                "    Return the latest latency samples for all events.",
-                "RESET [<event> ...]",
-                "    Reset latency data of one or more <event> classes.",
-                "HISTOGRAM [COMMAND ...]",
-                "    Return a cumulative distribution of latencies in the format of a histogram.",
-            ],
-        ),
-        (b"latest" | b"history" | b"graph" | b"doctor", _) => {
-            subcommand_arity_error(ctx, "latency", &sub)
-        }
-        _ => subcommand_error(ctx, args),
-    }
-}
+use crate::command::{parse_float, parse_int, subcommand_error, Ctx, NO_SUCH_KEY};
+use std::sync::atomic::Ordering;
 
 pub(super) fn slowlog(ctx: &mut Ctx, args: &[&[u8]]) {
     let sub = args[1].to_ascii_lowercase();
@@ -94,36 +55,93 @@ fn slowlog_get(ctx: &mut Ctx, count: Option<usize>) {
 
 /// Longest DEBUG SLEEP; it holds a worker thread.
 const DEBUG_SLEEP_MAX_S: f64 = 600.0;
+/// DEBUG QUICKLIST-PACKED-THRESHOLD's range (Redis: bigger than 1, smaller than 4gb).
+const PACKED_THRESHOLD_MAX_BYTES: u64 = 4 << 30;
 
 pub(super) fn debug(ctx: &mut Ctx, args: &[&[u8]]) {
     let sub = args[1].to_ascii_lowercase();
     match (sub.as_slice(), args.len()) {
-        (b"sleep", 3) => {
-            let Some(seconds) = parse_float(args[2]) else {
-                return ctx.out.error(NOT_INTEGER);
-            };
-            let seconds = seconds.clamp(0.0, DEBUG_SLEEP_MAX_S);
-            std::thread::sleep(std::time::Duration::from_secs_f64(seconds));
-            ctx.out.ok();
-        }
+        (b"sleep", 3) => debug_sleep(ctx, args[2]),
         (b"object", 3) => debug_object(ctx, args[2]),
+        (b"set-active-expire", 3) => {
+            // Redis reads the flag with atoi: anything but a non-zero number turns expiry off.
+            let on = parse_int(args[2]).is_some_and(|flag| flag != 0);
+            ctx.server.active_expire.store(on, Ordering::Relaxed);
+            ctx.out.ok()
+        }
+        (b"quicklist-packed-threshold", 3) => debug_packed_threshold(ctx, args[2]),
+        (b"listpack", 3) => debug_listpack(ctx, args[2]),
+        // fallow has no replication id to change; Redis answers OK.
+        (b"change-repl-id", 2) => ctx.out.ok(),
+        (b"reload", _) => ctx
+            .out
+            .error("ERR DEBUG RELOAD is not supported: fallow keeps no snapshots to reload from"),
         (b"tier2-fault", 3) => debug_tier2_fault(ctx, args[2]),
         (b"tier2-clean", 2) => debug_tier2_clean(ctx),
-        (b"help", 2) => help_reply(
-            ctx,
-            "DEBUG",
-            &[
-                "OBJECT <key>",
-                "    Show low level info about the <key> and associated value.",
-                "SLEEP <seconds>",
-                "    Stop the server for <seconds>. Decimals allowed.",
-                "TIER2-FAULT none|write-error|read-error|vanished",
-                "    Make tier 2's device fail from now on, as a test of fault handling.",
-                "TIER2-CLEAN",
-                "    Clean tier 2's oldest region now (copy what is live, free the region).",
-            ],
-        ),
-        _ => subcommand_error(ctx, args),
+        (b"help", 2) => help_reply(ctx, "DEBUG", HELP),
+        _ => ctx.out.error(&format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
+            String::from_utf8_lossy(args[1])
+        )),
+    }
+}
+
+const HELP: &[&str] = &[
+    "CHANGE-REPL-ID",
+    "    Change the replication IDs of the instance (fallow has none: does nothing).",
+    "LISTPACK <key>",
+    "    Show low level info about the listpack encoding of <key>.",
+    "OBJECT <key>",
+    "    Show low level info about the <key> and associated value.",
+    "QUICKLIST-PACKED-THRESHOLD <size>",
+    "    Sets the threshold for elements to be inserted as plain vs packed nodes",
+    "    Default value is 1GB, allows values up to 4GB. Setting to 0 restores to default.",
+    "RELOAD",
+    "    Refused: fallow keeps no snapshots.",
+    "SET-ACTIVE-EXPIRE <0|1>",
+    "    Setting it to 0 disables expiring keys in background when they are not accessed.",
+    "SLEEP <seconds>",
+    "    Stop the server for <seconds>. Decimals allowed.",
+    "TIER2-FAULT none|write-error|read-error|vanished",
+    "    Make tier 2's device fail from now on, as a test of fault handling.",
+    "TIER2-CLEAN",
+    "    Clean tier 2's oldest region now (copy what is live, free the region).",
+];
+
+/// DEBUG SLEEP seconds: Redis reads them with strtod, so what is not a number sleeps 0 s.
+fn debug_sleep(ctx: &mut Ctx, seconds: &[u8]) {
+    let seconds = parse_float(seconds).unwrap_or(0.0);
+    let seconds = if seconds.is_finite() { seconds } else { 0.0 };
+    let seconds = seconds.clamp(0.0, DEBUG_SLEEP_MAX_S);
+    std::thread::sleep(std::time::Duration::from_secs_f64(seconds));
+    ctx.out.ok();
+}
+
+/// DEBUG QUICKLIST-PACKED-THRESHOLD size: checked as Redis checks it; fallow's lists have no packed
+/// and plain nodes, so it changes nothing.
+fn debug_packed_threshold(ctx: &mut Ctx, size: &[u8]) {
+    let parsed = crate::units::parse_bytes(&String::from_utf8_lossy(size));
+    match parsed {
+        Ok(bytes) if bytes < PACKED_THRESHOLD_MAX_BYTES => ctx.out.ok(),
+        _ => ctx
+            .out
+            .error("ERR argument must be a memory value bigger than 1 and smaller than 4gb"),
+    }
+}
+
+/// DEBUG LISTPACK key: Redis prints the listpack to its stdout; fallow has nothing to print and
+/// answers as Redis does.
+fn debug_listpack(ctx: &mut Ctx, key: &[u8]) {
+    let db = ctx.keyspace();
+    let now = ctx.now_ms;
+    let shard = ctx.guards.shard(key);
+    let Some(encoding) = shard.encoding(db, key, now) else {
+        return ctx.out.error(NO_SUCH_KEY);
+    };
+    if encoding == "listpack" {
+        ctx.out.simple("Listpack structure printed on stdout");
+    } else {
+        ctx.out.error("ERR Not a listpack encoded object.");
     }
 }
 
@@ -165,10 +183,34 @@ fn debug_object(ctx: &mut Ctx, key: &[u8]) {
         return ctx.out.error(NO_SUCH_KEY);
     };
     let encoding = shard.encoding(db, key, now).unwrap_or("raw");
-    let bytes = shard.memory_usage(db, key, now).unwrap_or(0);
     let idle_s = shard.idle_s(&info, now);
+    let serialized = serialized_length(shard, db, key, now);
+    // Redis shares the integers 0..10000 as one object of refcount INT_MAX.
+    let shared = encoding == "int"
+        && matches!(
+            shard.clone_value(db, key, now).map(|value| value.data),
+            Some(fallow_store::OwnedData::String { bytes, .. })
+                if fallow_store::parse_i64_strict(&bytes).is_some_and(|number| (0..10_000).contains(&number))
+        );
+    let refcount = if shared { i32::MAX } else { 1 };
+    // Redis's LRU clock: unix seconds in 24 bits.
+    let lru = (now / 1000).saturating_sub(idle_s) & 0xFF_FFFF;
     ctx.out.simple(&format!(
-        "Value at:0x0 refcount:1 encoding:{encoding} serializedlength:{bytes} lru:{} lru_seconds_idle:{idle_s}",
-        info.access_s
+        "Value at:0x0 refcount:{refcount} encoding:{encoding} serializedlength:{serialized} lru:{lru} lru_seconds_idle:{idle_s}"
     ));
+}
+
+/// The value's RDB serialization length, as Redis's `rdbSavedObjectLen` (the DUMP payload less its type
+/// byte, version and checksum); fallow's own types, which have no payload, report their memory usage.
+fn serialized_length(shard: &mut fallow_store::Shard, db: usize, key: &[u8], now: u64) -> usize {
+    /// Type byte, 2-byte RDB version, 8-byte CRC.
+    const PAYLOAD_FRAMING_BYTES: usize = 11;
+    let limits = fallow_store::rdb::EncodingLimits::default();
+    let payload = shard
+        .clone_value(db, key, now)
+        .and_then(|value| fallow_store::dump::dump_payload(&value.data, &limits).ok());
+    match payload {
+        Some(payload) => payload.len().saturating_sub(PAYLOAD_FRAMING_BYTES),
+        None => shard.memory_usage(db, key, now).unwrap_or(0),
+    }
 }

@@ -46,13 +46,13 @@ fn requested_sections(args: &[&[u8]]) -> Vec<&'static str> {
     for name in DEFAULT_SECTIONS
         .iter()
         .copied()
-        .chain(std::iter::once("commandstats"))
+        .chain(["commandstats", "latencystats"])
     {
         let asked = wanted.iter().any(|wanted| {
             wanted == name
                 || wanted == "all"
                 || wanted == "everything"
-                || (wanted == "default" && name != "commandstats")
+                || (wanted == "default" && !matches!(name, "commandstats" | "latencystats"))
         });
         if asked {
             sections.push(name);
@@ -107,6 +107,7 @@ fn info_text(ctx: &mut Ctx, sections: &[&str]) -> String {
             "scripting" => crate::scripting::info_section(&ctx.server.scripts, &mut text),
             "commandstats" => commandstats_section(ctx, &mut text),
             "errorstats" => errorstats_section(ctx, &mut text),
+            "latencystats" => super::latency::info_section(ctx, &mut text),
             _ => {}
         }
     }
