@@ -268,22 +268,38 @@ def test_monitor_inside_multi_is_refused(c):
     assert c.cmd("EXEC") == [Err("ERR MONITOR isn't allowed for DENY BLOCKING client")]
 
 
-def test_slow_monitor_is_disconnected(server_factory):
-    s = server_factory()
-    c = RawConn(port=s.port)
+def flood_a_slow_monitor(port):
+    """A monitor that never reads, 20 MB of lines for it; returns the connection that wrote them."""
+    c = RawConn(port=port)
     assert c.cmd("CONFIG", "SET", "client-output-buffer-limit", "normal 256kb 0 0") == "OK"
-    m = RawConn(port=s.port)
+    m = RawConn(port=port)
     monitor_id = m.cmd("CLIENT", "ID")
     assert m.cmd("MONITOR") == "OK"
-    assert str(monitor_id).encode() in c.cmd("CLIENT", "LIST", "ID", monitor_id)
+    assert b" flags=O " in c.cmd("CLIENT", "LIST", "ID", monitor_id)
     value = b"x" * 20_000
-    for _ in range(1000):  # 20 MB of lines to a monitor that never reads
+    for _ in range(1000):
         c.send(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$20000\r\n" + value + b"\r\n")
         assert c.readline() == b"+OK"
     wait_for(lambda: c.cmd("CLIENT", "LIST", "ID", monitor_id) == b"", timeout=5)
+    m.close()
+    return c
+
+
+def test_slow_monitor_is_disconnected(server_factory):
+    c = flood_a_slow_monitor(server_factory().port)
     assert c.cmd("PING") == "PONG"
     c.close()
-    m.close()
+
+
+@pytest.mark.fallow_only
+def test_slow_monitor_is_counted(server_factory):
+    c = flood_a_slow_monitor(server_factory().port)
+    info = c.cmd("INFO", "fallow").decode()
+    assert "\r\nmonitors_dropped_slow:1\r\n" in info and "\r\nmonitors:0\r\n" in info
+    assert int(re.search(r"monitor_lines_sent:(\d+)", info).group(1)) > 0
+    stats = c.cmd("INFO", "stats").decode()
+    assert int(re.search(r"client_output_buffer_limit_disconnections:(\d+)", stats).group(1)) >= 1
+    c.close()
 
 
 # --------------------------------------------------------------------------- DEBUG
@@ -412,6 +428,7 @@ def test_client_no_touch_leaves_lru_alone(c):
     record alone; TOUCH still touches."""
     assert c.cmd("SET", "k", "v") == "OK"
     assert c.cmd("CLIENT", "NO-TOUCH", "ON") == "OK"
+    assert b" flags=T " in c.cmd("CLIENT", "INFO")
     assert c.cmd("CLIENT", "NO-TOUCH", "maybe") == SYNTAX
     time.sleep(2.1)
     assert c.cmd("GET", "k") == b"v"

@@ -297,6 +297,7 @@ impl ConnState {
         snapshot.pattern_subscriptions = self.patterns.len();
         snapshot.in_multi = self.in_multi();
         snapshot.resp = if self.resp3 { 3 } else { 2 };
+        snapshot.no_touch = self.no_touch;
         if snapshot.name != self.name {
             snapshot.name.clone_from(&self.name);
         }

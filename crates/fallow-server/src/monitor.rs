@@ -40,6 +40,11 @@ pub struct Monitors {
 }
 
 impl Monitors {
+    /// Clients monitoring now.
+    pub fn count(&self) -> usize {
+        self.count.load(Ordering::Relaxed)
+    }
+
     /// Whether anyone monitors (the hot path's only cost).
     pub fn active(&self) -> bool {
         self.count.load(Ordering::Relaxed) > 0
@@ -53,6 +58,7 @@ impl Monitors {
         {
             return;
         }
+        handle.monitoring.store(true, Ordering::Relaxed);
         monitors.push(Monitor {
             handle: handle.clone(),
             sender: sender.clone(),
@@ -67,7 +73,13 @@ impl Monitors {
         }
         let mut monitors = self.monitors.lock();
         let before = monitors.len();
-        monitors.retain(|monitor| monitor.handle.id != client_id);
+        monitors.retain(|monitor| {
+            let stays = monitor.handle.id != client_id;
+            if !stays {
+                monitor.handle.monitoring.store(false, Ordering::Relaxed);
+            }
+            stays
+        });
         self.count.store(monitors.len(), Ordering::Relaxed);
         monitors.len() != before
     }

@@ -31,6 +31,8 @@ pub struct ClientSnapshot {
     pub pattern_subscriptions: usize,
     pub in_multi: bool,
     pub blocked: bool,
+    /// CLIENT NO-TOUCH is on (flag `T`, as Redis 7.2 shows it).
+    pub no_touch: bool,
 }
 
 /// One connected client as the rest of the server sees it.
@@ -49,6 +51,8 @@ pub struct ClientHandle {
     /// How CLIENT UNBLOCK asked the wait to end (true: with an error, false: as a timeout).
     pub unblock_with_error: AtomicBool,
     pub unblock_signal: tokio::sync::Notify,
+    /// It runs MONITOR (flag `O`); set by `crate::monitor::Monitors`.
+    pub monitoring: AtomicBool,
     /// Its output, queued pub/sub and query bytes, for the output limits and maxmemory-clients.
     pub memory: memory::ClientMemory,
 }
@@ -96,6 +100,7 @@ impl ClientHandle {
             unblockable: AtomicBool::new(false),
             unblock_with_error: AtomicBool::new(false),
             unblock_signal: tokio::sync::Notify::new(),
+            monitoring: AtomicBool::new(false),
             memory: Default::default(),
         }
     }
@@ -120,6 +125,9 @@ pub fn describe_client(handle: &ClientHandle) -> String {
     let snapshot = handle.snapshot.lock().clone();
     let idle_s = handle.last_active.lock().elapsed().as_secs();
     let mut flags = String::new();
+    if handle.monitoring.load(Ordering::Relaxed) {
+        flags.push('O');
+    }
     if snapshot.subscriptions + snapshot.pattern_subscriptions > 0 {
         flags.push('P');
     }
@@ -128,6 +136,9 @@ pub fn describe_client(handle: &ClientHandle) -> String {
     }
     if snapshot.blocked {
         flags.push('b');
+    }
+    if snapshot.no_touch {
+        flags.push('T');
     }
     if flags.is_empty() {
         flags.push('N');

@@ -446,6 +446,33 @@ fn keyspace_section(totals: &ShardTotals, text: &mut String) {
     }
 }
 
+/// MONITOR's and the latency monitor's counters (INFO fallow).
+fn introspection_fields(ctx: &Ctx, text: &mut String) {
+    let monitors = &ctx.server.monitors;
+    let latency = &ctx.server.latency;
+    for (name, value) in [
+        ("monitors", monitors.count() as u64),
+        (
+            "monitor_lines_sent",
+            monitors.lines_sent.load(Ordering::Relaxed),
+        ),
+        (
+            "monitors_dropped_slow",
+            monitors.dropped_slow.load(Ordering::Relaxed),
+        ),
+        (
+            "latency_samples_recorded",
+            latency.samples_recorded.load(Ordering::Relaxed),
+        ),
+        (
+            "latency_samples_dropped",
+            latency.samples_dropped.load(Ordering::Relaxed),
+        ),
+    ] {
+        field(text, name, value);
+    }
+}
+
 fn fallow_section(ctx: &Ctx, totals: &ShardTotals, text: &mut String) {
     let config = ctx.server.config.read();
     text.push_str("# Fallow\r\n");
@@ -476,6 +503,7 @@ fn fallow_section(ctx: &Ctx, totals: &ShardTotals, text: &mut String) {
         "pubsub_slow_subscribers_dropped",
         pubsub.subscribers_dropped_slow.load(Ordering::Relaxed),
     );
+    introspection_fields(ctx, text);
     field(text, "memcache_port", config.memcache_port);
     drop(config);
     for (name, value) in ctx
