@@ -245,6 +245,14 @@ def test_monitor_timestamps_and_hello_redaction(raw):
     assert match.group(5) == b'"HELLO" "2" "AUTH" "(redacted)" "(redacted)" "SETNAME" "nm"'
 
 
+def test_monitor_names_unix_socket_clients(server, raw):
+    m = raw()
+    assert m.cmd("MONITOR") == "OK"
+    with RawConn(path=server.unixsocket) as u:
+        assert u.cmd("PING") == "PONG"
+    assert monitor_lines(m, 1) == [(0, f"unix:{server.unixsocket}", '"PING"')]
+
+
 def test_monitor_ends_with_reset(raw):
     m = raw()
     assert m.cmd("MONITOR") == "OK"
