@@ -322,6 +322,10 @@ def test_debug_object_lines(c):
                         c.cmd("DEBUG", "OBJECT", "n"))
     assert re.fullmatch(r"Value at:0x[0-9a-f]+ refcount:1 encoding:int serializedlength:12 .*",
                         c.cmd("DEBUG", "OBJECT", "big"))
+    assert c.cmd("RPUSH", "l", "a", "b") == 2
+    assert re.fullmatch(r"Value at:0x[0-9a-f]+ refcount:1 encoding:quicklist serializedlength:16 lru:\d+ "
+                        r"lru_seconds_idle:\d+ ql_nodes:1 ql_avg_node:2\.00 ql_listpack_max:-2 ql_compressed:0 "
+                        r"ql_uncompressed_size:13", c.cmd("DEBUG", "OBJECT", "l"))
     assert c.cmd("DEBUG", "OBJECT", "nokey") == Err("ERR no such key")
 
 

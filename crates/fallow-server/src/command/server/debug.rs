@@ -184,7 +184,23 @@ fn debug_object(ctx: &mut Ctx, key: &[u8]) {
     };
     let encoding = shard.encoding(db, key, now).unwrap_or("raw");
     let idle_s = shard.idle_s(&info, now);
-    let serialized = serialized_length(shard, db, key, now);
+    let payload = dump_payload(shard, db, key, now);
+    let serialized = match &payload {
+        Some(payload) => payload.len().saturating_sub(PAYLOAD_FRAMING_BYTES),
+        None => shard.memory_usage(db, key, now).unwrap_or(0),
+    };
+    let list_len = match shard.clone_value(db, key, now).map(|value| value.data) {
+        Some(fallow_store::OwnedData::Collection(fallow_store::Collection::List(list))) => {
+            Some(list.len())
+        }
+        _ => None,
+    };
+    let extra = match (encoding, &payload, list_len) {
+        ("quicklist", Some(payload), Some(len)) => {
+            quicklist_fields(payload, len).unwrap_or_default()
+        }
+        _ => String::new(),
+    };
     // Redis shares the integers 0..10000 as one object of refcount INT_MAX.
     let shared = encoding == "int"
         && matches!(
@@ -196,21 +212,109 @@ fn debug_object(ctx: &mut Ctx, key: &[u8]) {
     // Redis's LRU clock: unix seconds in 24 bits.
     let lru = (now / 1000).saturating_sub(idle_s) & 0xFF_FFFF;
     ctx.out.simple(&format!(
-        "Value at:0x0 refcount:{refcount} encoding:{encoding} serializedlength:{serialized} lru:{lru} lru_seconds_idle:{idle_s}"
+        "Value at:0x0 refcount:{refcount} encoding:{encoding} serializedlength:{serialized} lru:{lru} lru_seconds_idle:{idle_s}{extra}"
     ));
 }
 
-/// The value's RDB serialization length, as Redis's `rdbSavedObjectLen` (the DUMP payload less its type
-/// byte, version and checksum); fallow's own types, which have no payload, report their memory usage.
-fn serialized_length(shard: &mut fallow_store::Shard, db: usize, key: &[u8], now: u64) -> usize {
-    /// Type byte, 2-byte RDB version, 8-byte CRC.
-    const PAYLOAD_FRAMING_BYTES: usize = 11;
+/// Type byte, 2-byte RDB version, 8-byte CRC around a DUMP payload's object.
+const PAYLOAD_FRAMING_BYTES: usize = 11;
+/// RDB_TYPE_LIST_QUICKLIST_2.
+const RDB_TYPE_QUICKLIST_2: u8 = 18;
+/// An LZF-compressed RDB string (RDB_ENCVAL | RDB_ENC_LZF).
+const RDB_LZF_STRING: u8 = 0xC3;
+
+/// The value's DUMP payload (Redis's `rdbSavedObjectLen` is its length less `PAYLOAD_FRAMING_BYTES`);
+/// None for fallow's own types, which have none.
+fn dump_payload(
+    shard: &mut fallow_store::Shard,
+    db: usize,
+    key: &[u8],
+    now: u64,
+) -> Option<Vec<u8>> {
     let limits = fallow_store::rdb::EncodingLimits::default();
-    let payload = shard
-        .clone_value(db, key, now)
-        .and_then(|value| fallow_store::dump::dump_payload(&value.data, &limits).ok());
-    match payload {
-        Some(payload) => payload.len().saturating_sub(PAYLOAD_FRAMING_BYTES),
-        None => shard.memory_usage(db, key, now).unwrap_or(0),
+    let value = shard.clone_value(db, key, now)?;
+    fallow_store::dump::dump_payload(&value.data, &limits).ok()
+}
+
+/// DEBUG OBJECT's quicklist fields (Redis's defaults: `list-max-listpack-size -2`, no compression),
+/// read from the payload's nodes: ` ql_nodes:1 ql_avg_node:2.00 ql_listpack_max:-2 ql_compressed:0
+/// ql_uncompressed_size:13`. None when the payload is not a quicklist.
+fn quicklist_fields(payload: &[u8], elements: usize) -> Option<String> {
+    let mut reader = RdbReader {
+        bytes: payload,
+        at: 0,
+    };
+    if reader.byte()? != RDB_TYPE_QUICKLIST_2 {
+        return None;
+    }
+    let nodes = reader.length()?;
+    let mut listpack_bytes = 0;
+    for _ in 0..nodes {
+        let _container = reader.length()?;
+        if reader.bytes.get(reader.at) == Some(&RDB_LZF_STRING) {
+            reader.at += 1;
+            let compressed = reader.length()?;
+            listpack_bytes += reader.length()?;
+            reader.at += compressed;
+        } else {
+            let len = reader.length()?;
+            listpack_bytes += len;
+            reader.at += len;
+        }
+    }
+    Some(format!(
+        " ql_nodes:{nodes} ql_avg_node:{:.2} ql_listpack_max:-2 ql_compressed:0 ql_uncompressed_size:{listpack_bytes}",
+        elements as f64 / nodes.max(1) as f64
+    ))
+}
+
+/// Reads RDB lengths (6-, 14-, 32- and 64-bit forms) off a payload.
+struct RdbReader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl RdbReader<'_> {
+    fn byte(&mut self) -> Option<u8> {
+        let byte = *self.bytes.get(self.at)?;
+        self.at += 1;
+        Some(byte)
+    }
+
+    fn big_endian(&mut self, width: usize) -> Option<usize> {
+        let bytes = self.bytes.get(self.at..self.at + width)?;
+        self.at += width;
+        Some(
+            bytes
+                .iter()
+                .fold(0usize, |value, &byte| (value << 8) | byte as usize),
+        )
+    }
+
+    fn length(&mut self) -> Option<usize> {
+        let first = self.byte()?;
+        match first >> 6 {
+            0 => Some((first & 0x3F) as usize),
+            1 => Some((((first & 0x3F) as usize) << 8) | self.byte()? as usize),
+            2 if first == 0x80 => self.big_endian(4),
+            2 if first == 0x81 => self.big_endian(8),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn quicklist_fields_read_the_payload() {
+        // Redis 7.0.15's DUMP of RPUSH l a b: one node, a 13-byte listpack.
+        let payload = [
+            18u8, 1, 2, 13, 13, 0, 0, 0, 2, 0, 0x81, b'a', 2, 0x81, b'b', 2, 0xFF, 10, 0,
+        ];
+        assert_eq!(
+            super::quicklist_fields(&payload, 2).as_deref(),
+            Some(" ql_nodes:1 ql_avg_node:2.00 ql_listpack_max:-2 ql_compressed:0 ql_uncompressed_size:13")
+        );
+        assert!(super::quicklist_fields(&[0, 1, b'v'], 1).is_none());
     }
 }
