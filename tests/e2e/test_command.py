@@ -24,7 +24,7 @@ for _cmd in DATA["commands"]:
 
 # Redis commands fallow refuses (it keeps no snapshots, has no MONITOR): it lists them with its own rows
 # (docs/compat.md, COMMAND), so they are compared with Redis's data only against redis-server.
-OWN_ROWS = {"save", "bgsave", "bgrewriteaof", "monitor"} if TARGET == "fallow" else set()
+OWN_ROWS = {"save", "bgsave", "bgrewriteaof"} if TARGET == "fallow" else set()
 
 
 def is_redis_row(name):

@@ -298,6 +298,13 @@ pub struct Config {
     pub slowlog_max_len: usize,
     /// Scripts lock only their declared keys' shards and may not touch other keys.
     pub lua_strict_keys: bool,
+    /// Events this slow (ms) go to the latency monitor (LATENCY); 0: the monitor is off.
+    #[serde(rename = "latency-monitor-threshold")]
+    pub latency_monitor_threshold_ms: u64,
+    /// Per-command latency histograms (LATENCY HISTOGRAM, INFO latencystats).
+    pub latency_tracking: bool,
+    /// The percentiles INFO latencystats reports, space-separated.
+    pub latency_tracking_info_percentiles: String,
     /// Entries ACL LOG keeps.
     pub acllog_max_len: usize,
     /// Keyspace notification classes (Redis's letters), kept in Redis's canonical form.
@@ -378,6 +385,9 @@ impl Default for Config {
             slowlog_log_slower_than_us: 10_000,
             slowlog_max_len: 128,
             lua_strict_keys: false,
+            latency_monitor_threshold_ms: 0,
+            latency_tracking: true,
+            latency_tracking_info_percentiles: "50 99 99.9".into(),
             acllog_max_len: 128,
             notify_keyspace_events: String::new(),
             auth_failures_before_delay: 10,
@@ -660,6 +670,14 @@ impl Config {
     }
 
     /// What the transactions' lock table follows.
+    /// `latency-tracking-info-percentiles` as numbers (checked when set).
+    pub fn latency_percentiles(&self) -> Vec<f64> {
+        self.latency_tracking_info_percentiles
+            .split_whitespace()
+            .filter_map(|word| word.parse().ok())
+            .collect()
+    }
+
     pub fn txn_settings(&self) -> crate::txn::TxnSettings {
         crate::txn::TxnSettings {
             abstract_locks: self.txn_locks == "abstract",
@@ -837,6 +855,15 @@ impl Config {
             ),
             ("slowlog-max-len", self.slowlog_max_len.to_string()),
             ("lua-strict-keys", yes_no(self.lua_strict_keys).into()),
+            (
+                "latency-monitor-threshold",
+                self.latency_monitor_threshold_ms.to_string(),
+            ),
+            ("latency-tracking", yes_no(self.latency_tracking).into()),
+            (
+                "latency-tracking-info-percentiles",
+                self.latency_tracking_info_percentiles.clone(),
+            ),
             ("acllog-max-len", self.acllog_max_len.to_string()),
             (
                 "notify-keyspace-events",

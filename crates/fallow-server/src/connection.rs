@@ -85,6 +85,10 @@ pub struct ConnState {
     pub commands_unreported: u64,
     /// Command-table index, calls and microseconds not yet added to `Server::command_stats`.
     pending_command_stats: Option<(usize, u64, u64)>,
+    /// Calls not yet added to the latency histograms.
+    pending_latency: crate::latency::PendingLatency,
+    /// CLIENT NO-TOUCH: the client's commands (but TOUCH) leave LRU/LFU records alone.
+    pub no_touch: bool,
     /// The open interactive transaction (TXN.BEGIN).
     pub txn: Option<crate::txn::session::Session>,
     /// The last transaction's buffers, emptied, for the next TXN.BEGIN.
@@ -153,6 +157,8 @@ impl ConnState {
             now_ms: fallow_store::now_ms(),
             commands_unreported: 0,
             pending_command_stats: None,
+            pending_latency: Default::default(),
+            no_touch: false,
             txn: None,
             txn_spare: Default::default(),
             plain_locks: None,
@@ -253,6 +259,8 @@ impl ConnState {
 
     /// Counts one executed command; runs of the same command are added up before touching shared counters.
     pub fn record_command(&mut self, server: &Server, index: usize, micros: u64) {
+        self.pending_latency
+            .add(&server.latency.histograms, index, micros);
         match &mut self.pending_command_stats {
             Some((pending, calls, total)) if *pending == index => {
                 *calls += 1;
@@ -267,6 +275,7 @@ impl ConnState {
 
     /// Adds this connection's pending counts to the server-wide counters (INFO reads those).
     pub fn flush_command_stats(&mut self, server: &Server) {
+        self.pending_latency.flush(&server.latency.histograms);
         if let Some((index, calls, micros)) = self.pending_command_stats.take() {
             let (total_calls, total_micros) = &server.command_stats[index];
             total_calls.fetch_add(calls, Ordering::Relaxed);
@@ -295,6 +304,7 @@ impl ConnState {
             .tracking
             .on
             .then_some((self.tracking.redirect, self.tracking.bcast));
+        snapshot.no_touch = self.no_touch;
         if snapshot.name != self.name {
             snapshot.name.clone_from(&self.name);
         }

@@ -12,8 +12,10 @@ pub mod fdlimit;
 mod fuzz_replay;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod latency;
 pub mod log_limit;
 pub mod metrics;
+pub mod monitor;
 pub mod net;
 pub mod notify;
 pub mod pubsub;

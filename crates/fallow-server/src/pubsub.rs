@@ -36,6 +36,8 @@ pub enum PubSubMessage {
     },
     /// Client-side caching: the connection invalidations were redirected to is gone.
     TrackingRedirectBroken { redirect: u64 },
+    /// A MONITOR line (see `crate::monitor`), sent as a simple string.
+    Monitor(Arc<[u8]>),
 }
 
 /// The three subscription namespaces.
@@ -73,6 +75,7 @@ impl PubSubMessage {
                     + FRAMING_BYTES;
             }
             PubSubMessage::TrackingRedirectBroken { .. } => return FRAMING_BYTES,
+            PubSubMessage::Monitor(_) => 0,
         };
         (names + self.payload().len()) as u64 + FRAMING_BYTES
     }
@@ -83,6 +86,7 @@ impl PubSubMessage {
             | PubSubMessage::PatternMessage { payload, .. }
             | PubSubMessage::ShardMessage { payload, .. } => payload,
             PubSubMessage::Invalidate { .. } | PubSubMessage::TrackingRedirectBroken { .. } => &[],
+            PubSubMessage::Monitor(line) => line,
         }
     }
 }
@@ -247,18 +251,20 @@ impl PubSub {
         (receivers, delivery.over_clients_limit.get())
     }
 
-    /// Queues a message for one connection outside any channel (client-side caching), under the same
-    /// limits as a subscriber's messages; false when it was not queued.
-    pub fn deliver_one(
+    /// Queues one message outside any channel (a MONITOR line, a client-side caching invalidation) for
+    /// one client under `class`'s output limits; false when it was not queued (the client is closed, or
+    /// was closed now for passing its limits).
+    pub fn deliver_to(
         &self,
-        sender: &Sender<PubSubMessage>,
-        handle: &Arc<ClientHandle>,
-        message: PubSubMessage,
         clients: &ClientsMemory,
+        class: ClientClass,
+        handle: &Arc<ClientHandle>,
+        sender: &Sender<PubSubMessage>,
+        message: PubSubMessage,
     ) -> bool {
         let delivery = Delivery {
             clients,
-            limit: clients.limits().class(ClientClass::Pubsub),
+            limit: clients.limits().class(class),
             now_ms: clients.now_ms(),
             over_clients_limit: std::cell::Cell::new(false),
         };

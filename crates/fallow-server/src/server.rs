@@ -57,6 +57,12 @@ pub struct Server {
     pub slowlog: crate::slowlog::SlowLog,
     /// Client-side caching (CLIENT TRACKING).
     pub tracking: crate::tracking::Tracking,
+    /// LATENCY's monitor and the per-command latency histograms.
+    pub latency: crate::latency::Latency,
+    /// MONITOR's clients.
+    pub monitors: crate::monitor::Monitors,
+    /// Active expiry runs (DEBUG SET-ACTIVE-EXPIRE 0 stops it; keys then expire only when touched).
+    pub active_expire: AtomicBool,
     /// Lua scripting: the script cache and the runs in progress.
     pub scripts: crate::scripting::Scripts,
     /// The data directory and tier 2 (set by `Server::open`; servers made by `new`, in tests, have none).
@@ -198,6 +204,9 @@ impl Server {
             scripts: crate::scripting::Scripts::default(),
             slowlog: crate::slowlog::SlowLog::default(),
             tracking,
+            latency: crate::latency::Latency::new(crate::command::info::table().len()),
+            monitors: crate::monitor::Monitors::default(),
+            active_expire: AtomicBool::new(true),
             pause: parking_lot::Mutex::new(None),
             paused: AtomicBool::new(false),
             durability: std::sync::OnceLock::new(),
@@ -371,6 +380,7 @@ impl Server {
         let handle = self.clients.lock().remove(&id);
         self.pubsub.unsubscribe_all(id);
         self.tracking.unregister(id);
+        self.monitors.remove(id);
         // After unsubscribing: no PUBLISH adds to its queue any more.
         if let Some(handle) = handle {
             self.clients_memory.release(&handle);
@@ -420,6 +430,11 @@ impl Server {
         if notify_flags != self.notify.flags() {
             self.set_notify_flags(notify_flags);
         }
+        self.latency.configure(
+            config.latency_monitor_threshold_ms,
+            config.latency_tracking,
+            config.latency_percentiles(),
+        );
         self.config_generation.fetch_add(1, Ordering::Relaxed);
         self.elastic.wake.config_changed();
     }

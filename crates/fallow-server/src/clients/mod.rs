@@ -33,6 +33,8 @@ pub struct ClientSnapshot {
     pub blocked: bool,
     /// Client-side caching: (redirection client id or 0, BCAST) while tracking is on.
     pub tracking: Option<(u64, bool)>,
+    /// CLIENT NO-TOUCH is on (flag `T`, as Redis 7.2 shows it).
+    pub no_touch: bool,
 }
 
 /// One connected client as the rest of the server sees it.
@@ -51,6 +53,8 @@ pub struct ClientHandle {
     /// How CLIENT UNBLOCK asked the wait to end (true: with an error, false: as a timeout).
     pub unblock_with_error: AtomicBool,
     pub unblock_signal: tokio::sync::Notify,
+    /// It runs MONITOR (flag `O`); set by `crate::monitor::Monitors`.
+    pub monitoring: AtomicBool,
     /// Its output, queued pub/sub and query bytes, for the output limits and maxmemory-clients.
     pub memory: memory::ClientMemory,
 }
@@ -112,6 +116,7 @@ impl ClientHandle {
             unblockable: AtomicBool::new(false),
             unblock_with_error: AtomicBool::new(false),
             unblock_signal: tokio::sync::Notify::new(),
+            monitoring: AtomicBool::new(false),
             memory: Default::default(),
         }
     }
@@ -136,6 +141,9 @@ pub fn describe_client(handle: &ClientHandle) -> String {
     let snapshot = handle.snapshot.lock().clone();
     let idle_s = handle.last_active.lock().elapsed().as_secs();
     let mut flags = String::new();
+    if handle.monitoring.load(Ordering::Relaxed) {
+        flags.push('O');
+    }
     if snapshot.subscriptions + snapshot.pattern_subscriptions > 0 {
         flags.push('P');
     }
@@ -150,6 +158,9 @@ pub fn describe_client(handle: &ClientHandle) -> String {
         if bcast {
             flags.push('B');
         }
+    }
+    if snapshot.no_touch {
+        flags.push('T');
     }
     if flags.is_empty() {
         flags.push('N');

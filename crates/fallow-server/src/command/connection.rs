@@ -57,11 +57,13 @@ fn reset(ctx: &mut Ctx, _args: &[&[u8]]) {
     crate::command::dispatch::txn::disconnect(ctx.server, ctx.conn);
     super::session::unsubscribe_all_quietly(ctx);
     super::tracking::disable(ctx.server, ctx.conn);
+    ctx.server.monitors.remove(ctx.conn.id());
     let conn = &mut *ctx.conn;
     conn.db = 0;
     conn.resp3 = false;
     ctx.out.resp3 = false;
     conn.reply_mode = ReplyMode::On;
+    conn.no_touch = false;
     conn.name.clear();
     conn.user = "default".into();
     conn.rebind_tenant(ctx.server);
@@ -238,25 +240,104 @@ fn client(ctx: &mut Ctx, args: &[&[u8]]) {
         super::tracking::client_caching(ctx, args);
     } else if is(sub, "trackinginfo") {
         super::tracking::client_trackinginfo(ctx, args);
-    } else if is(sub, "no-evict") && argc == 3 && (is(args[2], "on") || is(args[2], "off")) {
+    } else if is(sub, "no-evict") && argc == 3 {
         // fallow never evicts connections for memory, so there is nothing to exempt.
-        ctx.out.ok();
-    } else if is(sub, "help") {
-        let lines = [
-            "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-            "ID", "GETNAME", "SETNAME <name>", "INFO", "LIST [TYPE normal|pubsub] [ID <id> ...]",
-            "KILL <ip:port> | KILL [ID <id>] [ADDR <ip:port>] [LADDR <ip:port>] [USER <user>] [TYPE normal|pubsub] [SKIPME yes|no]",
-            "REPLY ON|OFF|SKIP", "NO-EVICT ON|OFF", "UNBLOCK <clientid> [TIMEOUT|ERROR]", "PAUSE <timeout> [WRITE|ALL]", "UNPAUSE", "GETREDIR",
-            "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]] [OPTIN] [OPTOUT] [NOLOOP]", "CACHING (YES|NO)", "TRACKINGINFO", "HELP",
-        ];
-        ctx.out.array_len(lines.len());
-        for line in lines {
-            ctx.out.simple(line);
+        if on_off(ctx, args[2]).is_some() {
+            ctx.out.ok();
         }
+    } else if is(sub, "no-touch") && argc == 3 {
+        client_no_touch(ctx, args[2]);
+    } else if is(sub, "help") && argc == 2 {
+        super::reply::help_reply(ctx, "CLIENT", CLIENT_HELP);
+    } else if is_fixed_arity_subcommand(sub) {
+        let sub = sub.to_ascii_lowercase();
+        super::reply::subcommand_arity_error(ctx, "client", &sub);
     } else {
         subcommand_error(ctx, args);
     }
 }
+
+/// CLIENT subcommands answered with an arity error when given the wrong number of arguments (the
+/// others' wrong counts are answered by their own parsers).
+fn is_fixed_arity_subcommand(sub: &[u8]) -> bool {
+    const NAMES: [&str; 10] = [
+        "id", "getname", "setname", "info", "kill", "reply", "no-evict", "no-touch", "getredir",
+        "help",
+    ];
+    NAMES.iter().any(|name| is(sub, name))
+}
+
+/// ON or OFF as a flag; anything else is answered with a syntax error (None).
+fn on_off(ctx: &mut Ctx, value: &[u8]) -> Option<bool> {
+    if is(value, "on") {
+        Some(true)
+    } else if is(value, "off") {
+        Some(false)
+    } else {
+        ctx.out.error(SYNTAX);
+        None
+    }
+}
+
+/// CLIENT NO-TOUCH ON|OFF (Redis 7.2): while on, the client's commands leave the keys' LRU/LFU records
+/// alone, except TOUCH, which still touches.
+fn client_no_touch(ctx: &mut Ctx, value: &[u8]) {
+    if let Some(on) = on_off(ctx, value) {
+        ctx.conn.no_touch = on;
+        ctx.out.ok();
+    }
+}
+
+/// CLIENT HELP: Redis 7.0.15's text, and NO-TOUCH as Redis 7.2 describes it.
+const CLIENT_HELP: &[&str] = &[
+    "CACHING (YES|NO)",
+    "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
+    "GETREDIR",
+    "    Return the client ID we are redirecting to when tracking is enabled.",
+    "GETNAME",
+    "    Return the name of the current connection.",
+    "ID",
+    "    Return the ID of the current connection.",
+    "INFO",
+    "    Return information about the current client connection.",
+    "KILL <ip:port>",
+    "    Kill connection made from <ip:port>.",
+    "KILL <option> <value> [<option> <value> [...]]",
+    "    Kill connections. Options are:",
+    "    * ADDR (<ip:port>|<unixsocket>:0)",
+    "      Kill connections made from the specified address",
+    "    * LADDR (<ip:port>|<unixsocket>:0)",
+    "      Kill connections made to specified local address",
+    "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+    "      Kill connections by type.",
+    "    * USER <username>",
+    "      Kill connections authenticated by <username>.",
+    "    * SKIPME (YES|NO)",
+    "      Skip killing current connection (default: yes).",
+    "LIST [options ...]",
+    "    Return information about client connections. Options:",
+    "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+    "      Return clients of specified type.",
+    "UNPAUSE",
+    "    Stop the current client pause, resuming traffic.",
+    "PAUSE <timeout> [WRITE|ALL]",
+    "    Suspend all, or just write, clients for <timeout> milliseconds.",
+    "REPLY (ON|OFF|SKIP)",
+    "    Control the replies sent to the current connection.",
+    "SETNAME <name>",
+    "    Assign the name <name> to the current connection.",
+    "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+    "    Unblock the specified blocked client.",
+    "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+    "         [OPTIN] [OPTOUT] [NOLOOP]",
+    "    Control server assisted client side caching.",
+    "TRACKINGINFO",
+    "    Report tracking status for the current connection.",
+    "NO-EVICT (ON|OFF)",
+    "    Protect current client connection from eviction.",
+    "NO-TOUCH (ON|OFF)",
+    "    Will not touch LRU/LFU stats when this mode is on.",
+];
 
 /// CLIENT PAUSE timeout-ms [WRITE|ALL]: commands (or writes) wait until the timeout; a longer pause of
 /// the same or a wider kind is kept, as Redis keeps it.
@@ -342,34 +423,31 @@ fn client_type_matches(handle: &ClientHandle, wanted: &[u8]) -> Option<bool> {
     }
 }
 
+/// CLIENT LIST [TYPE type | ID id ...]: Redis takes one of the two filters, not both; any integer is
+/// an id (one no client has matches nothing).
 fn client_list(ctx: &mut Ctx, args: &[&[u8]]) {
     ctx.conn.update_snapshot();
     let mut clients = all_clients(ctx);
-    let mut index = 2;
-    while index < args.len() {
-        if is(args[index], "type") && index + 1 < args.len() {
-            let wanted = args[index + 1];
-            if client_type_matches(&ctx.conn.handle, wanted).is_none() {
-                return ctx.out.error(&format!(
-                    "ERR Unknown client type '{}'",
-                    String::from_utf8_lossy(wanted)
-                ));
-            }
-            clients.retain(|client| client_type_matches(client, wanted) == Some(true));
-            index += 2;
-        } else if is(args[index], "id") && index + 1 < args.len() {
-            let mut ids = Vec::new();
-            for arg in &args[index + 1..] {
-                match parse_int(arg) {
-                    Some(id) if id > 0 => ids.push(id as u64),
-                    _ => return ctx.out.error("ERR Invalid client ID"),
-                }
-            }
-            clients.retain(|client| ids.contains(&client.id));
-            index = args.len();
-        } else {
-            return ctx.out.error(SYNTAX);
+    if args.len() == 4 && is(args[2], "type") {
+        let wanted = args[3];
+        if client_type_matches(&ctx.conn.handle, wanted).is_none() {
+            return ctx.out.error(&format!(
+                "ERR Unknown client type '{}'",
+                String::from_utf8_lossy(wanted)
+            ));
         }
+        clients.retain(|client| client_type_matches(client, wanted) == Some(true));
+    } else if args.len() > 3 && is(args[2], "id") {
+        let mut ids = Vec::with_capacity(args.len() - 3);
+        for arg in &args[3..] {
+            match parse_int(arg) {
+                Some(id) => ids.push(id),
+                None => return ctx.out.error("ERR Invalid client ID"),
+            }
+        }
+        clients.retain(|client| ids.contains(&(client.id as i64)));
+    } else if args.len() != 2 {
+        return ctx.out.error(SYNTAX);
     }
     let text: String = clients
         .iter()
@@ -428,6 +506,9 @@ fn client_kill(ctx: &mut Ctx, args: &[&[u8]]) {
         } else if is(name, "laddr") {
             filter.laddr = Some(text);
         } else if is(name, "user") {
+            if !ctx.server.acl.read().users.contains_key(&text) {
+                return ctx.out.error(&format!("ERR No such user '{text}'"));
+            }
             filter.user = Some(text);
         } else if is(name, "type") {
             if client_type_matches(&ctx.conn.handle, value).is_none() {

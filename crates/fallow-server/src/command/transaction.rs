@@ -123,6 +123,7 @@ fn exec(ctx: &mut Ctx, _args: &[&[u8]]) {
         }
         let started = std::time::Instant::now();
         guards = run_with_guards(server, ctx.conn, ctx.out, spec, &args, guards, true);
+        super::dispatch::feed_monitors(server, ctx.conn, spec, &args, false);
         let (calls, micros) = &server.command_stats[index];
         calls.fetch_add(1, Ordering::Relaxed);
         micros.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);

@@ -366,6 +366,22 @@ pub static PARAMS: &[Param] = &[
         config.lua_strict_keys = value.flag()
     }),
     param(
+        "latency-monitor-threshold",
+        Kind::Int {
+            min: 0,
+            max: i64::MAX,
+        },
+        |config, value| config.latency_monitor_threshold_ms = value.number(),
+    ),
+    param("latency-tracking", Kind::Bool, |config, value| {
+        config.latency_tracking = value.flag()
+    }),
+    param(
+        "latency-tracking-info-percentiles",
+        Kind::Normalized(check_percentiles),
+        |config, value| config.latency_tracking_info_percentiles = value.text(),
+    ),
+    param(
         "acllog-max-len",
         Kind::Int {
             min: 0,
@@ -543,6 +559,27 @@ fn check_appendonly(text: &str) -> Result<(), String> {
     }
 }
 
+/// `latency-tracking-info-percentiles`: numbers in 0..=100 separated by spaces, shown as Redis prints
+/// them (`50.0` as `50`).
+fn check_percentiles(text: &str) -> Result<String, String> {
+    let mut shown = Vec::new();
+    for word in text.split(' ').filter(|word| !word.is_empty()) {
+        let percentile: f64 = word
+            .parse()
+            .ok()
+            .filter(|value: &f64| value.is_finite())
+            .ok_or("Invalid latency-tracking-info-percentiles parameters")?;
+        if !(0.0..=100.0).contains(&percentile) {
+            return Err(
+                "latency-tracking-info-percentiles parameters should sit between [0.0,100.0]"
+                    .into(),
+            );
+        }
+        shown.push(percentile.to_string());
+    }
+    Ok(shown.join(" "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -568,6 +605,7 @@ mod tests {
                 "normal 1xb 0 0",
             ],
             "maxmemory-clients" => &["", "abc", "0%", "101%", "-1", "10xb", "1.5%"],
+            "latency-tracking-info-percentiles" => &["abc", "50 101", "-1", "50 x"],
             _ => &[],
         }
     }
@@ -629,6 +667,7 @@ mod tests {
                 "notify-keyspace-events" => "KEA".into(),
                 "client-output-buffer-limit" => "pubsub 64mb 16mb 60".into(),
                 "maxmemory-clients" => "5%".into(),
+                "latency-tracking-info-percentiles" => "50 99.99".into(),
                 _ => "tenant1".into(),
             },
         }

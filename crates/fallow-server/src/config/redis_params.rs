@@ -567,26 +567,9 @@ pub static ROWS: &[Row] = &[
         HIDDEN,
         Use::Stored,
     ),
-    row(
-        "latency-monitor-threshold",
-        None,
-        Kind::Int {
-            min: 0,
-            max: I64_MAX,
-        },
-        "0",
-        0,
-        Use::Stored,
-    ),
-    row("latency-tracking", None, Kind::Bool, "yes", 0, Use::Stored),
-    row(
-        "latency-tracking-info-percentiles",
-        None,
-        Kind::Normalized(check_percentiles),
-        "50 99 99.9",
-        0,
-        Use::Stored,
-    ),
+    own("latency-monitor-threshold", None, 0),
+    own("latency-tracking", None, 0),
+    own("latency-tracking-info-percentiles", None, 0),
     row(
         "lazyfree-lazy-eviction",
         None,
@@ -1313,27 +1296,6 @@ pub static ROWS: &[Row] = &[
 pub fn find(name: &str) -> Option<&'static Row> {
     ROWS.iter()
         .find(|row| row.name == name || row.alias == Some(name))
-}
-
-/// `latency-tracking-info-percentiles`: numbers in 0..=100 separated by spaces, shown as Redis prints
-/// them (`50.0` as `50`).
-fn check_percentiles(text: &str) -> Result<String, String> {
-    let mut shown = Vec::new();
-    for word in text.split(' ').filter(|word| !word.is_empty()) {
-        let percentile: f64 = word
-            .parse()
-            .ok()
-            .filter(|value: &f64| value.is_finite())
-            .ok_or("Invalid latency-tracking-info-percentiles parameters")?;
-        if !(0.0..=100.0).contains(&percentile) {
-            return Err(
-                "latency-tracking-info-percentiles parameters should sit between [0.0,100.0]"
-                    .into(),
-            );
-        }
-        shown.push(percentile.to_string());
-    }
-    Ok(shown.join(" "))
 }
 
 /// `oom-score-adj-values`: three integers in -2000..=2000.

@@ -286,12 +286,19 @@ async fn shard_housekeeping(server: &Server) {
     } else {
         COMPACT_BUDGET
     };
+    // DEBUG SET-ACTIVE-EXPIRE 0 stops active expiry (tests of lazy expiry rely on it).
+    let expires = server.active_expire.load(Ordering::Relaxed);
+    let mut expire_time = Duration::ZERO;
     for index in 0..store.shard_count() {
         if server.scripts.any_running() {
             return;
         }
-        store.expire_shard(index, EXPIRE_ITEMS_PER_ROUND);
-        crate::command::tracking::invalidate_unattributed(server);
+        if expires {
+            let started = std::time::Instant::now();
+            store.expire_shard(index, EXPIRE_ITEMS_PER_ROUND);
+            expire_time += started.elapsed();
+            crate::command::tracking::invalidate_unattributed(server);
+        }
         tokio::task::yield_now().await;
         let deadline = std::time::Instant::now() + budget;
         while store.compact_shard_slice(index, COMPACT_ITEMS_PER_SLICE)
@@ -300,16 +307,28 @@ async fn shard_housekeeping(server: &Server) {
             tokio::task::yield_now().await;
         }
     }
+    // The latency monitor's events, as Redis names its cycles (time with the locks held, yields left out).
+    server.latency.record_if_needed("expire-cycle", expire_time);
     // Under an elastic pool limit the controller reclaims the excess (in bounded slices); evicting here
     // too would release it twice. In fixed mode, after CONFIG SET lowered maxmemory: evict the excess
     // one bounded slice per shard lock hold, yielding between rounds, then give spare segments back
     // while resident bytes are over their target (compaction above handles dead space).
     if store.pool_limit_bytes() == 0 {
-        let deadline = std::time::Instant::now() + ENFORCE_BUDGET;
-        while store.enforce_maxmemory() && std::time::Instant::now() < deadline {
+        let started = std::time::Instant::now();
+        let deadline = started + ENFORCE_BUDGET;
+        let mut evict_time = Duration::ZERO;
+        loop {
+            let slice_started = std::time::Instant::now();
+            let more = store.enforce_maxmemory();
+            evict_time += slice_started.elapsed();
             crate::command::tracking::invalidate_unattributed(server);
+            if !more || std::time::Instant::now() >= deadline {
+                break;
+            }
             tokio::task::yield_now().await;
         }
-        crate::command::tracking::invalidate_unattributed(server);
+        server
+            .latency
+            .record_if_needed("eviction-cycle", evict_time);
     }
 }

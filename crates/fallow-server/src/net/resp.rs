@@ -868,5 +868,7 @@ pub fn encode_message(out: &mut ReplyWriter, message: &PubSubMessage) {
         PubSubMessage::Invalidate { .. } | PubSubMessage::TrackingRedirectBroken { .. } => {
             crate::tracking::encode(out, message)
         }
+        // Escaped by `crate::monitor::quote_into`: printable ASCII only.
+        PubSubMessage::Monitor(line) => out.simple(&String::from_utf8_lossy(line)),
     }
 }

@@ -21,6 +21,7 @@
 //! eviction. Everything shared sits behind one lock, taken only while some client tracks.
 pub mod table;
 
+use crate::clients::memory::ClientClass;
 use crate::clients::memory::ClientsMemory;
 use crate::clients::ClientHandle;
 use crate::pubsub::{PubSub, PubSubMessage};
@@ -460,11 +461,12 @@ impl Tracking {
             count(&self.stats.messages_dropped, 1);
             return;
         };
-        let delivered = outlet.pubsub.deliver_one(
-            &mailbox.sender,
-            &mailbox.handle,
-            message,
+        let delivered = outlet.pubsub.deliver_to(
             outlet.clients_memory,
+            ClientClass::Pubsub,
+            &mailbox.handle,
+            &mailbox.sender,
+            message,
         );
         if !delivered {
             count(&self.stats.messages_dropped, 1);

@@ -9,6 +9,18 @@ use crate::tier2::record::RecordKind;
 use crate::types::Kind;
 use hashbrown::HashTable;
 use rand::Rng;
+use std::cell::Cell;
+
+thread_local! {
+    /// Set while a CLIENT NO-TOUCH client's command runs on this thread: its reads leave LRU/LFU alone.
+    static NO_TOUCH: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Makes this thread's accesses leave LRU/LFU records alone (true) or update them (false) until changed
+/// again; returns the previous setting (so a nested run can put it back).
+pub fn set_thread_no_touch(no_touch: bool) -> bool {
+    NO_TOUCH.with(|cell| cell.replace(no_touch))
+}
 
 /// One keyspace (a database of a namespace) of a shard.
 #[derive(Default)]
@@ -159,6 +171,9 @@ impl Shard {
 
     /// Records an access for LRU/LFU (Redis's logarithmic counter with decay by idle minutes).
     pub(super) fn touch(&mut self, location: Location, now_ms: u64) {
+        if NO_TOUCH.with(Cell::get) {
+            return;
+        }
         let clock = self.access_clock_s(now_ms);
         let random: f64 = self.rng.gen();
         let mut counter = self.decayed_lfu_counter(location, clock);

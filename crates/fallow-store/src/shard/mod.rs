@@ -29,6 +29,7 @@ mod values;
 mod waiters;
 
 pub use housekeeping::EvictionPolicy;
+pub use index::set_thread_no_touch;
 pub use key_events::{KeyEvent, KeyEventCause, KEY_EVENTS_BYTES_MAX};
 pub use release::ReclaimStep;
 pub use tier::{

@@ -117,6 +117,11 @@ fn check_and_run(
         conn.wait_and_retry = true;
         return false;
     }
+    // Scripts show before the commands they run, as Redis feeds EVAL's line itself.
+    let script_first = matches!(spec.name, "eval" | "evalsha" | "eval_ro" | "evalsha_ro");
+    if script_first {
+        feed_monitors(server, conn, spec, args, false);
+    }
     let started = std::time::Instant::now();
     // TXN.*, RESET and QUIT end or act on the transaction itself
     let in_txn = conn.txn.is_some()
@@ -127,8 +132,18 @@ fn check_and_run(
     } else {
         run(server, conn, out, index, spec, args, false);
     }
-    let micros = started.elapsed().as_micros() as u64;
+    let elapsed = started.elapsed();
+    let micros = elapsed.as_micros() as u64;
     conn.record_command(server, index, micros);
+    let event = if spec.flags & flags::FAST != 0 {
+        "fast-command"
+    } else {
+        "command"
+    };
+    server.latency.record_if_needed(event, elapsed);
+    if !script_first && !conn.wait_and_retry {
+        feed_monitors(server, conn, spec, args, false);
+    }
     // Redis leaves AUTH and HELLO (passwords) and EXEC out of the slow log (fallow does not log the
     // commands EXEC runs one by one, as Redis does).
     let skips_slowlog = matches!(spec.name, "auth" | "hello" | "exec");
@@ -140,6 +155,36 @@ fn check_and_run(
     }
     conn.last_command = spec.name;
     true
+}
+
+/// Shows a command to MONITOR's clients (not administrative ones, as Redis hides them), with the
+/// database it left the connection in; `from_script`: run by a script's `redis.call`.
+pub fn feed_monitors(
+    server: &Server,
+    conn: &ConnState,
+    spec: &CommandSpec,
+    args: &[&[u8]],
+    from_script: bool,
+) {
+    if !server.monitors.active() || spec.flags & flags::ADMIN != 0 {
+        return;
+    }
+    let peer = &conn.handle.peer_addr;
+    let unix_address;
+    let origin = if from_script {
+        crate::monitor::Origin::Lua
+    } else if peer.starts_with('/') {
+        // A unix-socket client: Redis shows the socket's path.
+        let path = server.config.read().unixsocket.clone().unwrap_or_default();
+        unix_address = format!("unix:{path}");
+        crate::monitor::Origin::Client(&unix_address)
+    } else {
+        crate::monitor::Origin::Client(peer)
+    };
+    let clients = &server.clients_memory;
+    server
+        .monitors
+        .feed(&server.pubsub, clients, conn.db, origin, args);
 }
 
 /// Whether a command may write or be replicated (what CLIENT PAUSE WRITE holds back): writes, scripts and
@@ -356,11 +401,17 @@ pub fn run_with_guards<'s>(
         now_ms,
         in_exec,
     };
+    // CLIENT NO-TOUCH: reads leave LRU/LFU alone (TOUCH is meant to touch).
+    let no_touch = ctx.conn.no_touch && spec.name != "touch";
+    let touched_before = no_touch.then(|| fallow_store::shard::set_thread_no_touch(true));
     (spec.handler)(&mut ctx, args);
     super::tracking::after_store_access(server, ctx.conn, spec, args);
     if server.notify.flags() != 0 {
         // Expiries and evictions the command caused without publishing anything itself.
         ctx.publish_store_events();
+    }
+    if let Some(before) = touched_before {
+        fallow_store::shard::set_thread_no_touch(before);
     }
     if let Some(error) = fallow_store::shard::take_thread_error() {
         // A persistent write the log refused: the client must not take it as done.

@@ -24,12 +24,12 @@ pub const COMMANDS: &[CommandInfo] = &[
     info("wait", 3, NOSCRIPT, Keys::None, Group::KEYSPACE, "Wait for replicas to acknowledge writes (fallow has none: 0)"),
     info("replicaof", 3, ADMIN | NOSCRIPT | STALE, Keys::None, Group::SERVER, "REPLICAOF NO ONE (fallow has no replication)"),
     info("slaveof", 3, ADMIN | NOSCRIPT | STALE, Keys::None, Group::SERVER, "Old name of REPLICAOF"),
-    info("lolwut", -1, READONLY | FAST, Keys::None, Group::SERVER, "The server's version line"),
-    info("monitor", 1, ADMIN_FLAGS, Keys::None, Group::SERVER, "Refused (-ERR MONITOR is not supported by fallow)"),
+    info("lolwut", -1, READONLY | FAST, Keys::None, Group::SERVER, "Computer art (version 5: Schotter, 6: a skyline) and the version line"),
+    info("monitor", 1, ADMIN_FLAGS, Keys::None, Group::SERVER, "Stream every command run, in Redis's line format"),
 ];
 
 pub fn debug_keys(args: &[&[u8]]) -> Vec<usize> {
-    if args.len() == 3 && is(args[1], "object") {
+    if args.len() == 3 && (is(args[1], "object") || is(args[1], "listpack")) {
         vec![2]
     } else {
         Vec::new()

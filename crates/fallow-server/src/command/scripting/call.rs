@@ -121,6 +121,7 @@ impl ScriptRun<'_, '_, '_> {
         );
         self.ctx.guards =
             run_with_guards(server, self.ctx.conn, &mut out, spec, args, guards, true);
+        crate::command::dispatch::feed_monitors(server, self.ctx.conn, spec, args, true);
         let (calls, micros) = &server.command_stats[index];
         calls.fetch_add(1, Ordering::Relaxed);
         micros.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);

@@ -192,6 +192,7 @@ fn reset_stats(ctx: &mut Ctx) {
         calls.store(0, Ordering::Relaxed);
         micros.store(0, Ordering::Relaxed);
     }
+    ctx.server.latency.histograms.reset();
     ctx.server
         .store
         .memory

@@ -46,13 +46,13 @@ fn requested_sections(args: &[&[u8]]) -> Vec<&'static str> {
     for name in DEFAULT_SECTIONS
         .iter()
         .copied()
-        .chain(std::iter::once("commandstats"))
+        .chain(["commandstats", "latencystats"])
     {
         let asked = wanted.iter().any(|wanted| {
             wanted == name
                 || wanted == "all"
                 || wanted == "everything"
-                || (wanted == "default" && name != "commandstats")
+                || (wanted == "default" && !matches!(name, "commandstats" | "latencystats"))
         });
         if asked {
             sections.push(name);
@@ -107,6 +107,7 @@ fn info_text(ctx: &mut Ctx, sections: &[&str]) -> String {
             "scripting" => crate::scripting::info_section(&ctx.server.scripts, &mut text),
             "commandstats" => commandstats_section(ctx, &mut text),
             "errorstats" => errorstats_section(ctx, &mut text),
+            "latencystats" => super::latency::info_section(ctx, &mut text),
             _ => {}
         }
     }
@@ -502,6 +503,33 @@ fn tracking_fields(ctx: &Ctx, text: &mut String) {
     );
 }
 
+/// MONITOR's and the latency monitor's counters (INFO fallow).
+fn introspection_fields(ctx: &Ctx, text: &mut String) {
+    let monitors = &ctx.server.monitors;
+    let latency = &ctx.server.latency;
+    for (name, value) in [
+        ("monitors", monitors.count() as u64),
+        (
+            "monitor_lines_sent",
+            monitors.lines_sent.load(Ordering::Relaxed),
+        ),
+        (
+            "monitors_dropped_slow",
+            monitors.dropped_slow.load(Ordering::Relaxed),
+        ),
+        (
+            "latency_samples_recorded",
+            latency.samples_recorded.load(Ordering::Relaxed),
+        ),
+        (
+            "latency_samples_dropped",
+            latency.samples_dropped.load(Ordering::Relaxed),
+        ),
+    ] {
+        field(text, name, value);
+    }
+}
+
 fn fallow_section(ctx: &Ctx, totals: &ShardTotals, text: &mut String) {
     let config = ctx.server.config.read();
     text.push_str("# Fallow\r\n");
@@ -538,6 +566,7 @@ fn fallow_section(ctx: &Ctx, totals: &ShardTotals, text: &mut String) {
         "keyspace_notifications_published",
         ctx.server.notify.messages_published.load(Ordering::Relaxed),
     );
+    introspection_fields(ctx, text);
     field(text, "memcache_port", config.memcache_port);
     drop(config);
     for (name, value) in ctx

@@ -7,6 +7,8 @@ mod command;
 mod config;
 mod debug;
 mod info;
+mod latency;
+mod lolwut;
 mod memory;
 
 use super::shards::for_each_shard;
@@ -25,7 +27,7 @@ pub const HANDLERS: &[(&str, Handler)] = &[
     ("bgsave", no_snapshots),
     ("bgrewriteaof", no_snapshots),
     ("memory", memory::memory),
-    ("latency", debug::latency),
+    ("latency", latency::latency),
     ("debug", debug::debug),
     ("slowlog", debug::slowlog),
     ("shutdown", shutdown),
@@ -33,7 +35,7 @@ pub const HANDLERS: &[(&str, Handler)] = &[
     ("wait", wait),
     ("replicaof", replicaof),
     ("slaveof", replicaof),
-    ("lolwut", lolwut),
+    ("lolwut", lolwut::lolwut),
     ("monitor", monitor),
 ];
 
@@ -193,21 +195,20 @@ fn replicaof(ctx: &mut Ctx, args: &[&[u8]]) {
         .error("ERR fallow has no replication: only REPLICAOF NO ONE is accepted");
 }
 
-/// LOLWUT [VERSION v]: Redis 7.0.15's default answer, the version line. Versions 5 and 6 draw pictures in
-/// Redis (5 a random one); fallow answers them with the version line too.
-fn lolwut(ctx: &mut Ctx, args: &[&[u8]]) {
-    if args.len() >= 3 && is(args[1], "version") && super::parse_int(args[2]).is_none() {
-        return ctx.out.error(super::NOT_INTEGER);
-    }
-    let line = format!(
-        "Redis ver. {}\n",
-        crate::command::reply::REDIS_COMPATIBLE_VERSION
-    );
-    ctx.out.verbatim("txt", line.as_bytes());
-}
-
+/// MONITOR: from now on the connection is sent every command run (see `crate::monitor`); a second
+/// MONITOR is ignored without a reply, as Redis ignores it.
 fn monitor(ctx: &mut Ctx, _args: &[&[u8]]) {
-    ctx.out.error("ERR MONITOR is not supported by fallow");
+    if ctx.in_exec {
+        return ctx
+            .out
+            .error("ERR MONITOR isn't allowed for DENY BLOCKING client");
+    }
+    let monitors = &ctx.server.monitors;
+    if monitors.is_monitoring(ctx.conn.id()) {
+        return;
+    }
+    monitors.add(&ctx.conn.handle, &ctx.conn.pubsub_sender);
+    ctx.out.ok();
 }
 
 fn shutdown(ctx: &mut Ctx, args: &[&[u8]]) {
