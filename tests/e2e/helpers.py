@@ -232,7 +232,7 @@ class ServerProc:
             a = ["redis-server", "--port", str(self.port), "--bind", HOST, "--save", "",
                  "--appendonly", "no", "--unixsocket", self.unixsocket, "--unixsocketperm", "700",
                  "--dir", str(self.tmp), "--loglevel", "warning", "--daemonize", "no"]
-            for k in ("requirepass", "maxmemory", "maxmemory-policy"):
+            for k in ("requirepass", "maxmemory", "maxmemory-policy", "aclfile"):
                 if k in e:
                     a += [f"--{k}", str(e[k])]
             return a
