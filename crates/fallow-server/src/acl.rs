@@ -304,7 +304,11 @@ impl Acl {
     /// May `user` run this command with these arguments (its keys and channels)? Err holds the NOPERM
     /// reply and what ACL LOG records of it.
     pub fn check(&self, user: &str, spec: &CommandInfo, args: &[&[u8]]) -> Result<(), Denied> {
-        let objects = keys::objects(spec, args);
+        let units = units::units();
+        let unit_name = units
+            .of_call(spec.name, args)
+            .map_or(spec.name, |unit| units.list[unit].name.as_str());
+        let objects = keys::objects(spec, unit_name, args);
         self.check_objects(user, Some(spec), args, &objects)
     }
 

@@ -21,9 +21,10 @@ pub struct Object<'a> {
     pub kind: ObjectKind,
 }
 
-/// Keys then channels of a call, in the order Redis checks them.
-pub fn objects<'a>(spec: &CommandInfo, args: &[&'a [u8]]) -> Vec<Object<'a>> {
-    let mut objects: Vec<Object<'a>> = key_needs(spec, args)
+/// Keys then channels of a call, in the order Redis checks them. `unit_name` is the command or the
+/// subcommand it runs as (`object|encoding`), whose key specs apply.
+pub fn objects<'a>(spec: &CommandInfo, unit_name: &str, args: &[&'a [u8]]) -> Vec<Object<'a>> {
+    let mut objects: Vec<Object<'a>> = key_needs(spec, unit_name, args)
         .into_iter()
         .filter(|&(position, _)| position < args.len())
         .map(|(position, need)| Object {
@@ -41,17 +42,8 @@ pub fn objects<'a>(spec: &CommandInfo, args: &[&'a [u8]]) -> Vec<Object<'a>> {
 }
 
 /// (position, READ/WRITE) of each key.
-fn key_needs(spec: &CommandInfo, args: &[&[u8]]) -> Vec<(usize, u8)> {
-    // A subcommand has key specs of its own (OBJECT ENCODING key).
-    let subcommand = args.get(1).and_then(|sub| {
-        let name = format!(
-            "{}|{}",
-            spec.name,
-            String::from_utf8_lossy(sub).to_ascii_lowercase()
-        );
-        redis_keys::redis_command(&name)
-    });
-    let Some(redis) = subcommand.or_else(|| redis_keys::redis_command(spec.name)) else {
+fn key_needs(spec: &CommandInfo, unit_name: &str, args: &[&[u8]]) -> Vec<(usize, u8)> {
+    let Some(redis) = redis_keys::redis_command(unit_name) else {
         return own_key_needs(spec, args);
     };
     let all_flags = redis
@@ -149,7 +141,9 @@ mod tests {
     fn needs(text: &'static str) -> Vec<(usize, ObjectKind)> {
         let args: Vec<&[u8]> = text.split(' ').map(str::as_bytes).collect();
         let (_, spec) = lookup(args[0]).unwrap();
-        objects(spec, &args)
+        let units = crate::acl::units::units();
+        let unit = units.of_call(spec.name, &args).unwrap();
+        objects(spec, &units.list[unit].name, &args)
             .into_iter()
             .map(|object| (object.position, object.kind))
             .collect()

@@ -105,7 +105,8 @@ impl Units {
 
     /// The unit a call runs as: the subcommand its second argument names, else the command.
     pub fn of_call(&self, name: &str, args: &[&[u8]]) -> Option<usize> {
-        let unit = self.lookup(name)?;
+        // Table names are lower-case already: no copy on this per-command path.
+        let unit = *self.by_name.get(name)?;
         if self.list[unit].children.is_empty() || args.len() < 2 {
             return Some(unit);
         }
