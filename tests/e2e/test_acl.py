@@ -528,3 +528,14 @@ def test_a_bad_acl_file_refuses_the_start(server_factory, tmp_path):
     path.write_text("user bob on +nosuch\n")
     with pytest.raises(RuntimeError):
         server_factory(aclfile=str(path))
+
+
+def test_acl_log_context_lua(server_factory):
+    s = server_factory()
+    with RawConn(port=s.port) as admin, RawConn(port=s.port) as u:
+        assert admin.cmd("ACL", "SETUSER", "lu", "on", "nopass", "+eval", "~*") == "OK"
+        assert u.cmd("AUTH", "lu", "x") == "OK"
+        err = u.cmd("EVAL", "return redis.call('set','k','v')", "0")
+        assert err.startswith("ERR The user executing the script can't run this command or subcommand")
+        seen = [(e[b"reason"], e[b"context"], e[b"object"], e[b"username"]) for e in _entries(admin)]
+        assert seen == [(b"command", b"lua", b"set", b"lu")]
