@@ -293,3 +293,27 @@ proptest! {
         prop_assert_eq!(rebuilt.flags(), user.flags());
     }
 }
+
+#[test]
+fn acl_file_saves_atomically_and_loads_back() {
+    let dir = std::env::temp_dir().join(format!("fallow-aclfile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("users.acl");
+    let path_text = path.to_str().unwrap();
+    let mut acl = Acl::new("");
+    acl.users.insert(
+        "u".into(),
+        user_with(&["on", ">pw", "%R~k*", "(+set ~w*)"]).unwrap(),
+    );
+    file::save(path_text, &acl).unwrap();
+    let leftovers = std::fs::read_dir(&dir).unwrap().count();
+    assert_eq!(leftovers, 1, "no temporary file is left behind");
+    let loaded = file::load(path_text).unwrap();
+    assert_eq!(
+        loaded.values().map(User::describe).collect::<Vec<_>>(),
+        acl.users.values().map(User::describe).collect::<Vec<_>>()
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+    let missing = file::load(path_text).unwrap_err();
+    assert!(missing.ends_with("No such file or directory"), "{missing}");
+}
