@@ -227,8 +227,9 @@ def test_libmemcached_binary_sasl(pw_server):
 # ------------------------------------------------------------------------------------- permissions
 def test_acl_user_keys_and_commands_apply_to_memcached(pw_server):
     with admin_conn(pw_server) as admin:
+        # +info: memcached `stats` needs INFO, which Redis 7.0 puts in @dangerous
         assert admin.cmd("ACL", "SETUSER", "shop", "on", ">shop-pw", "~shop:*", "+@all", "-@admin",
-                         "-@dangerous") == "OK"
+                         "-@dangerous", "+info") == "OK"
         assert admin.cmd("SET", "shop:cart", "3") == "OK"
     with RawConn(port=pw_server.mc_port) as text:
         assert text_auth(text, "shop", "shop-pw") == b"STORED"

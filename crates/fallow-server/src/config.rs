@@ -168,6 +168,10 @@ pub struct Cli {
     /// per directory.
     #[arg(long, env = "FALLOW_DIR")]
     pub dir: Option<String>,
+    /// ACL file (as Redis's `aclfile`): users as ACL LIST lines, loaded at start and by ACL LOAD, written
+    /// by ACL SAVE. Not changeable with CONFIG SET.
+    #[arg(long, env = "FALLOW_ACLFILE")]
+    pub aclfile: Option<String>,
     /// Tier 2's file size limit (the file grows as data is written), e.g. 20gb; 0 turns tier 2 off.
     /// Default `auto`: twice the RAM pool's maximum (maxmemory, elastic-max or host RAM), capped by half
     /// the free disk space where the file goes.
@@ -315,6 +319,8 @@ pub struct Config {
     pub auth_failure_delay_ms: u64,
     pub auth_failure_delay_max_ms: u64,
     pub dir: String,
+    /// Empty: no ACL file (ACL LOAD and SAVE refuse).
+    pub aclfile: String,
     pub tier2_size: String,
     pub tier2_path: String,
     pub tier2_fsync: String,
@@ -394,6 +400,7 @@ impl Default for Config {
             auth_failure_delay_ms: 100,
             auth_failure_delay_max_ms: 2000,
             dir: "./fallow-data".into(),
+            aclfile: String::new(),
             tier2_size: "auto".into(),
             tier2_path: String::new(),
             tier2_fsync: "everysec".into(),
@@ -487,6 +494,7 @@ impl Config {
             log_level,
             memcache_tenant,
             dir,
+            aclfile,
             tier2_size,
             tier2_path,
             tier2_fsync,
@@ -882,6 +890,7 @@ impl Config {
                 self.auth_failure_delay_max_ms.to_string(),
             ),
             ("dir", self.dir.clone()),
+            ("aclfile", self.aclfile.clone()),
             ("tier2-size", self.tier2_size.clone()),
             ("tier2-path", self.tier2_path.clone()),
             ("tier2-fsync", self.tier2_fsync.clone()),

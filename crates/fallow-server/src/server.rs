@@ -122,6 +122,7 @@ impl Server {
         })?;
         crate::tenants::define_configured(&server.store, &tenants)?;
         server.restore_users(&crate::durability::saved_users(&dir))?;
+        server.load_acl_file()?;
         let config = server.config.read().clone();
         let durability = crate::durability::Durability::open(&config, dir, lock, &server.store)?;
         let _ = server.durability.set(durability);
@@ -141,12 +142,27 @@ impl Server {
                 return Err(format!("users.acl: not a user line: '{line}'"));
             };
             let mut user = crate::acl::User::new(name);
-            for rule in words {
+            let words: Vec<&str> = words.collect();
+            let rules = crate::acl::merge_selectors(&words)
+                .map_err(|start| format!("users.acl, user {name}: unmatched '{start}'"))?;
+            for rule in &rules {
                 user.apply_rule(rule)
                     .map_err(|error| format!("users.acl, user {name}: {error}"))?;
             }
             acl.users.insert(name.to_string(), user);
         }
+        Ok(())
+    }
+
+    /// With `aclfile` set, its users replace all others (as in Redis, where they cannot be mixed with
+    /// users from the configuration). Err (a bad file) refuses the start.
+    fn load_acl_file(&self) -> Result<(), String> {
+        let path = self.config.read().aclfile.clone();
+        if path.is_empty() {
+            return Ok(());
+        }
+        let users = crate::acl::file::load(&path)?;
+        self.acl.write().users = users;
         Ok(())
     }
 

@@ -1,9 +1,8 @@
-//! ACL SETUSER DELUSER LIST USERS WHOAMI GETUSER CAT LOG GENPASS HELP. The users and their rules live in
-//! `crate::acl`; AUTH and HELLO are connection commands.
-use super::info::categories;
-use super::{subcommand_error, table, Ctx, Handler};
-use crate::acl::User;
-use std::collections::BTreeSet;
+//! ACL SETUSER DELUSER LIST USERS WHOAMI GETUSER CAT LOG GENPASS DRYRUN LOAD SAVE HELP. The users and their
+//! rules live in `crate::acl`; AUTH and HELLO are connection commands.
+use super::{subcommand_error, Ctx, Handler};
+use crate::acl::units::{category_index, units};
+use crate::acl::{merge_selectors, User};
 
 pub const HANDLERS: &[(&str, Handler)] = &[("acl", acl)];
 
@@ -36,20 +35,73 @@ fn acl(ctx: &mut Ctx, args: &[&[u8]]) {
             None => ctx.out.error(super::NOT_INTEGER),
         },
         (b"genpass", 2 | 3) => genpass(ctx, args.get(2).copied()),
-        (b"save" | b"load", 2) => ctx.out.error(
-            "ERR This Redis instance is not configured to use an ACL file. You may want to specify users via the ACL SETUSER command and then issue a CONFIG REWRITE (assuming you have a Redis configuration file set) in order to store users in the Redis configuration.",
-        ),
+        (b"save", 2) => save(ctx),
+        (b"load", 2) => load(ctx),
         (b"help", 2) => help(ctx),
         (b"dryrun", 4..) => dryrun(ctx, args),
         (
-            b"setuser" | b"deluser" | b"list" | b"users" | b"whoami" | b"getuser" | b"cat"
-            | b"log" | b"genpass" | b"save" | b"load" | b"help" | b"dryrun",
+            b"setuser" | b"deluser" | b"list" | b"users" | b"whoami" | b"getuser" | b"cat" | b"log"
+            | b"genpass" | b"save" | b"load" | b"help" | b"dryrun",
             _,
         ) => ctx.out.error(&super::arity_error(&format!(
             "acl|{}",
             String::from_utf8_lossy(&sub)
         ))),
         _ => subcommand_error(ctx, args),
+    }
+}
+
+const NO_ACL_FILE: &str = "ERR This Redis instance is not configured to use an ACL file. You may want to specify users via the ACL SETUSER command and then issue a CONFIG REWRITE (assuming you have a Redis configuration file set) in order to store users in the Redis configuration.";
+
+/// The configured `aclfile`, or None (ACL LOAD and SAVE then refuse, as in Redis).
+fn acl_file(ctx: &Ctx) -> Option<String> {
+    let path = ctx.server.config.read().aclfile.clone();
+    (!path.is_empty()).then_some(path)
+}
+
+/// ACL SAVE: every user to the ACL file, atomically.
+fn save(ctx: &mut Ctx) {
+    let Some(path) = acl_file(ctx) else {
+        return ctx.out.error(NO_ACL_FILE);
+    };
+    let saved = crate::acl::file::save(&path, &ctx.server.acl.read());
+    match saved {
+        Ok(()) => ctx.out.ok(),
+        Err(error) => {
+            tracing::warn!(path, %error, "ACL SAVE failed");
+            ctx.out.error("ERR There was an error trying to save the ACLs. Please check the server logs for more information")
+        }
+    }
+}
+
+/// ACL LOAD: replaces every user with the file's, or changes nothing when any line is wrong. As in Redis
+/// 7.0, connections of users other than `default` are closed (their users were replaced).
+fn load(ctx: &mut Ctx) {
+    let Some(path) = acl_file(ctx) else {
+        return ctx.out.error(NO_ACL_FILE);
+    };
+    let users = match crate::acl::file::load(&path) {
+        Ok(users) => users,
+        Err(error) => return ctx.out.error(&format!("ERR {error}")),
+    };
+    {
+        let mut acl = ctx.server.acl.write();
+        acl.users = users;
+        ctx.server.acl_changed(&acl);
+    }
+    close_connections_of(ctx, |user| user != "default");
+    ctx.out.ok();
+}
+
+/// Closes the connections whose user matches (this one after its reply).
+fn close_connections_of(ctx: &mut Ctx, matches: impl Fn(&str) -> bool) {
+    for client in ctx.server.clients.lock().values() {
+        if client.id != ctx.conn.id() && matches(&client.snapshot.lock().user) {
+            client.kill();
+        }
+    }
+    if matches(&ctx.conn.user) {
+        ctx.conn.close_after_reply = true;
     }
 }
 
@@ -71,32 +123,7 @@ fn dryrun(ctx: &mut Ctx, args: &[&[u8]]) {
     }
     match acl.check(&user, spec.info, command) {
         Ok(()) => ctx.out.ok(),
-        Err(denied) => {
-            let why = match denied.reason {
-                crate::acl::log::Reason::Key => format!(
-                    "This user has no permissions to access the '{}' key",
-                    String::from_utf8_lossy(&denied.object)
-                ),
-                _ => format!(
-                    "This user has no permissions to run the '{}' command",
-                    spec.name
-                ),
-            };
-            ctx.out.bulk(why.as_bytes())
-        }
-    }
-}
-
-/// A user as ACL SETUSER creates it: disabled, no password, no commands, keys or channels.
-fn new_user(name: &str) -> User {
-    User {
-        name: name.to_string(),
-        enabled: false,
-        nopass: false,
-        passwords: BTreeSet::new(),
-        command_rules: Vec::new(),
-        key_patterns: Vec::new(),
-        channel_patterns: Vec::new(),
+        Err(denied) => ctx.out.bulk(denied.dryrun_text().as_bytes()),
     }
 }
 
@@ -120,6 +147,26 @@ fn setuser(ctx: &mut Ctx, args: &[&[u8]]) {
     if args.len() - 3 > RULES_MAX {
         return ctx.out.error("ERR too many ACL rules in one SETUSER");
     }
+    let mut rules = Vec::with_capacity(args.len() - 3);
+    for &rule in &args[3..] {
+        match std::str::from_utf8(rule) {
+            Ok(rule) => rules.push(rule),
+            Err(_) => {
+                return ctx.out.error(&format!(
+                    "ERR Error in ACL SETUSER modifier '{}': Syntax error",
+                    String::from_utf8_lossy(rule)
+                ))
+            }
+        }
+    }
+    let merged = match merge_selectors(&rules) {
+        Ok(merged) => merged,
+        Err(start) => {
+            return ctx.out.error(&format!(
+                "ERR Unmatched parenthesis in acl selector starting at '{start}'."
+            ))
+        }
+    };
     let mut acl = ctx.server.acl.write();
     if !acl.users.contains_key(name) && acl.users.len() >= USERS_MAX {
         return ctx.out.error("ERR too many users");
@@ -129,19 +176,9 @@ fn setuser(ctx: &mut Ctx, args: &[&[u8]]) {
         .users
         .get(name)
         .cloned()
-        .unwrap_or_else(|| new_user(name));
-    for &rule in &args[3..] {
-        let applied = match std::str::from_utf8(rule) {
-            Ok("") => Err(String::from(
-                "Error in ACL SETUSER modifier '': Syntax error",
-            )),
-            Ok(rule) => user.apply_rule(rule),
-            Err(_) => Err(format!(
-                "Error in ACL SETUSER modifier '{}': Syntax error",
-                String::from_utf8_lossy(rule)
-            )),
-        };
-        if let Err(message) = applied {
+        .unwrap_or_else(|| User::new(name));
+    for rule in &merged {
+        if let Err(message) = user.apply_rule(rule) {
             return ctx.out.error(&format!("ERR {message}"));
         }
     }
@@ -166,14 +203,7 @@ fn deluser(ctx: &mut Ctx, args: &[&[u8]]) {
         ctx.server.acl_changed(&acl);
     }
     // Connections authenticated as a deleted user are closed, as Redis does.
-    for client in ctx.server.clients.lock().values() {
-        if client.id != ctx.conn.id() && removed.contains(&client.snapshot.lock().user) {
-            client.kill();
-        }
-    }
-    if removed.contains(&ctx.conn.user) {
-        ctx.conn.close_after_reply = true;
-    }
+    close_connections_of(ctx, |user| removed.iter().any(|name| name == user));
     ctx.out.int(removed.len() as i64);
 }
 
@@ -181,28 +211,6 @@ fn list(ctx: &mut Ctx) {
     let acl = ctx.server.acl.read();
     let lines: Vec<String> = acl.users.values().map(User::describe).collect();
     ctx.out.bulks(lines.iter().map(|line| line.as_bytes()));
-}
-
-/// The command rules as Redis shows them: always starting from "+@all" or "-@all".
-fn command_rules_text(user: &User) -> String {
-    let starts_absolute = user
-        .command_rules
-        .first()
-        .is_some_and(|rule| rule == "+@all" || rule == "-@all");
-    let mut parts: Vec<&str> = Vec::new();
-    if !starts_absolute {
-        parts.push("-@all");
-    }
-    parts.extend(user.command_rules.iter().map(String::as_str));
-    parts.join(" ")
-}
-
-fn patterns_text(prefix: char, patterns: &[Vec<u8>]) -> String {
-    patterns
-        .iter()
-        .map(|pattern| format!("{prefix}{}", String::from_utf8_lossy(pattern)))
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 fn getuser(ctx: &mut Ctx, name: &[u8]) {
@@ -213,49 +221,52 @@ fn getuser(ctx: &mut Ctx, name: &[u8]) {
     let out = &mut *ctx.out;
     out.map_len(6);
     out.bulk(b"flags");
-    let mut flags = vec![if user.enabled { "on" } else { "off" }];
-    if user.nopass {
-        flags.push("nopass");
-    }
-    out.bulks(flags.iter().map(|flag| flag.as_bytes()));
+    out.bulks(user.flags().iter().map(|flag| flag.as_bytes()));
     out.bulk(b"passwords");
     out.bulks(user.passwords.iter().map(|hash| hash.as_bytes()));
-    out.bulk(b"commands");
-    out.bulk(command_rules_text(user).as_bytes());
-    out.bulk(b"keys");
-    out.bulk(patterns_text('~', &user.key_patterns).as_bytes());
-    out.bulk(b"channels");
-    out.bulk(patterns_text('&', &user.channel_patterns).as_bytes());
+    selector_fields(out, &user.root);
     out.bulk(b"selectors");
-    out.array_len(0);
+    out.array_len(user.selectors.len());
+    for selector in &user.selectors {
+        out.map_len(3);
+        selector_fields(out, selector);
+    }
+}
+
+/// commands, keys and channels of a selector, as GETUSER shows them.
+fn selector_fields(out: &mut super::ReplyWriter, selector: &crate::acl::selector::Selector) {
+    out.bulk(b"commands");
+    out.bulk(selector.describe_commands().as_bytes());
+    out.bulk(b"keys");
+    out.bulk(selector.describe_keys().join(" ").as_bytes());
+    out.bulk(b"channels");
+    out.bulk(selector.describe_channels().join(" ").as_bytes());
 }
 
 fn cat(ctx: &mut Ctx, category: Option<&[u8]>) {
     let Some(category) = category else {
-        return ctx
-            .out
-            .bulks(categories().iter().map(|category| category.as_bytes()));
+        return ctx.out.bulks(
+            super::info::categories()
+                .iter()
+                .map(|category| category.as_bytes()),
+        );
     };
-    let category = String::from_utf8_lossy(category).to_ascii_lowercase();
-    if !categories().contains(&category.as_str()) {
-        return ctx.out.error(&format!("ERR Unknown category '{category}'"));
-    }
-    let names: Vec<&str> = table()
-        .iter()
-        .filter(|spec| spec.categories().contains(&category.as_str()))
-        .map(|spec| spec.name)
-        .collect();
+    let name = String::from_utf8_lossy(category);
+    let Some(index) = category_index(&name) else {
+        return ctx.out.error(&format!("ERR Unknown category '{name}'"));
+    };
+    let names: Vec<&str> = units().in_category(index).collect();
     ctx.out.bulks(names.iter().map(|name| name.as_bytes()));
 }
 
-/// ACL LOG [count]: the newest entries, Redis 7.2's fields (7.0's plus entry-id and timestamps).
+/// ACL LOG [count]: the newest entries with Redis 7.0's fields.
 fn log(ctx: &mut Ctx, count: usize) {
     let entries = ctx.server.acl_log.newest(count);
     let now_ms = fallow_store::now_ms();
     let out = &mut *ctx.out;
     out.array_len(entries.len());
     for entry in entries {
-        out.map_len(10);
+        out.map_len(7);
         out.bulk(b"count");
         out.int(entry.count as i64);
         out.bulk(b"reason");
@@ -270,12 +281,6 @@ fn log(ctx: &mut Ctx, count: usize) {
         out.double(now_ms.saturating_sub(entry.updated_ms) as f64 / 1000.0);
         out.bulk(b"client-info");
         out.bulk(entry.client_info.as_bytes());
-        out.bulk(b"entry-id");
-        out.int(entry.entry_id as i64);
-        out.bulk(b"timestamp-created");
-        out.int(entry.created_ms as i64);
-        out.bulk(b"timestamp-last-updated");
-        out.int(entry.updated_ms as i64);
     }
 }
 
@@ -308,6 +313,8 @@ fn help(ctx: &mut Ctx) {
             "    when no category is specified.",
             "DELUSER <username> [<username> ...]",
             "    Delete a list of users.",
+            "DRYRUN <username> <command> [<arg> ...]",
+            "    Returns whether the user can execute the given command without executing the command.",
             "GETUSER <username>",
             "    Get the user's details.",
             "GENPASS [<bits>]",
@@ -315,8 +322,12 @@ fn help(ctx: &mut Ctx) {
             "    be used to specify a different size.",
             "LIST",
             "    Show users details in config file format.",
+            "LOAD",
+            "    Reload users from the ACL file.",
             "LOG [<count> | RESET]",
             "    Show the ACL log entries.",
+            "SAVE",
+            "    Save the current config to the ACL file.",
             "SETUSER <username> <attribute> [<attribute> ...]",
             "    Create or modify a user with the specified attributes.",
             "USERS",
@@ -330,16 +341,6 @@ fn help(ctx: &mut Ctx) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn command_rules_start_absolute() {
-        let mut user = new_user("bob");
-        assert_eq!(command_rules_text(&user), "-@all");
-        user.apply_rule("+get").unwrap();
-        assert_eq!(command_rules_text(&user), "-@all +get");
-        user.apply_rule("allcommands").unwrap();
-        assert_eq!(command_rules_text(&user), "+@all");
-    }
 
     #[test]
     fn user_names_are_checked() {

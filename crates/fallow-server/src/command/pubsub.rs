@@ -45,15 +45,11 @@ fn first_denied_channel<'a>(ctx: &Ctx, names: &[&'a [u8]], patterns: bool) -> Op
     let Some(user) = acl.users.get(&ctx.conn.user) else {
         return names.first().copied();
     };
+    // A pattern subscription needs a literal grant of that pattern (or of every channel).
     names.iter().copied().find(|name| {
-        !user.channel_patterns.iter().any(|allowed| {
-            if patterns {
-                // A pattern subscription needs a literal grant of that pattern (or of everything).
-                allowed.as_slice() == b"*" || allowed.as_slice() == *name
-            } else {
-                fallow_store::glob::matches(allowed, name)
-            }
-        })
+        !user
+            .all_selectors()
+            .any(|selector| selector.channel_allowed(name, patterns))
     })
 }
 

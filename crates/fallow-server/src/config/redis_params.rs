@@ -91,7 +91,7 @@ pub static ROWS: &[Row] = &[
         0,
         Use::Stored,
     ),
-    row("aclfile", None, Kind::AnyText, "", IMMUTABLE, Use::Stored),
+    own("aclfile", None, IMMUTABLE),
     own("acllog-max-len", None, 0),
     row(
         "active-defrag-cycle-max",

@@ -17,6 +17,7 @@ pub mod keyspec;
 pub mod list;
 pub mod pubsub;
 pub mod redis;
+pub mod redis_keys;
 pub mod scripting;
 pub mod server;
 pub mod set;
@@ -295,7 +296,7 @@ pub fn categories() -> &'static [&'static str] {
 }
 
 /// Redis 7.0's ACL categories in its order.
-const REDIS_CATEGORIES: [&str; 21] = [
+pub const REDIS_CATEGORIES: [&str; 21] = [
     "keyspace",
     "read",
     "write",
@@ -329,8 +330,12 @@ impl CommandInfo {
         }
     }
 
-    /// ACL categories of the command, for COMMAND INFO and ACL rules.
+    /// ACL categories of the command, for COMMAND INFO and ACL rules: Redis 7.0's for its commands, else
+    /// derived from the group and flags.
     pub fn categories(&self) -> Vec<&'static str> {
+        if let Some(redis) = redis_keys::redis_command(self.name) {
+            return redis_category_names(redis.categories);
+        }
         let mut categories = vec![self.group.category];
         let pairs = [
             (flags::WRITE, "write"),
@@ -355,6 +360,16 @@ impl CommandInfo {
         categories.dedup();
         categories
     }
+}
+
+/// The names of Redis category bits (`REDIS_CATEGORIES` order).
+pub fn redis_category_names(bits: u32) -> Vec<&'static str> {
+    REDIS_CATEGORIES
+        .iter()
+        .enumerate()
+        .filter(|(index, _)| bits & (1 << index) != 0)
+        .map(|(_, name)| *name)
+        .collect()
 }
 
 /// The argument positions of a command's keys.
