@@ -561,7 +561,7 @@ fn check_appendonly(text: &str) -> Result<(), String> {
 
 /// `latency-tracking-info-percentiles`: numbers in 0..=100 separated by spaces, shown as Redis prints
 /// them (`50.0` as `50`).
-fn check_percentiles(text: &str) -> Result<String, String> {
+pub(super) fn check_percentiles(text: &str) -> Result<String, String> {
     let mut shown = Vec::new();
     for word in text.split(' ').filter(|word| !word.is_empty()) {
         let percentile: f64 = word
