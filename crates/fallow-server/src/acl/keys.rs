@@ -1,7 +1,7 @@
 //! The keys and channels a call names, each with what it needs from the ACL: a key read and/or written (by
 //! Redis's key specs where Redis has the command), a channel published to or subscribed to (a pattern
 //! subscription needs the pattern itself granted).
-use crate::command::info::redis_keys::{self, INCOMPLETE, NOT_KEY, READ, VARIABLE_FLAGS, WRITE};
+use crate::command::info::redis_keys::{self, READ, WRITE};
 use crate::command::info::{flags, key_positions, CommandInfo};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,51 +43,10 @@ pub fn objects<'a>(spec: &CommandInfo, unit_name: &str, args: &[&'a [u8]]) -> Ve
 
 /// (position, READ/WRITE) of each key.
 fn key_needs(spec: &CommandInfo, unit_name: &str, args: &[&[u8]]) -> Vec<(usize, u8)> {
-    let Some(redis) = redis_keys::redis_command(unit_name) else {
-        return own_key_needs(spec, args);
-    };
-    let all_flags = redis
-        .key_specs
-        .iter()
-        .filter(|key_spec| key_spec.flags & NOT_KEY == 0)
-        .fold(0, |all, key_spec| all | key_spec.flags);
-    if all_flags & VARIABLE_FLAGS != 0 {
-        let flags = match spec.name {
-            "bitfield" => redis_keys::bitfield_key_flags(args),
-            _ => redis_keys::set_key_flags(args),
-        };
-        return key_positions(spec, args)
-            .into_iter()
-            .map(|position| (position, redis_keys::needs(flags)))
-            .collect();
+    match redis_keys::redis_command(unit_name) {
+        Some(redis) => redis_keys::key_needs(redis, args),
+        None => own_key_needs(spec, args),
     }
-    if let Some(keys) = redis_keys::spec_keys(redis, args) {
-        return keys
-            .into_iter()
-            .map(|(position, flags)| (position, redis_keys::needs(flags)))
-            .collect();
-    }
-    // Redis asks the command's own key finder here (SORT, MIGRATE, a bad numkeys): fallow's positions,
-    // each with its index spec's flags, the rest with the last spec's (SORT's STORE, MIGRATE's KEYS).
-    let fallback = redis
-        .key_specs
-        .iter()
-        .rev()
-        .find(|key_spec| key_spec.flags & NOT_KEY == 0)
-        .map_or(all_flags, |key_spec| key_spec.flags & !INCOMPLETE);
-    key_positions(spec, args)
-        .into_iter()
-        .map(|position| {
-            let flags = redis
-                .key_specs
-                .iter()
-                .find(|key_spec| {
-                    matches!(key_spec.begin, redis_keys::Begin::Index(at) if at as usize == position)
-                })
-                .map_or(fallback, |key_spec| key_spec.flags);
-            (position, redis_keys::needs(flags))
-        })
-        .collect()
 }
 
 /// fallow's own commands: a read-only command reads its keys, any other reads and writes them.

@@ -1,7 +1,7 @@
 //! What ACL command rules name: every command and subcommand of Redis 7.0 (so `+config|get`, the categories
 //! and ACL CAT are Redis's even for commands fallow does not implement), then fallow's own commands. Each
 //! unit has a bit in a selector's bitmap, as each command has an id in Redis.
-use crate::command::info::{self, redis_keys, redis_keys::REDIS_COMMANDS};
+use crate::command::info::{self, redis_keys};
 use std::collections::HashMap;
 use std::sync::LazyLock;
 
@@ -55,8 +55,9 @@ fn build() -> Units {
         assert!(previous.is_none(), "unit {name} twice");
     };
     // Redis's rows list each container right before its subcommands.
-    for command in REDIS_COMMANDS {
-        add(command.name, u64::from(command.categories), true, &mut list);
+    for command in redis_keys::all_commands() {
+        let bits = redis_keys::category_bits(command);
+        add(&command.name, u64::from(bits), true, &mut list);
     }
     for spec in info::table() {
         if redis_keys::redis_command(spec.name).is_some() {

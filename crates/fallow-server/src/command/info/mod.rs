@@ -334,7 +334,7 @@ impl CommandInfo {
     /// derived from the group and flags.
     pub fn categories(&self) -> Vec<&'static str> {
         if let Some(redis) = redis_keys::redis_command(self.name) {
-            return redis_category_names(redis.categories);
+            return redis_category_names(redis_keys::category_bits(redis));
         }
         let mut categories = vec![self.group.category];
         let pairs = [
