@@ -516,7 +516,7 @@ impl Durability {
     }
 
     fn replace_file(&self, name: &str, bytes: &[u8]) {
-        if let Err(error) = replace_file(&self.dir.join(name), bytes) {
+        if let Err(error) = crate::atomic_file::replace(&self.dir.join(name), bytes) {
             tracing::error!(file = name, %error, "cannot save to --dir");
         }
     }
@@ -548,25 +548,6 @@ fn take_clean_manifest(dir: &Path) -> Option<std::collections::HashSet<u64>> {
     )
 }
 
-/// Writes `bytes` beside `path`, syncs them and renames them over `path`.
-fn replace_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let temporary = path.with_extension("tmp");
-    // Owner-only: users.acl holds password hashes.
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&temporary)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    std::fs::rename(&temporary, path)?;
-    if let Some(parent) = path.parent() {
-        File::open(parent)?.sync_all()?;
-    }
-    Ok(())
-}
 
 /// The tenant declarations saved in `dir`, in id order.
 pub fn saved_tenants(dir: &Path) -> Vec<String> {

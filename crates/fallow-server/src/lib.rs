@@ -1,6 +1,7 @@
 //! The fallow server: configuration, networking, connections and the command table on top of
 //! `fallow-store` (data) and `fallow-proto` (codecs).
 pub mod acl;
+pub mod atomic_file;
 pub mod clients;
 pub mod command;
 pub mod config;

@@ -2,7 +2,6 @@
 //! 7.0's error texts naming the line), written by ACL SAVE (temporary file, fsync, rename).
 use super::{merge_selectors, Acl, RuleError, User};
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::Path;
 
 /// Largest ACL file read: a user line is rarely over a few kilobytes and users are bounded.
@@ -120,28 +119,5 @@ pub fn text(acl: &Acl) -> String {
 /// Writes the users to `path` atomically: a temporary file beside it, synced, renamed over it, and the
 /// directory synced, so a crash leaves the old file or the new one.
 pub fn save(path: &str, acl: &Acl) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let path = Path::new(path);
-    let temporary = path.with_extension(format!("tmp-{}", std::process::id()));
-    let written = (|| {
-        // Owner-only: the file holds password hashes.
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&temporary)?;
-        file.write_all(text(acl).as_bytes())?;
-        file.sync_all()?;
-        std::fs::rename(&temporary, path)
-    })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&temporary);
-        return written;
-    }
-    let parent = match path.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent,
-        _ => Path::new("."),
-    };
-    std::fs::File::open(parent)?.sync_all()
+    crate::atomic_file::replace(Path::new(path), text(acl).as_bytes())
 }
