@@ -234,7 +234,8 @@ class ServerProc:
                  "--appendonly", "no", "--unixsocket", self.unixsocket, "--unixsocketperm", "700",
                  "--dir", str(self.tmp), "--loglevel", "warning", "--daemonize", "no",
                  "--enable-debug-command", e.get("enable-debug-command", "yes")]
-            for k in ("requirepass", "maxmemory", "maxmemory-policy", "enable-protected-configs", "aclfile"):
+            for k in ("requirepass", "maxmemory", "maxmemory-policy", "enable-protected-configs", "aclfile",
+                      "enable-module-command"):
                 if k in e:
                     a += [f"--{k}", str(e[k])]
             return a

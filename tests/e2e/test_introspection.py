@@ -495,3 +495,38 @@ def test_lolwut_skyline(c):
     for line in lines[:20]:
         assert len(cell.findall(line)) == 80 and cell.sub("", line) == ""
     assert "97;107" in lines[0], "the sky is white"
+
+
+# --------------------------------------------------------------------------- MODULE
+MODULE_REFUSED = ('ERR MODULE command not allowed. If the enable-module-command option is set to "local", you can '
+                  'run it from a local connection, otherwise you need to set this option in the configuration file, '
+                  'and then restart the server.')
+
+
+def test_module_load_and_unload_are_refused_unless_enabled(c):
+    # Both servers start with enable-module-command at its default, no: LIST and HELP still answer.
+    assert c.cmd("MODULE", "LIST") == []
+    for call in (("LOAD", "/x.so"), ("LOADEX", "/x.so", "ARGS", "a"), ("UNLOAD", "x")):
+        assert c.cmd("MODULE", *call) == Err(MODULE_REFUSED), call
+    assert c.cmd("MODULE") == Err("ERR wrong number of arguments for 'module' command"), "arity first"
+    assert c.cmd("MODULE", "LOAD") == Err("ERR wrong number of arguments for 'module|load' command")
+    assert c.cmd("MULTI") == "OK"
+    assert c.cmd("MODULE", "UNLOAD", "x") == Err(MODULE_REFUSED), "refused before queueing"
+    assert c.cmd("EXEC") == Err("EXECABORT Transaction discarded because of previous errors.")
+
+
+def test_module_lists_none_and_loads_none(server_factory):
+    s = server_factory(enable_module_command="yes")
+    with RawConn(port=s.port) as c:
+        assert c.cmd("MODULE", "LIST") == []
+        loading_failed = Err("ERR Error loading the extension. Please check the server logs.")
+        assert c.cmd("MODULE", "LOAD", "/nonexistent/module.so") == loading_failed
+        assert c.cmd("MODULE", "LOADEX", "/nonexistent/module.so", "CONFIG", "a", "b", "ARGS", "c") == loading_failed
+        assert c.cmd("MODULE", "UNLOAD", "nosuch") == Err("ERR Error unloading module: no such module with that name")
+        assert c.cmd("MODULE", "LIST", "x") == Err("ERR wrong number of arguments for 'module|list' command")
+        assert c.cmd("MODULE", "LOAD") == Err("ERR wrong number of arguments for 'module|load' command")
+        assert c.cmd("MODULE", "NOSUCH") == Err("ERR unknown subcommand 'NOSUCH'. Try MODULE HELP.")
+        help_lines = c.cmd("MODULE", "HELP")
+        assert help_lines[0] == "MODULE <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"
+        assert "UNLOAD <name>" in help_lines and help_lines[-2:] == ["HELP", "    Prints this help."]
+        assert c.cmd("PING") == "PONG", "the server keeps serving"

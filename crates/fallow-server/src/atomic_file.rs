@@ -39,7 +39,11 @@ mod tests {
         super::replace(&path, b"old").unwrap();
         super::replace(&path, b"new").unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"new");
-        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "no temporary left");
+        assert_eq!(
+            std::fs::read_dir(&dir).unwrap().count(),
+            1,
+            "no temporary left"
+        );
         let missing = dir.join("no-such-dir").join("f");
         assert!(super::replace(&missing, b"x").is_err());
         std::fs::remove_dir_all(&dir).unwrap();

@@ -548,7 +548,6 @@ fn take_clean_manifest(dir: &Path) -> Option<std::collections::HashSet<u64>> {
     )
 }
 
-
 /// The tenant declarations saved in `dir`, in id order.
 pub fn saved_tenants(dir: &Path) -> Vec<String> {
     saved_lines(&dir.join(TENANTS_FILE))

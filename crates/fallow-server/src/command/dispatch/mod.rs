@@ -28,12 +28,17 @@ fn unknown_command_error(args: &[&[u8]]) -> String {
     text
 }
 
-/// DEBUG (and MODULE, which fallow lacks) run only where `enable-debug-command` (`enable-module-command`)
-/// allows, checked where Redis 7.0 checks it: after arity, before ACL and MULTI queueing.
-fn protected_command_refusal(server: &Server, conn: &ConnState, name: &str) -> Option<String> {
-    let switch = match name {
+/// MODULE's subcommands Redis 7.0 marks protected (CMD_PROTECTED; COMMAND INFO does not show the flag).
+const PROTECTED_MODULE_SUBCOMMANDS: [&str; 3] = ["module|load", "module|loadex", "module|unload"];
+
+/// DEBUG and MODULE LOAD/LOADEX/UNLOAD run only where `enable-debug-command` (`enable-module-command`)
+/// allows, checked where Redis 7.0 checks it: after the (sub)command's arity, before ACL and MULTI
+/// queueing.
+fn protected_command_refusal(server: &Server, conn: &ConnState, args: &[&[u8]]) -> Option<String> {
+    let name = String::from_utf8_lossy(args[0]).to_ascii_lowercase();
+    let switch = match name.as_str() {
         "debug" => "enable-debug-command",
-        "module" => "enable-module-command",
+        "module" if is_protected_module_call(args) => "enable-module-command",
         _ => return None,
     };
     if server.config.read().allows(switch, conn.handle.is_local()) {
@@ -45,6 +50,23 @@ local connection, otherwise you need to set this option in the configuration fil
 server.",
         name.to_ascii_uppercase()
     ))
+}
+
+/// A MODULE call of a protected subcommand with its right number of arguments (a wrong count gets the
+/// arity error first, as in Redis).
+fn is_protected_module_call(args: &[&[u8]]) -> bool {
+    match super::info::redis::lookup_call(args) {
+        Some(super::info::redis::Entry::Redis(sub)) => {
+            let argc = args.len() as i64;
+            let arity_ok = if sub.arity > 0 {
+                argc == sub.arity
+            } else {
+                argc >= -sub.arity
+            };
+            PROTECTED_MODULE_SUBCOMMANDS.contains(&sub.name.as_str()) && arity_ok
+        }
+        _ => false,
+    }
 }
 
 /// Runs one request. The reply (if any) is appended to `out`; an error reply is counted (INFO
@@ -88,7 +110,7 @@ fn check_and_run(
         out.error(&arity_error(spec.name));
         return true;
     }
-    if let Some(refusal) = protected_command_refusal(server, conn, spec.name) {
+    if let Some(refusal) = protected_command_refusal(server, conn, args) {
         conn.flag_multi_error();
         out.error(&refusal);
         return true;

@@ -26,6 +26,7 @@ pub const COMMANDS: &[CommandInfo] = &[
     info("slaveof", 3, ADMIN | NOSCRIPT | STALE, Keys::None, Group::SERVER, "Old name of REPLICAOF"),
     info("lolwut", -1, READONLY | FAST, Keys::None, Group::SERVER, "Computer art (version 5: Schotter, 6: a skyline) and the version line"),
     info("monitor", 1, ADMIN_FLAGS, Keys::None, Group::SERVER, "Stream every command run, in Redis's line format"),
+    info("module", -2, ADMIN_FLAGS, Keys::None, Group::SERVER, "Redis modules: none can be loaded (fallow has no module API); LIST is empty"),
 ];
 
 pub fn debug_keys(args: &[&[u8]]) -> Vec<usize> {

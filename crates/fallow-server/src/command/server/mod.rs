@@ -10,6 +10,7 @@ mod info;
 mod latency;
 mod lolwut;
 mod memory;
+mod module;
 
 use super::shards::for_each_shard;
 use super::{is, Ctx, Handler, SYNTAX};
@@ -37,6 +38,7 @@ pub const HANDLERS: &[(&str, Handler)] = &[
     ("slaveof", replicaof),
     ("lolwut", lolwut::lolwut),
     ("monitor", monitor),
+    ("module", module::module),
 ];
 
 // ----- figures INFO and MEMORY STATS share --------------------------------------------------------
