@@ -219,7 +219,6 @@ def test_an_overwritten_key_keeps_its_lfu_frequency(c):
         c.cmd("DEL", "lfu:hot", "lfu:new")
 
 
-@pytest.mark.redis_only
 def test_object_encoding_exact(r, c):
     r.set("int", "123")
     r.set("emb", "short")
@@ -227,6 +226,35 @@ def test_object_encoding_exact(r, c):
     assert c.cmd("OBJECT", "ENCODING", "int") == b"int"
     assert c.cmd("OBJECT", "ENCODING", "emb") == b"embstr"
     assert c.cmd("OBJECT", "ENCODING", "raw") == b"raw"
+
+
+def test_object_encoding_of_collections_follows_the_thresholds(r, c):
+    """Redis 7.0's compact encodings (listpack, intset) while the contents fit the *-max-* settings."""
+    r.delete("enc:h", "enc:h2", "enc:s", "enc:s2", "enc:z", "enc:z2", "enc:l")
+    r.hset("enc:h", mapping={"a": "1", "b": "2"})
+    r.hset("enc:h2", "f", "v" * 65)
+    r.sadd("enc:s", 1, 2, 3)
+    r.sadd("enc:s2", 1, "x")
+    r.zadd("enc:z", {"a": 1})
+    r.zadd("enc:z2", {"m" * 65: 1})
+    r.rpush("enc:l", "a")
+    expected = {"enc:h": b"listpack", "enc:h2": b"hashtable", "enc:s": b"intset", "enc:s2": b"hashtable",
+                "enc:z": b"listpack", "enc:z2": b"skiplist", "enc:l": b"quicklist"}
+    for key, encoding in expected.items():
+        assert c.cmd("OBJECT", "ENCODING", key) == encoding, key
+    try:
+        assert c.cmd("CONFIG", "SET", "hash-max-listpack-entries", "2", "set-max-intset-entries", "3",
+                     "zset-max-listpack-entries", "1") == "OK"
+        r.hset("enc:h", "c", "3")  # a third field: past the limit
+        r.sadd("enc:s", 4)
+        r.zadd("enc:z", {"b": 2})
+        assert c.cmd("OBJECT", "ENCODING", "enc:h") == b"hashtable"
+        assert c.cmd("OBJECT", "ENCODING", "enc:s") == b"hashtable"
+        assert c.cmd("OBJECT", "ENCODING", "enc:z") == b"skiplist"
+    finally:
+        assert c.cmd("CONFIG", "SET", "hash-max-listpack-entries", "128", "set-max-intset-entries", "512",
+                     "zset-max-listpack-entries", "128") == "OK"
+        r.delete(*expected)
 
 
 def test_select_isolation(raw):

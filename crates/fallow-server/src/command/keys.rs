@@ -676,13 +676,14 @@ fn object(ctx: &mut Ctx, args: &[&[u8]]) {
     let now = ctx.now_ms;
     let store = &ctx.server.store;
     let policy = store.policy();
+    let limits = ctx.server.config.read().encoding_limits();
     let shard = ctx.guards.shard(key);
     let Some(info) = shard.peek(db, key, now) else {
         return ctx.out.nil();
     };
     match name {
         "encoding" => {
-            let encoding = shard.encoding(db, key, now).unwrap_or("raw");
+            let encoding = shard.encoding(db, key, now, &limits).unwrap_or("raw");
             ctx.out.bulk(encoding.as_bytes());
         }
         "freq" if !is_lfu(policy) => ctx.out.error(LFU_NOT_SELECTED),

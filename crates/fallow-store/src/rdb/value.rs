@@ -92,6 +92,40 @@ pub struct EncodingLimits {
     pub list_plain_threshold_bytes: usize,
 }
 
+impl EncodingLimits {
+    /// Whether Redis keeps a hash of `len` such fields as a listpack.
+    pub fn hash_fits_listpack<'a>(
+        &self,
+        len: usize,
+        mut pairs: impl Iterator<Item = (&'a [u8], &'a [u8])>,
+    ) -> bool {
+        let max_value = self.hash_max_listpack_value_bytes;
+        len <= self.hash_max_listpack_entries
+            && pairs.all(|(field, value)| field.len() <= max_value && value.len() <= max_value)
+    }
+
+    /// Whether Redis keeps a sorted set of `len` such members as a listpack.
+    pub fn zset_fits_listpack<'a>(
+        &self,
+        len: usize,
+        mut members: impl Iterator<Item = &'a [u8]>,
+    ) -> bool {
+        len <= self.zset_max_listpack_entries
+            && members.all(|member| member.len() <= self.zset_max_listpack_value_bytes)
+    }
+
+    /// Whether Redis keeps a set of `len` such members as an intset.
+    pub fn set_fits_intset<'a>(
+        &self,
+        len: usize,
+        mut members: impl Iterator<Item = &'a [u8]>,
+    ) -> bool {
+        len != 0
+            && len <= self.set_max_intset_entries
+            && members.all(|member| crate::parse_i64_strict(member).is_some())
+    }
+}
+
 impl Default for EncodingLimits {
     fn default() -> Self {
         EncodingLimits {
@@ -129,18 +163,18 @@ pub fn encode_dump(value: &RdbValue, limits: &EncodingLimits) -> Vec<u8> {
 }
 
 fn write_set(out: &mut Vec<u8>, members: &[Vec<u8>], limits: &EncodingLimits) {
-    let ints: Option<Vec<i64>> = members.iter().map(|m| crate::parse_i64_strict(m)).collect();
-    match ints {
-        Some(ints) if !ints.is_empty() && ints.len() <= limits.set_max_intset_entries => {
-            out.push(TYPE_SET_INTSET);
-            encoding::write_string(out, &intset::encode(&ints), limits.rdb_compression);
-        }
-        _ => {
-            out.push(TYPE_SET);
-            encoding::write_len(out, members.len() as u64);
-            for member in members {
-                encoding::write_string(out, member, limits.rdb_compression);
-            }
+    let as_slices = || members.iter().map(Vec::as_slice);
+    if limits.set_fits_intset(members.len(), as_slices()) {
+        let ints: Vec<i64> = as_slices()
+            .map(|member| crate::parse_i64_strict(member).expect("an intset member"))
+            .collect();
+        out.push(TYPE_SET_INTSET);
+        encoding::write_string(out, &intset::encode(&ints), limits.rdb_compression);
+    } else {
+        out.push(TYPE_SET);
+        encoding::write_len(out, members.len() as u64);
+        for member in members {
+            encoding::write_string(out, member, limits.rdb_compression);
         }
     }
 }
@@ -155,10 +189,10 @@ fn zset_order(a: &(Vec<u8>, f64), b: &(Vec<u8>, f64)) -> std::cmp::Ordering {
 fn write_zset(out: &mut Vec<u8>, pairs: &[(Vec<u8>, f64)], limits: &EncodingLimits) {
     let mut sorted: Vec<&(Vec<u8>, f64)> = pairs.iter().collect();
     sorted.sort_by(|a, b| zset_order(a, b));
-    let fits_listpack = pairs.len() <= limits.zset_max_listpack_entries
-        && pairs
-            .iter()
-            .all(|(member, _)| member.len() <= limits.zset_max_listpack_value_bytes);
+    let fits_listpack = limits.zset_fits_listpack(
+        pairs.len(),
+        pairs.iter().map(|(member, _)| member.as_slice()),
+    );
     if fits_listpack {
         let mut builder = listpack::Builder::new();
         for (member, score) in sorted {
@@ -181,11 +215,12 @@ fn write_zset(out: &mut Vec<u8>, pairs: &[(Vec<u8>, f64)], limits: &EncodingLimi
 }
 
 fn write_hash(out: &mut Vec<u8>, pairs: &[(Vec<u8>, Vec<u8>)], limits: &EncodingLimits) {
-    let max_value = limits.hash_max_listpack_value_bytes;
-    let fits_listpack = pairs.len() <= limits.hash_max_listpack_entries
-        && pairs
+    let fits_listpack = limits.hash_fits_listpack(
+        pairs.len(),
+        pairs
             .iter()
-            .all(|(f, v)| f.len() <= max_value && v.len() <= max_value);
+            .map(|(field, value)| (field.as_slice(), value.as_slice())),
+    );
     if fits_listpack {
         let mut builder = listpack::Builder::new();
         for (field, value) in pairs {

@@ -372,7 +372,13 @@ impl Shard {
     }
 
     /// The collection's encoding name for OBJECT ENCODING.
-    pub fn encoding(&mut self, keyspace: usize, key: &[u8], now_ms: u64) -> Option<&'static str> {
+    pub fn encoding(
+        &mut self,
+        keyspace: usize,
+        key: &[u8],
+        now_ms: u64,
+        limits: &crate::rdb::EncodingLimits,
+    ) -> Option<&'static str> {
         let (hash, location) = self.lookup(keyspace, key, now_ms)?;
         let location = self.resident(keyspace, hash, location)?;
         let header = *self.header(location);
@@ -392,7 +398,7 @@ impl Shard {
                 self.collections[handle as usize]
                     .as_ref()
                     .expect("a collection item owns its handle")
-                    .encoding()
+                    .encoding(limits)
             }
         })
     }
@@ -517,7 +523,8 @@ mod tests {
         shard.put_value(1, b"h", hash, 0);
         assert!(!shard.exists(0, b"s", 0) && shard.exists(0, b"h", 0));
         assert_eq!(shard.get_string(1, b"s", 0).unwrap().unwrap().0, b"text");
-        assert_eq!(shard.encoding(1, b"h", 0), Some("hashtable"));
+        let limits = crate::rdb::EncodingLimits::default();
+        assert_eq!(shard.encoding(1, b"h", 0, &limits), Some("listpack"));
         assert_eq!(shard.volatile_stats(1).0, 1);
         shard.assert_consistent();
     }

@@ -200,11 +200,21 @@ impl Collection {
         }
     }
 
-    /// The encoding OBJECT ENCODING reports.
-    pub fn encoding(&self) -> &'static str {
+    /// The encoding OBJECT ENCODING reports: the one Redis 7.0 would hold these contents in under
+    /// `limits` (and the one DUMP writes). fallow's own memory layout is the same for every size.
+    pub fn encoding(&self, limits: &crate::rdb::EncodingLimits) -> &'static str {
         match self {
+            Collection::Hash(hash) if limits.hash_fits_listpack(hash.len(), hash.iter()) => {
+                "listpack"
+            }
             Collection::Hash(_) => "hashtable",
+            Collection::Set(set) if limits.set_fits_intset(set.len(), set.iter()) => "intset",
             Collection::Set(_) => "hashtable",
+            Collection::ZSet(zset)
+                if limits.zset_fits_listpack(zset.len(), zset.iter().map(|(member, _)| member)) =>
+            {
+                "listpack"
+            }
             Collection::ZSet(_) => "skiplist",
             Collection::List(_) => "quicklist",
             Collection::TopN(_) => "btree",
@@ -307,6 +317,43 @@ impl CollectionType for StreamValue {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn encoding_is_redis_s_for_the_contents() {
+        let limits = crate::rdb::EncodingLimits {
+            hash_max_listpack_entries: 2,
+            set_max_intset_entries: 2,
+            zset_max_listpack_entries: 1,
+            ..crate::rdb::EncodingLimits::default()
+        };
+        let mut hash = HashValue::default();
+        hash.insert(b"a", b"1");
+        assert_eq!(Collection::Hash(hash.clone()).encoding(&limits), "listpack");
+        hash.insert(b"b", &[b'v'; 65]);
+        assert_eq!(
+            Collection::Hash(hash.clone()).encoding(&limits),
+            "hashtable",
+            "value too long"
+        );
+        let mut set = SetValue::default();
+        set.insert(b"1");
+        assert_eq!(Collection::Set(set.clone()).encoding(&limits), "intset");
+        set.insert(b"x");
+        assert_eq!(
+            Collection::Set(set.clone()).encoding(&limits),
+            "hashtable",
+            "not an integer"
+        );
+        let mut zset = ZSetValue::default();
+        zset.insert(b"a", 1.0);
+        assert_eq!(Collection::ZSet(zset.clone()).encoding(&limits), "listpack");
+        zset.insert(b"b", 2.0);
+        assert_eq!(
+            Collection::ZSet(zset).encoding(&limits),
+            "skiplist",
+            "past the entry limit"
+        );
+    }
 
     /// Every collection key pays for the largest variant, so a new type must fit beside the others.
     #[test]
@@ -424,7 +471,8 @@ mod tests {
             let bytes = encoded(&collection);
             let decoded = Collection::decode(collection.kind(), &bytes).expect("decodes");
             assert_eq!(decoded.kind(), collection.kind());
-            assert_eq!(decoded.encoding(), collection.encoding());
+            let limits = crate::rdb::EncodingLimits::default();
+            assert_eq!(decoded.encoding(&limits), collection.encoding(&limits));
             assert_eq!(decoded.is_empty(), collection.is_empty());
             assert_eq!(encoded(&decoded), bytes);
             for len in 0..bytes.len() {

@@ -134,8 +134,9 @@ fn debug_packed_threshold(ctx: &mut Ctx, size: &[u8]) {
 fn debug_listpack(ctx: &mut Ctx, key: &[u8]) {
     let db = ctx.keyspace();
     let now = ctx.now_ms;
+    let limits = ctx.server.config.read().encoding_limits();
     let shard = ctx.guards.shard(key);
-    let Some(encoding) = shard.encoding(db, key, now) else {
+    let Some(encoding) = shard.encoding(db, key, now, &limits) else {
         return ctx.out.error(NO_SUCH_KEY);
     };
     if encoding == "listpack" {
@@ -178,11 +179,12 @@ fn debug_tier2_clean(ctx: &mut Ctx) {
 fn debug_object(ctx: &mut Ctx, key: &[u8]) {
     let db = ctx.keyspace();
     let now = ctx.now_ms;
+    let limits = ctx.server.config.read().encoding_limits();
     let shard = ctx.guards.shard(key);
     let Some(info) = shard.peek(db, key, now) else {
         return ctx.out.error(NO_SUCH_KEY);
     };
-    let encoding = shard.encoding(db, key, now).unwrap_or("raw");
+    let encoding = shard.encoding(db, key, now, &limits).unwrap_or("raw");
     let idle_s = shard.idle_s(&info, now);
     let payload = dump_payload(shard, db, key, now);
     let serialized = match &payload {
