@@ -52,10 +52,10 @@
 # stay in: they fail on Redis 7.0.15 too, and the comparison only lists specs that
 # pass on Redis.
 #
-# Redis starts from a small config file, as go-redis's harness starts it from
-# redis.conf (so CONFIG REWRITE works there); fallow starts from flags as
-# documented in docs/configuration.md. Retries: -ginkgo.flake-attempts=2 on both;
-# a spec that passed only on its retry is listed as flaky.
+# Both servers start from a small config file, as go-redis's harness starts
+# Redis from redis.conf (so CONFIG REWRITE works): redis.conf for Redis,
+# fallow.toml for fallow (docs/configuration.md), with the same settings.
+# Retries: -ginkgo.flake-attempts=2 on both; a spec that passed only on its retry is listed as flaky.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -128,8 +128,16 @@ EOF
         ;;
     fallow)
         [[ -x "$FALLOW_BIN" ]] || die "no fallow binary at $FALLOW_BIN (build it: cargo build --release)"
-        "$FALLOW_BIN" --port "$port" --memcache-port 0 --unixsocket '' --dir "$dir" \
-            --log-level warn >"$OUT/$name-server.log" 2>&1 &
+        # From a config file too, so CONFIG REWRITE has a file to rewrite (fallow's is TOML).
+        cat >"$dir/fallow.toml" <<EOF
+port = $port
+memcache-port = 0
+unixsocket = ""
+dir = "$dir"
+log-level = "warn"
+enable-module-command = "yes"
+EOF
+        "$FALLOW_BIN" --config "$dir/fallow.toml" >"$OUT/$name-server.log" 2>&1 &
         ;;
     *) die "unknown server $name (redis or fallow)" ;;
     esac
