@@ -144,3 +144,20 @@ def test_migrate_moves_keys_to_another_server(server, c):
         other.close()
     finally:
         target.cleanup()
+
+
+def test_migrate_errors_are_redis_s(c):
+    """Redis 7.0 reports a refused connection as a failed write (its blocking connect only waits for the
+    socket to turn writable) and a name that does not resolve as a failed connection; the key stays."""
+    import socket
+    with socket.socket() as probe:
+        probe.bind((HOST, 0))
+        closed_port = probe.getsockname()[1]
+    assert c.cmd("SET", "mig:k", "v") == "OK"
+    assert c.cmd("MIGRATE", HOST, str(closed_port), "mig:k", "0", "100") == \
+        Err("IOERR error or timeout writing to target instance")
+    assert c.cmd("MIGRATE", "nosuchhost.invalid", "6379", "mig:k", "0", "100") == \
+        Err("IOERR error or timeout connecting to the client")
+    assert c.cmd("MIGRATE", HOST, str(closed_port), "mig:missing", "0", "100") == "NOKEY"
+    assert c.cmd("GET", "mig:k") == b"v"
+    c.cmd("DEL", "mig:k")

@@ -266,9 +266,16 @@ fn exchange(
     let address = std::net::ToSocketAddrs::to_socket_addrs(target)
         .ok()
         .and_then(|mut addresses| addresses.next())
-        .ok_or(WRITE)?;
-    let mut stream =
-        std::net::TcpStream::connect_timeout(&address, timeout).map_err(|_| CONNECT)?;
+        .ok_or(CONNECT)?;
+    // Redis 7.0 waits for the socket to turn writable, which a refused connection also does: only a
+    // timeout reads "connecting"; a refusal shows up as the write that follows failing.
+    let mut stream = std::net::TcpStream::connect_timeout(&address, timeout).map_err(|error| {
+        if error.kind() == std::io::ErrorKind::TimedOut {
+            CONNECT
+        } else {
+            WRITE
+        }
+    })?;
     stream.set_read_timeout(Some(timeout)).map_err(|_| READ)?;
     stream.set_write_timeout(Some(timeout)).map_err(|_| WRITE)?;
     stream.write_all(request).map_err(|_| WRITE)?;
