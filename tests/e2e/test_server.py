@@ -271,3 +271,16 @@ def test_replicaof_no_one_and_lolwut(c):
 def test_replicaof_a_primary_is_refused(c):
     assert c.cmd("REPLICAOF", "localhost", "6399") == \
         Err("ERR fallow has no replication: only REPLICAOF NO ONE is accepted")
+
+
+def test_cluster_commands_answer_as_a_standalone_redis(c):
+    """Clients probe CLUSTER INFO, READONLY... to learn the mode: Redis 7.0 without cluster-enabled answers."""
+    disabled = Err("ERR This instance has cluster support disabled")
+    for call in (("CLUSTER", "INFO"), ("CLUSTER", "HELP"), ("CLUSTER", "KEYSLOT", "a"), ("CLUSTER", "SLOTS"),
+                 ("CLUSTER", "SETSLOT", "1", "NODE", "x"), ("READONLY",), ("READWRITE",), ("ASKING",)):
+        assert c.cmd(*call) == disabled, call
+    assert c.cmd("CLUSTER", "INFO", "x") == Err("ERR wrong number of arguments for 'cluster|info' command")
+    assert c.cmd("CLUSTER", "KEYSLOT") == Err("ERR wrong number of arguments for 'cluster|keyslot' command")
+    assert c.cmd("CLUSTER") == Err("ERR wrong number of arguments for 'cluster' command")
+    assert c.cmd("CLUSTER", "NOSUCH") == Err("ERR unknown subcommand 'NOSUCH'. Try CLUSTER HELP.")
+    assert c.cmd("READONLY", "x") == Err("ERR wrong number of arguments for 'readonly' command")

@@ -27,6 +27,10 @@ pub const COMMANDS: &[CommandInfo] = &[
     info("lolwut", -1, READONLY | FAST, Keys::None, Group::SERVER, "Computer art (version 5: Schotter, 6: a skyline) and the version line"),
     info("monitor", 1, ADMIN_FLAGS, Keys::None, Group::SERVER, "Stream every command run, in Redis's line format"),
     info("module", -2, ADMIN_FLAGS, Keys::None, Group::SERVER, "Redis modules: none can be loaded (fallow has no module API); LIST is empty"),
+    info("cluster", -2, NOSCRIPT | LOADING | STALE, Keys::None, Group::SERVER, "Refused: fallow runs no cluster (Redis's reply with cluster support disabled)"),
+    info("readonly", 1, FAST | LOADING | STALE, Keys::None, Group::SERVER, "Refused: fallow runs no cluster (Redis's reply with cluster support disabled)"),
+    info("readwrite", 1, FAST | LOADING | STALE, Keys::None, Group::SERVER, "Refused: fallow runs no cluster (Redis's reply with cluster support disabled)"),
+    info("asking", 1, FAST, Keys::None, Group::SERVER, "Refused: fallow runs no cluster (Redis's reply with cluster support disabled)"),
 ];
 
 pub fn debug_keys(args: &[&[u8]]) -> Vec<usize> {

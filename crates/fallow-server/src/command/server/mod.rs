@@ -3,6 +3,7 @@
 //! One file per concern: `info` (INFO and its sections), `config` (CONFIG), `command` (COMMAND),
 //! `memory` (MEMORY), `debug` (DEBUG, LATENCY, SLOWLOG); this file has the table of handlers, the figures
 //! INFO and MEMORY STATS share, and the small commands.
+mod cluster;
 mod command;
 mod config;
 mod debug;
@@ -39,6 +40,10 @@ pub const HANDLERS: &[(&str, Handler)] = &[
     ("lolwut", lolwut::lolwut),
     ("monitor", monitor),
     ("module", module::module),
+    ("cluster", cluster::cluster),
+    ("readonly", cluster::cluster_state),
+    ("readwrite", cluster::cluster_state),
+    ("asking", cluster::cluster_state),
 ];
 
 // ----- figures INFO and MEMORY STATS share --------------------------------------------------------
