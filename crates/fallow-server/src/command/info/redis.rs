@@ -438,7 +438,7 @@ mod tests {
         assert!(lookup(b"get|x").is_none());
         assert!(lookup(b"config|get|x").is_none());
         assert!(lookup(b"client|tracking").is_some());
-        assert!(lookup(b"cluster|info").is_none(), "fallow lacks it");
+        assert!(lookup(b"replconf").is_none(), "fallow lacks it");
         assert!(
             matches!(lookup(b"save"), Some(Entry::Own(_))),
             "fallow refuses SAVE"

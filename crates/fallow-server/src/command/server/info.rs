@@ -454,53 +454,21 @@ fn keyspace_section(totals: &ShardTotals, text: &mut String) {
 fn tracking_fields(ctx: &Ctx, text: &mut String) {
     let tracking = &ctx.server.tracking;
     let stats = &tracking.stats;
-    let load = |counter: &std::sync::atomic::AtomicU64| counter.load(Ordering::Relaxed);
     field(text, "tracking_table_bytes", tracking.memory_bytes());
-    field(
-        text,
-        "tracking_keys_remembered",
-        load(&stats.keys_remembered),
-    );
-    field(
-        text,
-        "tracking_invalidations_sent",
-        load(&stats.invalidations_sent),
-    );
-    field(
-        text,
-        "tracking_flush_invalidations",
-        load(&stats.flush_invalidations),
-    );
-    field(
-        text,
-        "tracking_table_evictions",
-        load(&stats.table_evictions),
-    );
-    field(
-        text,
-        "tracking_broadcasts_sent",
-        load(&stats.broadcasts_sent),
-    );
-    field(
-        text,
-        "tracking_redirects_broken",
-        load(&stats.redirects_broken),
-    );
-    field(
-        text,
-        "tracking_messages_dropped",
-        load(&stats.messages_dropped),
-    );
-    field(
-        text,
-        "key_changes_recorded",
-        load(&fallow_store::changes::CHANGES_RECORDED),
-    );
-    field(
-        text,
-        "key_changes_dropped",
-        load(&fallow_store::changes::CHANGES_DROPPED),
-    );
+    use fallow_store::changes::{CHANGES_DROPPED, CHANGES_RECORDED};
+    for (name, counter) in [
+        ("tracking_keys_remembered", &stats.keys_remembered),
+        ("tracking_invalidations_sent", &stats.invalidations_sent),
+        ("tracking_flush_invalidations", &stats.flush_invalidations),
+        ("tracking_table_evictions", &stats.table_evictions),
+        ("tracking_broadcasts_sent", &stats.broadcasts_sent),
+        ("tracking_redirects_broken", &stats.redirects_broken),
+        ("tracking_messages_dropped", &stats.messages_dropped),
+        ("key_changes_recorded", &CHANGES_RECORDED),
+        ("key_changes_dropped", &CHANGES_DROPPED),
+    ] {
+        field(text, name, counter.load(Ordering::Relaxed));
+    }
 }
 
 /// MONITOR's and the latency monitor's counters (INFO fallow).
