@@ -539,3 +539,21 @@ def test_acl_log_context_lua(server_factory):
         assert err.startswith("ERR The user executing the script can't run this command or subcommand")
         seen = [(e[b"reason"], e[b"context"], e[b"object"], e[b"username"]) for e in _entries(admin)]
         assert seen == [(b"command", b"lua", b"set", b"lu")]
+
+
+def test_setuser_names_the_first_bad_rule_even_after_binary_bytes(c):
+    """Redis applies rules in order: a later bad rule is named even when an earlier one holds bytes that are
+    not UTF-8 (fallow reads those as U+FFFD on a scratch copy, and never keeps them)."""
+    assert c.cmd("ACL", "SETUSER", "binrules", "reset", b"&doR\xe9-oel", "segkrs|") == \
+        Err("ERR Error in ACL SETUSER modifier 'segkrs|': Syntax error")
+    assert c.cmd("ACL", "SETUSER", "binrules", "reset", b"~k\xe9", "+@all", "nosuchrule") == \
+        Err("ERR Error in ACL SETUSER modifier 'nosuchrule': Syntax error")
+    c.cmd("ACL", "DELUSER", "binrules")
+
+
+@pytest.mark.fallow_only
+def test_setuser_refuses_rules_that_are_not_utf8(c):
+    """fallow's documented limit (docs/compat.md, ACL): Redis takes the bytes as a key pattern."""
+    reply = c.cmd("ACL", "SETUSER", "binrules2", "on", b"~k\xe9")
+    assert isinstance(reply, Err) and reply.endswith("': Syntax error")
+    assert c.cmd("ACL", "GETUSER", "binrules2") is None, "the user was not created"

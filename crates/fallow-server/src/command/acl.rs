@@ -147,18 +147,17 @@ fn setuser(ctx: &mut Ctx, args: &[&[u8]]) {
     if args.len() - 3 > RULES_MAX {
         return ctx.out.error("ERR too many ACL rules in one SETUSER");
     }
-    let mut rules = Vec::with_capacity(args.len() - 3);
-    for &rule in &args[3..] {
-        match std::str::from_utf8(rule) {
-            Ok(rule) => rules.push(rule),
-            Err(_) => {
-                return ctx.out.error(&format!(
-                    "ERR Error in ACL SETUSER modifier '{}': Syntax error",
-                    String::from_utf8_lossy(rule)
-                ))
-            }
-        }
-    }
+    // fallow's rules are UTF-8 (docs/compat.md, ACL). One that is not is applied to the scratch copy with
+    // its bytes read as U+FFFD, so any error Redis would name comes first; the copy is then refused, never
+    // kept.
+    let any_binary = args[3..]
+        .iter()
+        .any(|rule| std::str::from_utf8(rule).is_err());
+    let lossy: Vec<std::borrow::Cow<str>> = args[3..]
+        .iter()
+        .map(|rule| String::from_utf8_lossy(rule))
+        .collect();
+    let rules: Vec<&str> = lossy.iter().map(AsRef::as_ref).collect();
     let merged = match merge_selectors(&rules) {
         Ok(merged) => merged,
         Err(start) => {
@@ -177,10 +176,19 @@ fn setuser(ctx: &mut Ctx, args: &[&[u8]]) {
         .get(name)
         .cloned()
         .unwrap_or_else(|| User::new(name));
+    let mut first_binary = None;
     for rule in &merged {
+        if any_binary && first_binary.is_none() && rule.contains(char::REPLACEMENT_CHARACTER) {
+            first_binary = Some(rule);
+        }
         if let Err(message) = user.apply_rule(rule) {
             return ctx.out.error(&format!("ERR {message}"));
         }
+    }
+    if let Some(rule) = first_binary {
+        return ctx.out.error(&format!(
+            "ERR Error in ACL SETUSER modifier '{rule}': Syntax error"
+        ));
     }
     acl.users.insert(name.to_string(), user);
     ctx.server.acl_changed(&acl);
