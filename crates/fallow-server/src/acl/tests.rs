@@ -16,6 +16,14 @@ fn listed(rules: &[&str]) -> String {
 }
 
 /// The single-command tail of a description as a set: Redis prints it in its hash table's order.
+/// What ACL DRYRUN says of user `u` running `text` (words split on spaces).
+fn dryrun(acl: &Acl, text: &str) -> Result<(), String> {
+    let args: Vec<&[u8]> = text.split(' ').map(str::as_bytes).collect();
+    let (_, spec) = info::lookup(args[0]).unwrap();
+    acl.check("u", spec, &args)
+        .map_err(|denied| denied.dryrun_text())
+}
+
 fn tokens(text: &str) -> Vec<String> {
     let mut tokens: Vec<String> = text.split(' ').map(String::from).collect();
     tokens.sort();
@@ -142,12 +150,7 @@ fn selectors_grant_commands_with_their_keys() {
     ])
     .unwrap();
     acl.users.insert("u".into(), user);
-    let check = |text: &str| {
-        let args: Vec<&[u8]> = text.split(' ').map(str::as_bytes).collect();
-        let (_, spec) = info::lookup(args[0]).unwrap();
-        acl.check("u", spec, &args)
-            .map_err(|denied| denied.dryrun_text())
-    };
+    let check = |text: &str| dryrun(&acl, text);
     assert_eq!(check("get r1"), Ok(()));
     assert_eq!(check("set w1 v"), Ok(()));
     assert_eq!(check("copy r1 w1"), Ok(()));
@@ -175,12 +178,7 @@ fn channels_need_a_grant_and_patterns_an_exact_one() {
     let mut acl = Acl::new("");
     let user = user_with(&["on", "+@pubsub", "&news.*"]).unwrap();
     acl.users.insert("u".into(), user);
-    let check = |text: &str| {
-        let args: Vec<&[u8]> = text.split(' ').map(str::as_bytes).collect();
-        let (_, spec) = info::lookup(args[0]).unwrap();
-        acl.check("u", spec, &args)
-            .map_err(|denied| denied.dryrun_text())
-    };
+    let check = |text: &str| dryrun(&acl, text);
     assert_eq!(check("publish news.a m"), Ok(()));
     assert_eq!(check("psubscribe news.*"), Ok(()));
     let channel = |name: &str| {

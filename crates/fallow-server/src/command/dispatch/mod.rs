@@ -34,9 +34,13 @@ const PROTECTED_MODULE_SUBCOMMANDS: [&str; 3] = ["module|load", "module|loadex",
 /// DEBUG and MODULE LOAD/LOADEX/UNLOAD run only where `enable-debug-command` (`enable-module-command`)
 /// allows, checked where Redis 7.0 checks it: after the (sub)command's arity, before ACL and MULTI
 /// queueing.
-fn protected_command_refusal(server: &Server, conn: &ConnState, args: &[&[u8]]) -> Option<String> {
-    let name = String::from_utf8_lossy(args[0]).to_ascii_lowercase();
-    let switch = match name.as_str() {
+fn protected_command_refusal(
+    server: &Server,
+    conn: &ConnState,
+    name: &str,
+    args: &[&[u8]],
+) -> Option<String> {
+    let switch = match name {
         "debug" => "enable-debug-command",
         "module" if is_protected_module_call(args) => "enable-module-command",
         _ => return None,
@@ -57,13 +61,7 @@ server.",
 fn is_protected_module_call(args: &[&[u8]]) -> bool {
     match super::info::redis::lookup_call(args) {
         Some(super::info::redis::Entry::Redis(sub)) => {
-            let argc = args.len() as i64;
-            let arity_ok = if sub.arity > 0 {
-                argc == sub.arity
-            } else {
-                argc >= -sub.arity
-            };
-            PROTECTED_MODULE_SUBCOMMANDS.contains(&sub.name.as_str()) && arity_ok
+            PROTECTED_MODULE_SUBCOMMANDS.contains(&sub.name.as_str()) && sub.arity_ok(args.len())
         }
         _ => false,
     }
@@ -110,7 +108,7 @@ fn check_and_run(
         out.error(&arity_error(spec.name));
         return true;
     }
-    if let Some(refusal) = protected_command_refusal(server, conn, args) {
+    if let Some(refusal) = protected_command_refusal(server, conn, spec.name, args) {
         conn.flag_multi_error();
         out.error(&refusal);
         return true;

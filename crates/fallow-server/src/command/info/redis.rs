@@ -116,6 +116,16 @@ pub fn redis_commands() -> &'static [RedisCommand] {
 }
 
 impl RedisCommand {
+    /// Whether `argc` arguments (the name included) fit Redis's arity for this (sub)command.
+    pub fn arity_ok(&self, argc: usize) -> bool {
+        let argc = argc as i64;
+        if self.arity > 0 {
+            argc == self.arity
+        } else {
+            argc >= -self.arity
+        }
+    }
+
     /// What COMMAND GETKEYS needs of the command: its specs, and Redis's getkeys proc for it.
     pub fn key_model(&'static self) -> KeyModel<'static> {
         KeyModel {

@@ -10,13 +10,7 @@ const CLUSTER_DISABLED: &str = "ERR This instance has cluster support disabled";
 pub(super) fn cluster(ctx: &mut Ctx, args: &[&[u8]]) {
     match lookup_call(args) {
         Some(Entry::Redis(sub)) if sub.name.contains('|') => {
-            let argc = args.len() as i64;
-            let arity_ok = if sub.arity > 0 {
-                argc == sub.arity
-            } else {
-                argc >= -sub.arity
-            };
-            if arity_ok {
+            if sub.arity_ok(args.len()) {
                 ctx.out.error(CLUSTER_DISABLED)
             } else {
                 subcommand_arity_error(ctx, "cluster", args[1])
