@@ -1,0 +1,382 @@
+//! epoll over sets that hold channels.
+//!
+//! `epoll_ctl` on a channel records the program's interest (events, data) here and registers, in the
+//! kernel's set, the channel's doorbell for EPOLLIN and its lifeline, both under tagged data words the
+//! shim recognises and removes from what the program sees. `epoll_wait` reports channels from their
+//! rings (synthesized events) and the other descriptors from the kernel; while a reply is due it spins
+//! (the client's budget), then marks the channels sleeping and sleeps in the kernel's epoll_wait, which
+//! the doorbell ends. Edge-triggered interest is honoured by reporting a channel again only after a read
+//! or write since its last report, or new bytes; EPOLLONESHOT disables the interest until EPOLL_CTL_MOD.
+use crate::channel::{errno, lookup, spin_policy, Channel};
+use std::collections::BTreeMap;
+use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// The high half of the data word on the shim's own registrations.
+const TAG: u64 = 0xFA11_0E5C_0000_0000;
+const TAG_MASK: u64 = 0xFFFF_FFFF_0000_0000;
+/// Set in the low half for a lifeline (else it is a doorbell); the rest is the program's descriptor.
+const TAG_LIFELINE: u64 = 0x8000_0000;
+
+struct Member {
+    fd: i32,
+    channel: Arc<Channel>,
+    events: u32,
+    data: u64,
+    /// EPOLLONESHOT fired: nothing is reported until EPOLL_CTL_MOD.
+    disabled: bool,
+    // Edge-triggered bookkeeping: what was reported last and the counters then.
+    reported_in: bool,
+    reported_out: bool,
+    reported_hup: bool,
+    read_epoch: u64,
+    readable: usize,
+    write_epoch: u64,
+}
+
+#[derive(Default)]
+struct EpollSet {
+    members: Vec<Member>,
+    /// Some descriptor that is not a channel was added: the kernel must be asked too.
+    others: bool,
+}
+
+static SETS: Mutex<BTreeMap<i32, EpollSet>> = Mutex::new(BTreeMap::new());
+/// Sets holding at least one channel; epoll_wait on any set goes straight to the kernel when 0.
+static SETS_WITH_CHANNELS: AtomicUsize = AtomicUsize::new(0);
+/// Entries in SETS; close() skips the lock when 0.
+static SETS_TRACKED: AtomicUsize = AtomicUsize::new(0);
+
+fn sets() -> MutexGuard<'static, BTreeMap<i32, EpollSet>> {
+    SETS.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn recount(sets: &BTreeMap<i32, EpollSet>) {
+    SETS_TRACKED.store(sets.len(), Ordering::Relaxed);
+    let with = sets.values().filter(|s| !s.members.is_empty()).count();
+    SETS_WITH_CHANNELS.store(with, Ordering::Relaxed);
+}
+
+fn real_ctl(epfd: i32, op: i32, fd: i32, events: u32, data: u64) -> io::Result<()> {
+    let mut event = libc::epoll_event { events, u64: data };
+    // SAFETY: a valid event for the call.
+    let result = unsafe { crate::real::epoll_ctl(epfd, op, fd, &mut event) };
+    if result < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// epoll_ctl for a descriptor that is a channel.
+pub fn control_channel(
+    epfd: i32,
+    op: i32,
+    fd: i32,
+    channel: Arc<Channel>,
+    event: Option<libc::epoll_event>,
+) -> io::Result<()> {
+    let mut sets = sets();
+    let set = sets.entry(epfd).or_default();
+    let position = set.members.iter().position(|m| m.fd == fd);
+    match op {
+        libc::EPOLL_CTL_ADD => {
+            let event = event.ok_or_else(|| errno(libc::EFAULT))?;
+            if position.is_some() {
+                return Err(errno(libc::EEXIST));
+            }
+            real_ctl(
+                epfd,
+                libc::EPOLL_CTL_ADD,
+                fd,
+                libc::EPOLLIN as u32,
+                TAG | fd as u32 as u64,
+            )?;
+            // Another duplicate of the channel in the same set registered the lifeline already.
+            let lifeline_tag = TAG | TAG_LIFELINE | fd as u32 as u64;
+            let _ = real_ctl(
+                epfd,
+                libc::EPOLL_CTL_ADD,
+                channel.lifeline_fd,
+                libc::EPOLLIN as u32,
+                lifeline_tag,
+            );
+            set.members.push(Member {
+                fd,
+                channel,
+                events: event.events,
+                data: event.u64,
+                disabled: false,
+                reported_in: false,
+                reported_out: false,
+                reported_hup: false,
+                read_epoch: 0,
+                readable: 0,
+                write_epoch: 0,
+            });
+        }
+        libc::EPOLL_CTL_MOD => {
+            let event = event.ok_or_else(|| errno(libc::EFAULT))?;
+            let member = &mut set.members[position.ok_or_else(|| errno(libc::ENOENT))?];
+            member.events = event.events;
+            member.data = event.u64;
+            member.disabled = false;
+            member.reported_in = false;
+            member.reported_out = false;
+            member.reported_hup = false;
+        }
+        libc::EPOLL_CTL_DEL => {
+            let member = set
+                .members
+                .remove(position.ok_or_else(|| errno(libc::ENOENT))?);
+            let _ = real_ctl(epfd, libc::EPOLL_CTL_DEL, fd, 0, 0);
+            let _ = real_ctl(epfd, libc::EPOLL_CTL_DEL, member.channel.lifeline_fd, 0, 0);
+        }
+        _ => return Err(errno(libc::EINVAL)),
+    }
+    recount(&sets);
+    Ok(())
+}
+
+/// Notes that `epfd` holds a descriptor that is not a channel (EPOLL_CTL_ADD passed to the kernel).
+pub fn note_other(epfd: i32) {
+    let mut sets = sets();
+    sets.entry(epfd).or_default().others = true;
+    recount(&sets);
+}
+
+/// Forgets `fd` as a channel member of every set (it is being closed) and `fd` as a set.
+pub fn forget(fd: i32) {
+    if SETS_TRACKED.load(Ordering::Relaxed) == 0 {
+        return;
+    }
+    let mut sets = sets();
+    sets.remove(&fd);
+    for (epfd, set) in sets.iter_mut() {
+        if let Some(position) = set.members.iter().position(|m| m.fd == fd) {
+            let member = set.members.remove(position);
+            let _ = real_ctl(*epfd, libc::EPOLL_CTL_DEL, fd, 0, 0);
+            let _ = real_ctl(*epfd, libc::EPOLL_CTL_DEL, member.channel.lifeline_fd, 0, 0);
+        }
+    }
+    recount(&sets);
+}
+
+/// True when epoll_wait on `epfd` needs the shim.
+pub fn tracks_channels(epfd: i32) -> bool {
+    SETS_WITH_CHANNELS.load(Ordering::Relaxed) != 0
+        && sets().get(&epfd).is_some_and(|s| !s.members.is_empty())
+}
+
+/// The events a member shows now (0: none to report), updating its edge-triggered and one-shot state.
+fn member_events(member: &mut Member) -> u32 {
+    if member.disabled {
+        return 0;
+    }
+    let channel = &member.channel;
+    if channel.inherited() {
+        return (libc::EPOLLERR | libc::EPOLLHUP) as u32;
+    }
+    let interest = member.events;
+    let mut io = channel.io();
+    let readable = interest & libc::EPOLLIN as u32 != 0 && channel.read_ready(&io);
+    let writable = interest & libc::EPOLLOUT as u32 != 0 && channel.write_ready(&mut io);
+    let hung_up = channel.hung_up(&io);
+    let bytes = io.peeked.len() + io.chan.readable_bytes();
+    drop(io);
+    let mut events = 0u32;
+    let edge = interest & libc::EPOLLET as u32 != 0;
+    let read_epoch = channel.read_epoch.load(Ordering::Relaxed);
+    let write_epoch = channel.write_epoch.load(Ordering::Relaxed);
+    let new_in =
+        !edge || !member.reported_in || read_epoch != member.read_epoch || bytes > member.readable;
+    let new_out = !edge || !member.reported_out || write_epoch != member.write_epoch;
+    if readable && new_in {
+        events |= libc::EPOLLIN as u32;
+    }
+    if writable && new_out {
+        events |= libc::EPOLLOUT as u32;
+    }
+    if hung_up && (!edge || !member.reported_hup) {
+        events |= (libc::EPOLLHUP as u32) | (interest & libc::EPOLLRDHUP as u32);
+    }
+    member.reported_in = readable && (member.reported_in || events & libc::EPOLLIN as u32 != 0);
+    member.reported_out = writable && (member.reported_out || events & libc::EPOLLOUT as u32 != 0);
+    member.reported_hup |= hung_up;
+    member.read_epoch = read_epoch;
+    member.readable = bytes;
+    member.write_epoch = write_epoch;
+    if events != 0 && interest & libc::EPOLLONESHOT as u32 != 0 {
+        member.disabled = true;
+    }
+    events
+}
+
+/// Writes the members' events into `out`; returns how many, or None when the set is no longer tracked.
+fn synthesize(epfd: i32, out: &mut [libc::epoll_event]) -> Option<(usize, bool)> {
+    let mut sets = sets();
+    let set = sets.get_mut(&epfd)?;
+    let mut n = 0;
+    for member in set.members.iter_mut() {
+        if n == out.len() {
+            break;
+        }
+        let events = member_events(member);
+        if events != 0 {
+            out[n] = libc::epoll_event {
+                events,
+                u64: member.data,
+            };
+            n += 1;
+        }
+    }
+    Some((n, set.others))
+}
+
+/// Removes the shim's tagged events from `events` (noting lifelines that fired, draining doorbells
+/// nobody waits on); returns how many of the program's remain at the front.
+fn filter_tags(epfd: i32, events: &mut [libc::epoll_event]) -> usize {
+    let mut kept = 0;
+    for i in 0..events.len() {
+        let event = events[i];
+        let data = event.u64;
+        if data & TAG_MASK != TAG {
+            events[kept] = event;
+            kept += 1;
+            continue;
+        }
+        let fd = (data & 0x7FFF_FFFF) as i32;
+        let member = sets()
+            .get(&epfd)
+            .and_then(|s| {
+                s.members
+                    .iter()
+                    .find(|m| m.fd == fd)
+                    .map(|m| m.channel.clone())
+            })
+            .or_else(|| lookup(fd));
+        if let Some(channel) = member {
+            if data & TAG_LIFELINE != 0 {
+                channel.lifeline_down.store(true, Ordering::Relaxed);
+            } else {
+                channel.drain_if_unwatched();
+            }
+        }
+    }
+    kept
+}
+
+fn real_wait(
+    epfd: i32,
+    out: &mut [libc::epoll_event],
+    timeout_ms: i32,
+    mask: *const libc::sigset_t,
+) -> io::Result<usize> {
+    if out.is_empty() {
+        return Ok(0);
+    }
+    // SAFETY: `out` is valid for out.len() events.
+    let n = unsafe {
+        crate::real::epoll_pwait(epfd, out.as_mut_ptr(), out.len() as i32, timeout_ms, mask)
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(filter_tags(epfd, &mut out[..n as usize]))
+}
+
+/// Milliseconds left to `deadline`, rounded up (epoll's unit); -1 for none.
+fn timeout_ms(deadline: Option<Instant>) -> i32 {
+    match deadline {
+        None => -1,
+        Some(d) => {
+            let left = d.saturating_duration_since(Instant::now());
+            left.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32
+        }
+    }
+}
+
+/// Marks every member sleeping; returns the channels to wake after and whether one was ready already.
+fn prepare(epfd: i32) -> (Vec<Arc<Channel>>, bool) {
+    let sets = sets();
+    let mut prepared = Vec::new();
+    let mut already = false;
+    if let Some(set) = sets.get(&epfd) {
+        for member in set
+            .members
+            .iter()
+            .filter(|m| !m.disabled && !m.channel.inherited())
+        {
+            let want_read = member.events & libc::EPOLLIN as u32 != 0;
+            let want_write = member.events & libc::EPOLLOUT as u32 != 0;
+            already |= member.channel.prepare_to_sleep(want_read, want_write);
+            prepared.push(member.channel.clone());
+        }
+    }
+    (prepared, already)
+}
+
+fn reply_due(epfd: i32) -> bool {
+    sets().get(&epfd).is_some_and(|s| {
+        s.members
+            .iter()
+            .any(|m| m.channel.reply_due.load(Ordering::Relaxed))
+    })
+}
+
+/// epoll_wait/epoll_pwait on a set holding channels.
+pub fn wait(
+    epfd: i32,
+    out: &mut [libc::epoll_event],
+    deadline: Option<Instant>,
+    mask: *const libc::sigset_t,
+) -> io::Result<usize> {
+    let spin = if deadline.is_some_and(|d| d <= Instant::now()) || !reply_due(epfd) {
+        Duration::ZERO
+    } else {
+        Duration::from_nanos(spin_policy().spin_ns)
+    };
+    let started = Instant::now();
+    let mut rounds: u32 = 0;
+    loop {
+        let Some((ready, others)) = synthesize(epfd, out) else {
+            return real_wait(epfd, out, timeout_ms(deadline), mask);
+        };
+        rounds = rounds.wrapping_add(1);
+        let spinning = started.elapsed() < spin;
+        if ready > 0 {
+            let more = if others {
+                real_wait(epfd, &mut out[ready..], 0, mask)?
+            } else {
+                0
+            };
+            return Ok(ready + more);
+        }
+        if others && (!spinning || rounds % 32 == 0) {
+            let n = real_wait(epfd, out, 0, mask)?;
+            if n > 0 {
+                return Ok(n);
+            }
+        }
+        if spinning {
+            std::hint::spin_loop();
+            continue;
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Ok(0);
+        }
+        let (prepared, already) = prepare(epfd);
+        let timeout = if already { 0 } else { timeout_ms(deadline) };
+        let slept = real_wait(epfd, out, timeout, mask);
+        for channel in &prepared {
+            channel.woke();
+        }
+        let n = slept?;
+        let (more, _) = synthesize(epfd, &mut out[n..]).unwrap_or((0, false));
+        if n + more > 0 {
+            return Ok(n + more);
+        }
+    }
+}
