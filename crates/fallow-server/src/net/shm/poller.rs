@@ -33,6 +33,9 @@ const SLEEP_MS_MAX: i32 = 100;
 const EVENTS_PER_WAIT: usize = 64;
 /// How often the thread's CPU time is published to INFO.
 const CPU_REPORT_INTERVAL: Duration = Duration::from_millis(100);
+/// The tight part of an idle spin; after it the poller yields its core on every round, so that on a
+/// machine with more busy threads than cores the client it waits for (or anyone) can run there.
+const PURE_SPIN: Duration = Duration::from_micros(3);
 /// Token of the poller's own doorbell in epoll.
 const OWN_BELL_TOKEN: u64 = u64::MAX;
 
@@ -161,9 +164,14 @@ impl Poller {
             }
             let now = Instant::now();
             let spin = Duration::from_nanos(self.shared.spin_ns.load(Ordering::Relaxed));
-            if now.duration_since(self.last_work) < spin {
+            let idle = now.duration_since(self.last_work);
+            if idle < spin {
                 spinning_since.get_or_insert(now);
-                std::hint::spin_loop();
+                if idle < PURE_SPIN {
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::yield_now();
+                }
                 continue;
             }
             if let Some(since) = spinning_since.take() {
