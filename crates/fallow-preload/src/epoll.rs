@@ -7,12 +7,12 @@
 //! (the client's budget), then marks the channels sleeping and sleeps in the kernel's epoll_wait, which
 //! the doorbell ends. Edge-triggered interest is honoured by reporting a channel again only after a read
 //! or write since its last report, or new bytes; EPOLLONESHOT disables the interest until EPOLL_CTL_MOD.
-use crate::channel::{errno, lookup, spin_policy, Channel};
+use crate::channel::{errno, lookup, Channel};
 use std::collections::BTreeMap;
 use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// The high half of the data word on the shim's own registrations.
 const TAG: u64 = 0xFA11_0E5C_0000_0000;
@@ -22,6 +22,10 @@ const TAG_LIFELINE: u64 = 0x8000_0000;
 
 struct Member {
     fd: i32,
+    /// False after EPOLL_CTL_DEL: the kernel registration stays (ae deletes and re-adds interest on
+    /// every request; two system calls each time would cost more than the whole round trip) until the
+    /// descriptor closes.
+    active: bool,
     channel: Arc<Channel>,
     events: u32,
     data: u64,
@@ -34,6 +38,19 @@ struct Member {
     read_epoch: u64,
     readable: usize,
     write_epoch: u64,
+}
+
+impl Member {
+    /// Takes the program's interest (ADD of a dormant member, or MOD), starting edge tracking afresh.
+    fn interest(&mut self, event: libc::epoll_event) {
+        self.active = true;
+        self.events = event.events;
+        self.data = event.u64;
+        self.disabled = false;
+        self.reported_in = false;
+        self.reported_out = false;
+        self.reported_hup = false;
+    }
 }
 
 #[derive(Default)]
@@ -84,56 +101,56 @@ pub fn control_channel(
     match op {
         libc::EPOLL_CTL_ADD => {
             let event = event.ok_or_else(|| errno(libc::EFAULT))?;
-            if position.is_some() {
-                return Err(errno(libc::EEXIST));
+            match position {
+                Some(p) if set.members[p].active => return Err(errno(libc::EEXIST)),
+                Some(p) => set.members[p].interest(event),
+                None => {
+                    real_ctl(
+                        epfd,
+                        libc::EPOLL_CTL_ADD,
+                        fd,
+                        libc::EPOLLIN as u32,
+                        TAG | fd as u32 as u64,
+                    )?;
+                    // Another duplicate of the channel in the same set registered the lifeline already.
+                    let lifeline_tag = TAG | TAG_LIFELINE | fd as u32 as u64;
+                    let _ = real_ctl(
+                        epfd,
+                        libc::EPOLL_CTL_ADD,
+                        channel.lifeline_fd,
+                        libc::EPOLLIN as u32,
+                        lifeline_tag,
+                    );
+                    let mut member = Member {
+                        fd,
+                        active: true,
+                        channel,
+                        events: 0,
+                        data: 0,
+                        disabled: false,
+                        reported_in: false,
+                        reported_out: false,
+                        reported_hup: false,
+                        read_epoch: 0,
+                        readable: 0,
+                        write_epoch: 0,
+                    };
+                    member.interest(event);
+                    set.members.push(member);
+                }
             }
-            real_ctl(
-                epfd,
-                libc::EPOLL_CTL_ADD,
-                fd,
-                libc::EPOLLIN as u32,
-                TAG | fd as u32 as u64,
-            )?;
-            // Another duplicate of the channel in the same set registered the lifeline already.
-            let lifeline_tag = TAG | TAG_LIFELINE | fd as u32 as u64;
-            let _ = real_ctl(
-                epfd,
-                libc::EPOLL_CTL_ADD,
-                channel.lifeline_fd,
-                libc::EPOLLIN as u32,
-                lifeline_tag,
-            );
-            set.members.push(Member {
-                fd,
-                channel,
-                events: event.events,
-                data: event.u64,
-                disabled: false,
-                reported_in: false,
-                reported_out: false,
-                reported_hup: false,
-                read_epoch: 0,
-                readable: 0,
-                write_epoch: 0,
-            });
         }
         libc::EPOLL_CTL_MOD => {
             let event = event.ok_or_else(|| errno(libc::EFAULT))?;
-            let member = &mut set.members[position.ok_or_else(|| errno(libc::ENOENT))?];
-            member.events = event.events;
-            member.data = event.u64;
-            member.disabled = false;
-            member.reported_in = false;
-            member.reported_out = false;
-            member.reported_hup = false;
+            match position {
+                Some(p) if set.members[p].active => set.members[p].interest(event),
+                _ => return Err(errno(libc::ENOENT)),
+            }
         }
-        libc::EPOLL_CTL_DEL => {
-            let member = set
-                .members
-                .remove(position.ok_or_else(|| errno(libc::ENOENT))?);
-            let _ = real_ctl(epfd, libc::EPOLL_CTL_DEL, fd, 0, 0);
-            let _ = real_ctl(epfd, libc::EPOLL_CTL_DEL, member.channel.lifeline_fd, 0, 0);
-        }
+        libc::EPOLL_CTL_DEL => match position {
+            Some(p) if set.members[p].active => set.members[p].active = false,
+            _ => return Err(errno(libc::ENOENT)),
+        },
         _ => return Err(errno(libc::EINVAL)),
     }
     recount(&sets);
@@ -172,7 +189,7 @@ pub fn tracks_channels(epfd: i32) -> bool {
 
 /// The events a member shows now (0: none to report), updating its edge-triggered and one-shot state.
 fn member_events(member: &mut Member) -> u32 {
-    if member.disabled {
+    if member.disabled || !member.active {
         return 0;
     }
     let channel = &member.channel;
@@ -333,19 +350,13 @@ pub fn wait(
     deadline: Option<Instant>,
     mask: *const libc::sigset_t,
 ) -> io::Result<usize> {
-    let spin = if deadline.is_some_and(|d| d <= Instant::now()) || !reply_due(epfd) {
-        Duration::ZERO
-    } else {
-        Duration::from_nanos(spin_policy().spin_ns)
-    };
-    let started = Instant::now();
-    let mut rounds: u32 = 0;
+    let mut spin =
+        crate::spin::Spin::new(deadline.is_none_or(|d| d > Instant::now()) && reply_due(epfd));
+    let mut spinning = true;
     loop {
         let Some((ready, others)) = synthesize(epfd, out) else {
             return real_wait(epfd, out, timeout_ms(deadline), mask);
         };
-        rounds = rounds.wrapping_add(1);
-        let spinning = started.elapsed() < spin;
         if ready > 0 {
             let more = if others {
                 real_wait(epfd, &mut out[ready..], 0, mask)?
@@ -354,15 +365,18 @@ pub fn wait(
             };
             return Ok(ready + more);
         }
-        if others && (!spinning || rounds % 32 == 0) {
+        // While spinning, the kernel is asked about the other descriptors only now and then.
+        if others && (!spinning || spin.rounds().is_multiple_of(32)) {
             let n = real_wait(epfd, out, 0, mask)?;
             if n > 0 {
                 return Ok(n);
             }
         }
         if spinning {
-            std::hint::spin_loop();
-            continue;
+            spinning = spin.again();
+            if spinning {
+                continue;
+            }
         }
         if deadline.is_some_and(|d| Instant::now() >= d) {
             return Ok(0);

@@ -1,6 +1,8 @@
 //! The exported C functions. Each looks its descriptor up in the table and either passes the call to the
 //! next definition untouched or serves it from the channel. No panic crosses into C: a panic becomes
 //! `EIO`.
+// Each exported function is the C library function of the same name, with that function's contract.
+#![allow(clippy::missing_safety_doc)]
 use crate::channel::{self, lookup, Channel};
 use crate::{epoll, io as chio, open, poll, real, sockopt, targets};
 use libc::{
@@ -32,9 +34,10 @@ fn guard<T: TryFrom<usize> + From<i8>>(f: impl FnOnce() -> io::Result<usize>) ->
     }
 }
 
-/// A live (not inherited) channel behind `fd`.
+/// The channel behind `fd`. One inherited across fork stays in the table so that the child's reads and
+/// writes fail (ECONNRESET) instead of reaching the eventfd under the number.
 fn live(fd: c_int) -> Option<Arc<Channel>> {
-    lookup(fd).filter(|c| !c.inherited())
+    lookup(fd)
 }
 
 /// # Safety
@@ -60,7 +63,7 @@ unsafe fn slice<'a>(buf: *const c_void, len: size_t) -> &'a [u8] {
 /// # Safety
 /// `iov` holds `count` valid iovecs.
 unsafe fn iovecs_mut<'a>(iov: *const iovec, count: c_int) -> io::Result<Vec<&'a mut [u8]>> {
-    if count < 0 || count > libc::UIO_MAXIOV {
+    if !(0..=libc::UIO_MAXIOV).contains(&count) {
         return Err(channel::errno(libc::EINVAL));
     }
     if count == 0 {
@@ -76,7 +79,7 @@ unsafe fn iovecs_mut<'a>(iov: *const iovec, count: c_int) -> io::Result<Vec<&'a 
 /// # Safety
 /// `iov` holds `count` valid iovecs.
 unsafe fn iovecs<'a>(iov: *const iovec, count: c_int) -> io::Result<Vec<&'a [u8]>> {
-    if count < 0 || count > libc::UIO_MAXIOV {
+    if !(0..=libc::UIO_MAXIOV).contains(&count) {
         return Err(channel::errno(libc::EINVAL));
     }
     if count == 0 {

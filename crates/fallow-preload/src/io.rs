@@ -2,7 +2,7 @@
 //! A blocking call spins for the channel's budget and then sleeps on the doorbell (and the lifeline, so a
 //! dead server ends the wait); a non-blocking one answers `EAGAIN`. Signals interrupt a sleep with `EINTR`
 //! as they would a socket's.
-use crate::channel::{errno, spin_policy, Channel, Io, PEEK_BYTES_MAX};
+use crate::channel::{errno, Channel, Io, PEEK_BYTES_MAX};
 use std::io;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -73,23 +73,15 @@ pub fn sleep_on(channel: &Channel, deadline: Option<Instant>) -> io::Result<bool
 
 /// Waits until `want` holds: spins (the client's budget), then sleeps. Ok(false) when `deadline` passed.
 pub fn wait(channel: &Channel, want: Want, deadline: Option<Instant>) -> io::Result<bool> {
-    let started = Instant::now();
-    let spin = Duration::from_nanos(spin_policy().spin_ns);
-    let mut polls: u32 = 0;
-    while !spin.is_zero() {
+    let mut spin = crate::spin::Spin::new(true);
+    loop {
         if ready(channel, want) {
             return Ok(true);
         }
-        polls = polls.wrapping_add(1);
-        if polls % 16 != 0 {
-            std::hint::spin_loop();
-            continue;
-        }
-        let now = Instant::now();
-        if deadline.is_some_and(|d| now >= d) {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
             return Ok(false);
         }
-        if now.duration_since(started) >= spin {
+        if !spin.again() {
             break;
         }
     }

@@ -18,4 +18,5 @@ pub mod open;
 pub mod poll;
 pub mod real;
 pub mod sockopt;
+pub mod spin;
 pub mod targets;

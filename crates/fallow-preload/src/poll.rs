@@ -5,7 +5,7 @@
 //! checks the channels (and, with a zero timeout, the other descriptors); while a reply is due it spins
 //! for the client's budget; then it marks the channels sleeping and really waits on the other descriptors,
 //! the channels' doorbells and their lifelines, and checks again when woken.
-use crate::channel::{lookup, spin_policy, Channel};
+use crate::channel::{lookup, Channel};
 use std::io;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -103,24 +103,19 @@ pub fn poll(
     }
     let others = fds.iter().filter(|p| p.fd >= 0).count() > watched.len();
     let is_channel = |i: usize| watched.iter().any(|w| w.index == i);
-    let spin = if deadline.is_some_and(|d| d <= Instant::now())
-        || !watched
-            .iter()
-            .any(|w| w.channel.reply_due.load(Ordering::Relaxed))
-    {
-        Duration::ZERO
-    } else {
-        Duration::from_nanos(spin_policy().spin_ns)
-    };
-    let started = Instant::now();
-    let mut rounds: u32 = 0;
+    let mut spin = crate::spin::Spin::new(
+        deadline.is_none_or(|d| d > Instant::now())
+            && watched
+                .iter()
+                .any(|w| w.channel.reply_due.load(Ordering::Relaxed)),
+    );
+    let mut spinning = true;
     loop {
         let channels_ready = synthesize(fds, &watched);
-        rounds = rounds.wrapping_add(1);
-        let spinning = started.elapsed() < spin;
         // While spinning, the kernel is asked about the other descriptors only now and then: a system
         // call costs more than many ring checks.
-        let ask_kernel = others && (channels_ready > 0 || !spinning || rounds % 32 == 0);
+        let ask_kernel =
+            others && (channels_ready > 0 || !spinning || spin.rounds().is_multiple_of(32));
         let others_ready = if ask_kernel {
             real_ppoll(&mut real, remaining(Some(Instant::now())), mask)?
         } else {
@@ -130,8 +125,10 @@ pub fn poll(
             return Ok(merge(fds, &real, &is_channel));
         }
         if spinning {
-            std::hint::spin_loop();
-            continue;
+            spinning = spin.again();
+            if spinning {
+                continue;
+            }
         }
         if deadline.is_some_and(|d| Instant::now() >= d) {
             return Ok(merge(fds, &real, &is_channel));
