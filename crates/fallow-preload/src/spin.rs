@@ -8,7 +8,7 @@ use crate::channel::spin_policy;
 use std::time::{Duration, Instant};
 
 /// The tight part of the spin.
-const PURE_SPIN: Duration = Duration::from_micros(3);
+const PURE_SPIN: Duration = Duration::from_micros(1);
 
 pub struct Spin {
     started: Instant,
