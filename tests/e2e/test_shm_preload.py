@@ -242,6 +242,21 @@ def test_pymemcache_on_a_memcached_channel(server):
     assert with_preload["incr"] == 10 and with_preload["big_ok"] and with_preload["gone"] is None
 
 
+def test_one_fallow_socket_serves_both_ports_by_port(server):
+    """With $FALLOW_SOCKET naming the RESP socket for every target, SHM.OPEN's PORT picks the protocol."""
+    resp_socket = server.runtime / "fallow" / f"fallow-{server.port}.sock"
+    assert resp_socket.exists()
+    env = server.env(FALLOW_SOCKET=str(resp_socket))
+    done = run([sys.executable, "-c", textwrap.dedent(f"""
+        from pymemcache.client.base import Client
+        m = Client(({HOST!r}, {server.mc_port}))
+        m.set("viaport", "yes")
+        print(m.get("viaport").decode())
+    """)], env)
+    assert done.stdout == b"yes\n"
+    assert b"(Memcache," in done.stderr and redirected(done.stderr) == 1
+
+
 def test_memcslap_on_memcached_channels(server):
     opened = server.channels_opened()
     done = run(["memcslap", f"--servers={HOST}:{server.mc_port}", "--concurrency=4",

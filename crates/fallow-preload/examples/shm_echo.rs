@@ -12,18 +12,42 @@ use std::os::unix::net::{UnixListener, UnixStream};
 
 const RING_BYTES: usize = 64 << 10;
 
-fn serve(mut socket: UnixStream) {
+/// Reads one RESP request (an array of bulk strings) byte by byte; None on a short or oversized one.
+fn read_request(socket: &mut UnixStream) -> Option<Vec<u8>> {
+    const REQUEST_BYTES_MAX: usize = 4096;
     let mut request = Vec::new();
-    while !request.ends_with(b"\r\n")
-        || !request
-            .windows(8)
-            .any(|w| w.eq_ignore_ascii_case(b"SHM.OPEN"))
-    {
+    let mut lines_left: Option<usize> = None;
+    while lines_left != Some(0) {
         let mut byte = [0u8; 1];
-        if socket.read_exact(&mut byte).is_err() || request.len() > 4096 {
-            return;
-        }
+        socket.read_exact(&mut byte).ok()?;
         request.push(byte[0]);
+        if request.len() > REQUEST_BYTES_MAX {
+            return None;
+        }
+        if request.ends_with(b"\r\n") {
+            lines_left = match lines_left {
+                // "*N": N bulk strings follow, two lines each.
+                None => Some(
+                    std::str::from_utf8(&request[1..request.len() - 2])
+                        .ok()?
+                        .parse::<usize>()
+                        .ok()?
+                        * 2,
+                ),
+                Some(n) => Some(n - 1),
+            };
+        }
+    }
+    Some(request)
+}
+
+fn serve(mut socket: UnixStream) {
+    match read_request(&mut socket) {
+        Some(request)
+            if request
+                .windows(8)
+                .any(|w| w.eq_ignore_ascii_case(b"SHM.OPEN")) => {}
+        _ => return,
     }
     let layout = Layout {
         request_ring_bytes: RING_BYTES,

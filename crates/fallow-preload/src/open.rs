@@ -75,6 +75,7 @@ pub fn try_redirect(fd: i32, peer: SocketAddr) -> bool {
     let path = fallow_proto::socket_path::socket_path(peer.port());
     let options = OpenOptions {
         spin: channel::spin_policy(),
+        port: Some(peer.port()),
         ..OpenOptions::default()
     };
     let chan = match ClientChannel::open(&path, &options) {
