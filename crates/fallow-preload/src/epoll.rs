@@ -358,6 +358,7 @@ pub fn wait(
             return real_wait(epfd, out, timeout_ms(deadline), mask);
         };
         if ready > 0 {
+            spin.ready();
             let more = if others {
                 real_wait(epfd, &mut out[ready..], 0, mask)?
             } else {

@@ -76,6 +76,7 @@ pub fn wait(channel: &Channel, want: Want, deadline: Option<Instant>) -> io::Res
     let mut spin = crate::spin::Spin::new(true);
     loop {
         if ready(channel, want) {
+            spin.ready();
             return Ok(true);
         }
         if deadline.is_some_and(|d| Instant::now() >= d) {

@@ -122,6 +122,7 @@ pub fn poll(
             0
         };
         if channels_ready > 0 || others_ready > 0 {
+            spin.ready();
             return Ok(merge(fds, &real, &is_channel));
         }
         if spinning {
