@@ -399,15 +399,40 @@ def select_const(name: str) -> int:
 
 # ------------------------------------------------------------------------------------------ server death
 
-def test_a_reader_blocked_on_a_dead_server_sees_the_end_of_the_stream():
+WAIT_ON_DEAD_SERVER = {
+    # A blocking recv.
+    "recv": "",
+    # epoll_wait reports the hang-up; a second wait (the program keeps the descriptor) still sleeps.
+    "epoll": """
+        ep = select.epoll()
+        ep.register(c.fileno(), select.EPOLLIN)
+        events = ep.poll(10)
+        assert events and events[0][1] & select.EPOLLIN, events
+        ep.unregister(c.fileno())
+        started = time.monotonic()
+        assert ep.poll(0.3) == []
+        assert time.monotonic() - started >= 0.25
+    """,
+    # poll with a timeout.
+    "poll": """
+        p = select.poll()
+        p.register(c, select.POLLIN)
+        assert p.poll(10000), "poll timed out"
+    """,
+}
+
+
+@pytest.mark.parametrize("how", sorted(WAIT_ON_DEAD_SERVER))
+def test_a_reader_waiting_on_a_dead_server_sees_the_end_of_the_stream(how):
     s = ChannelServer().start()
     try:
         script = textwrap.dedent(f"""
-            import socket, sys
+            import select, socket, sys, time
             c = socket.create_connection(({HOST!r}, {s.port}))
             c.sendall(b"PING\\r\\n")
             assert c.recv(100) == b"+PONG\\r\\n"
             print("ready", flush=True)
+        """) + textwrap.dedent(WAIT_ON_DEAD_SERVER[how]) + textwrap.dedent("""
             try:
                 print("eof" if c.recv(100) == b"" else "data", flush=True)
             except ConnectionError:

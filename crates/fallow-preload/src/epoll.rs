@@ -277,6 +277,9 @@ fn filter_tags(epfd: i32, events: &mut [libc::epoll_event]) -> usize {
         if let Some(channel) = member {
             if data & TAG_LIFELINE != 0 {
                 channel.lifeline_down.store(true, Ordering::Relaxed);
+                // A hung-up socket stays readable for good: leaving it registered would end every
+                // later wait at once while the program keeps the descriptor.
+                let _ = real_ctl(epfd, libc::EPOLL_CTL_DEL, channel.lifeline_fd, 0, 0);
             } else {
                 channel.drain_if_unwatched();
             }
