@@ -1,7 +1,8 @@
 //! The client's spin before it sleeps, shared by blocking reads and writes, poll and epoll.
 //!
 //! A reply to a small command comes back in a few microseconds when the server's poller runs on another
-//! core, so the first `PURE_SPIN` is a tight loop. After that the waiter yields its core on every round:
+//! core, so the first `PURE_SPIN` is a tight loop (a yield is a system call: one in progress when the
+//! reply lands delays it). After that the waiter yields its core on every round:
 //! on a machine with fewer free cores than spinning threads, the server's poller may be waiting for
 //! exactly this core, and a waiter that keeps it for its whole budget delays the reply it waits for.
 //!
@@ -15,7 +16,7 @@ use std::cell::Cell;
 use std::time::{Duration, Instant};
 
 /// The tight part of the spin.
-const PURE_SPIN: Duration = Duration::from_micros(1);
+const PURE_SPIN: Duration = Duration::from_micros(5);
 /// A yield that took this long gave the core to another thread.
 const YIELD_SWITCHED: Duration = Duration::from_micros(2);
 /// Replies in a row that arrived while a yield had given the core away, before the thread moves.
