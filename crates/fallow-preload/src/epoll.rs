@@ -181,10 +181,9 @@ pub fn forget(fd: i32) {
     recount(&sets);
 }
 
-/// True when epoll_wait on `epfd` needs the shim.
-pub fn tracks_channels(epfd: i32) -> bool {
+/// True when some epoll set holds a channel (else epoll_wait goes straight to the kernel).
+pub fn any_set_holds_channels() -> bool {
     SETS_WITH_CHANNELS.load(Ordering::Relaxed) != 0
-        && sets().get(&epfd).is_some_and(|s| !s.members.is_empty())
 }
 
 /// The events a member shows now (0: none to report), updating its edge-triggered and one-shot state.
@@ -201,10 +200,14 @@ fn member_events(member: &mut Member) -> u32 {
     let readable = interest & libc::EPOLLIN as u32 != 0 && channel.read_ready(&io);
     let writable = interest & libc::EPOLLOUT as u32 != 0 && channel.write_ready(&mut io);
     let hung_up = channel.hung_up(&io);
-    let bytes = io.peeked.len() + io.chan.readable_bytes();
+    let edge = interest & libc::EPOLLET as u32 != 0;
+    let bytes = if edge {
+        io.peeked.len() + io.chan.readable_bytes()
+    } else {
+        0
+    };
     drop(io);
     let mut events = 0u32;
-    let edge = interest & libc::EPOLLET as u32 != 0;
     let read_epoch = channel.read_epoch.load(Ordering::Relaxed);
     let write_epoch = channel.write_epoch.load(Ordering::Relaxed);
     let new_in =
@@ -231,25 +234,40 @@ fn member_events(member: &mut Member) -> u32 {
     events
 }
 
-/// Writes the members' events into `out`; returns how many, or None when the set is no longer tracked.
-fn synthesize(epfd: i32, out: &mut [libc::epoll_event]) -> Option<(usize, bool)> {
+/// What one look at a set found.
+struct Look {
+    /// Events written at the front of `out`.
+    ready: usize,
+    /// The set holds descriptors that are not channels.
+    others: bool,
+    /// A channel in it has a request out whose reply is not read yet (worth spinning for).
+    reply_due: bool,
+}
+
+/// Writes the members' events into `out`; None when the set holds no channel (the kernel answers alone).
+fn synthesize(epfd: i32, out: &mut [libc::epoll_event]) -> Option<Look> {
     let mut sets = sets();
-    let set = sets.get_mut(&epfd)?;
-    let mut n = 0;
-    for member in set.members.iter_mut() {
-        if n == out.len() {
-            break;
+    let set = sets.get_mut(&epfd).filter(|s| !s.members.is_empty())?;
+    let mut look = Look {
+        ready: 0,
+        others: set.others,
+        reply_due: false,
+    };
+    for member in set.members.iter_mut().filter(|m| m.active) {
+        look.reply_due |= member.channel.reply_due.load(Ordering::Relaxed);
+        if look.ready == out.len() {
+            continue;
         }
         let events = member_events(member);
         if events != 0 {
-            out[n] = libc::epoll_event {
+            out[look.ready] = libc::epoll_event {
                 events,
                 u64: member.data,
             };
-            n += 1;
+            look.ready += 1;
         }
     }
-    Some((n, set.others))
+    Some(look)
 }
 
 /// Removes the shim's tagged events from `events` (noting lifelines that fired, draining doorbells
@@ -338,39 +356,33 @@ fn prepare(epfd: i32) -> (Vec<Arc<Channel>>, bool) {
     (prepared, already)
 }
 
-fn reply_due(epfd: i32) -> bool {
-    sets().get(&epfd).is_some_and(|s| {
-        s.members
-            .iter()
-            .any(|m| m.channel.reply_due.load(Ordering::Relaxed))
-    })
-}
-
-/// epoll_wait/epoll_pwait on a set holding channels.
+/// epoll_wait/epoll_pwait: sets holding channels are answered here, the rest by the kernel alone.
 pub fn wait(
     epfd: i32,
     out: &mut [libc::epoll_event],
     deadline: Option<Instant>,
     mask: *const libc::sigset_t,
 ) -> io::Result<usize> {
-    let mut spin =
-        crate::spin::Spin::new(deadline.is_none_or(|d| d > Instant::now()) && reply_due(epfd));
+    let mut spin: Option<crate::spin::Spin> = None;
     let mut spinning = true;
     loop {
-        let Some((ready, others)) = synthesize(epfd, out) else {
+        let Some(look) = synthesize(epfd, out) else {
             return real_wait(epfd, out, timeout_ms(deadline), mask);
         };
-        if ready > 0 {
+        let spin = spin.get_or_insert_with(|| {
+            crate::spin::Spin::new(look.reply_due && deadline.is_none_or(|d| d > Instant::now()))
+        });
+        if look.ready > 0 {
             spin.ready();
-            let more = if others {
-                real_wait(epfd, &mut out[ready..], 0, mask)?
+            let more = if look.others {
+                real_wait(epfd, &mut out[look.ready..], 0, mask)?
             } else {
                 0
             };
-            return Ok(ready + more);
+            return Ok(look.ready + more);
         }
         // While spinning, the kernel is asked about the other descriptors only now and then.
-        if others && (!spinning || spin.rounds().is_multiple_of(32)) {
+        if look.others && (!spinning || spin.rounds().is_multiple_of(32)) {
             let n = real_wait(epfd, out, 0, mask)?;
             if n > 0 {
                 return Ok(n);
@@ -392,7 +404,7 @@ pub fn wait(
             channel.woke();
         }
         let n = slept?;
-        let (more, _) = synthesize(epfd, &mut out[n..]).unwrap_or((0, false));
+        let more = synthesize(epfd, &mut out[n..]).map_or(0, |look| look.ready);
         if n + more > 0 {
             return Ok(n + more);
         }

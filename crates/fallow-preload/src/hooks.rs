@@ -527,7 +527,7 @@ unsafe fn epoll_wait_any(
     timeout_ms: c_int,
     mask: *const sigset_t,
 ) -> c_int {
-    if max <= 0 || events.is_null() || !epoll::tracks_channels(epfd) {
+    if max <= 0 || events.is_null() || !epoll::any_set_holds_channels() {
         return unsafe { real::epoll_pwait(epfd, events, max, timeout_ms, mask) };
     }
     guard(|| {
