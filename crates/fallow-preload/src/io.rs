@@ -260,10 +260,8 @@ pub fn receive_vectored(
         };
         let n = match receive(channel, buf, call_flags) {
             Ok(n) => n,
-            Err(error) if !first => {
-                let _ = error;
-                break;
-            }
+            // Bytes already placed in earlier buffers are the result; the error comes next call.
+            Err(_) if !first => break,
             Err(error) => return Err(error),
         };
         first = false;

@@ -279,38 +279,26 @@ pub unsafe fn select(
     }
     let mut count = 0;
     for p in &fds {
+        // A descriptor shows in the sets it was asked about only (a hang-up reads as readable).
         let marks = [
             (
                 read,
-                p.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0,
+                libc::POLLIN,
+                libc::POLLIN | libc::POLLHUP | libc::POLLERR,
             ),
-            (write, p.revents & (libc::POLLOUT | libc::POLLERR) != 0),
-            (except, p.revents & libc::POLLPRI != 0),
+            (write, libc::POLLOUT, libc::POLLOUT | libc::POLLERR),
+            (except, libc::POLLPRI, libc::POLLPRI),
         ];
-        for (set, hit) in marks {
-            if hit && is_set_wanted(&fds, p.fd, set, read, write, except) {
-                // SAFETY: fd < FD_SETSIZE and set is valid.
+        for (set, asked, shows) in marks {
+            if p.events & asked != 0 && p.revents & shows != 0 {
+                // SAFETY: the program set this descriptor in this set, so the set is valid and
+                // fd < FD_SETSIZE.
                 unsafe { libc::FD_SET(p.fd, set) };
                 count += 1;
             }
         }
     }
     Ok(count)
-}
-
-/// Whether the program asked about `fd` in `set` (a hang-up shows in the sets it asked about only).
-fn is_set_wanted(
-    fds: &[libc::pollfd],
-    fd: i32,
-    set: *mut libc::fd_set,
-    read: *mut libc::fd_set,
-    write: *mut libc::fd_set,
-    except: *mut libc::fd_set,
-) -> bool {
-    let events = fds.iter().find(|p| p.fd == fd).map_or(0, |p| p.events);
-    (set == read && !read.is_null() && events & libc::POLLIN != 0)
-        || (set == write && !write.is_null() && events & libc::POLLOUT != 0)
-        || (set == except && !except.is_null() && events & libc::POLLPRI != 0)
 }
 
 /// True when any descriptor below `nfds` in the sets is a channel.
