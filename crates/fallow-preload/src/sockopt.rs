@@ -164,3 +164,44 @@ pub unsafe fn local_name(
     // SAFETY: forwarded with the caller's pointers.
     check(unsafe { libc::syscall(libc::SYS_getsockname, channel.shadow_fd, out, length) })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_copy_out_truncated_to_the_callers_room_with_the_full_length() {
+        let address: SocketAddr = "[::1]:6379".parse().unwrap();
+        let (_, full) = encode(address);
+        assert_eq!(full as usize, std::mem::size_of::<libc::sockaddr_in6>());
+        let mut room = [0xAAu8; 8];
+        let mut length = room.len() as libc::socklen_t;
+        // SAFETY: `room` holds `length` bytes.
+        unsafe {
+            write_address(
+                address,
+                room.as_mut_ptr() as *mut libc::sockaddr,
+                &mut length,
+            )
+        }
+        .unwrap();
+        assert_eq!(length, full, "the full size is reported");
+        let family = u16::from_ne_bytes([room[0], room[1]]);
+        assert_eq!(family as i32, libc::AF_INET6);
+        assert_eq!(u16::from_be_bytes([room[2], room[3]]), 6379);
+        // SAFETY: null pointers are refused before any write.
+        let refused = unsafe { write_address(address, std::ptr::null_mut(), &mut length) };
+        assert_eq!(refused.unwrap_err().raw_os_error(), Some(libc::EFAULT));
+    }
+
+    #[test]
+    fn ipv4_addresses_round_trip_through_the_c_structure() {
+        let address: SocketAddr = "127.0.0.1:11211".parse().unwrap();
+        let (storage, length) = encode(address);
+        // SAFETY: storage holds `length` bytes of an address.
+        let decoded = unsafe {
+            crate::targets::decode(&storage as *const _ as *const libc::sockaddr, length)
+        };
+        assert_eq!(decoded, Some(address));
+    }
+}
