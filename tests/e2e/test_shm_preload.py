@@ -447,3 +447,23 @@ def test_a_reader_waiting_on_a_dead_server_sees_the_end_of_the_stream(how):
         assert redirected(err) == 1
     finally:
         s.cleanup()
+
+
+# ------------------------------------------------------------------------------------------ C calls
+
+def test_c_calls_python_does_not_make(server, tmp_path):
+    """writev/readv, sendmsg, MSG_WAITALL, ppoll, pselect, epoll_pwait(2), F_DUPFD_CLOEXEC, dup2, EAGAIN
+    (preload/socket_calls.c), compiled here and run with and without the preload."""
+    cc = shutil.which("cc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    program = tmp_path / "socket_calls"
+    source = Path(__file__).parent / "preload" / "socket_calls.c"
+    subprocess.run([cc, "-O2", "-Wall", "-Werror", "-o", str(program), str(source)], check=True,
+                   timeout=60)
+    with_preload = run([str(program), str(server.port)], server.env())
+    without = run([str(program), str(server.port)], server.env(preload=False))
+    assert redirected(with_preload.stderr) == 1, with_preload.stderr
+    assert with_preload.stdout == without.stdout
+    lines = with_preload.stdout.decode().splitlines()
+    assert lines[-1] == "done" and "ppoll_ready 1 1" in lines and "epoll_ready 1 1234" in lines

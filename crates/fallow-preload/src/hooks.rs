@@ -563,6 +563,24 @@ pub unsafe extern "C" fn epoll_pwait(
     unsafe { epoll_wait_any(epfd, events, max, timeout_ms, mask) }
 }
 
+#[no_mangle]
+pub unsafe extern "C" fn epoll_pwait2(
+    epfd: c_int,
+    events: *mut epoll_event,
+    max: c_int,
+    timeout: *const timespec,
+    mask: *const sigset_t,
+) -> c_int {
+    if !channel::any() || max <= 0 || events.is_null() || !epoll::any_set_holds_channels() {
+        return unsafe { real::epoll_pwait2(epfd, events, max, timeout, mask) };
+    }
+    guard(|| {
+        let out = unsafe { std::slice::from_raw_parts_mut(events, max as usize) };
+        // The shim's own kernel waits take milliseconds (rounded up), enough for a deadline.
+        epoll::wait(epfd, out, unsafe { poll::deadline_timespec(timeout) }, mask)
+    })
+}
+
 /// # Safety
 /// `fds` holds `count` pollfds.
 unsafe fn poll_fds<'a>(fds: *mut pollfd, count: nfds_t) -> Option<&'a mut [pollfd]> {

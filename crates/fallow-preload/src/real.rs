@@ -83,6 +83,7 @@ next! {
     epoll_ctl = "epoll_ctl": fn(epfd: c_int, op: c_int, fd: c_int, event: *mut epoll_event) -> c_int;
     epoll_wait = "epoll_wait": fn(epfd: c_int, events: *mut epoll_event, max: c_int, timeout_ms: c_int) -> c_int;
     epoll_pwait = "epoll_pwait": fn(epfd: c_int, events: *mut epoll_event, max: c_int, timeout_ms: c_int, mask: *const sigset_t) -> c_int;
+    epoll_pwait2 = "epoll_pwait2": fn(epfd: c_int, events: *mut epoll_event, max: c_int, timeout: *const timespec, mask: *const sigset_t) -> c_int;
     poll = "poll": fn(fds: *mut pollfd, count: nfds_t, timeout_ms: c_int) -> c_int;
     poll_chk = "__poll_chk": fn(fds: *mut pollfd, count: nfds_t, timeout_ms: c_int, fdslen: size_t) -> c_int;
     ppoll = "ppoll": fn(fds: *mut pollfd, count: nfds_t, timeout: *const timespec, mask: *const sigset_t) -> c_int;
