@@ -467,3 +467,39 @@ def test_c_calls_python_does_not_make(server, tmp_path):
     assert with_preload.stdout == without.stdout
     lines = with_preload.stdout.decode().splitlines()
     assert lines[-1] == "done" and "ppoll_ready 1 1" in lines and "epoll_ready 1 1234" in lines
+
+
+FORK_WHILE_THREADS_TALK = """
+    import redis
+    stop = threading.Event()
+    counts = [0, 0, 0]
+    def worker(i):
+        r = redis.Redis(host=HOST, port=PORT)
+        while not stop.is_set():
+            r.set(f"w{i}", counts[i])
+            counts[i] += 1
+    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(3)]
+    for t in threads:
+        t.start()
+    children_ok = 0
+    for _ in range(30):
+        pid = os.fork()
+        if pid == 0:
+            r = redis.Redis(host=HOST, port=PORT, socket_timeout=5)
+            os._exit(0 if r.incr("forks") > 0 else 1)
+        _, status = os.waitpid(pid, 0)
+        children_ok += os.WEXITSTATUS(status) == 0
+    stop.set()
+    for t in threads:
+        t.join(5)
+    print(json.dumps({"children_ok": children_ok, "threads_done": not any(t.is_alive() for t in threads),
+                      "ops": sum(counts)}))
+"""
+
+
+def test_forks_while_other_threads_use_channels(server):
+    """fork() while three threads run commands on channels: each child connects anew and works (the
+    shim's locks are taken across fork), the threads go on."""
+    out, log = python(server, FORK_WHILE_THREADS_TALK, timeout=120)
+    assert out["children_ok"] == 30 and out["threads_done"] and out["ops"] > 0, out
+    assert redirected(log) >= 3 + 30, log

@@ -15,26 +15,51 @@ use std::io;
 use std::mem::ManuallyDrop;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Once, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, Once, OnceLock};
 
 /// Bytes a `MSG_PEEK` may hold back from the ring (a peek larger than this sees this many).
 pub const PEEK_BYTES_MAX: usize = 1 << 20;
 
-static TABLE: RwLock<BTreeMap<i32, Arc<Channel>>> = RwLock::new(BTreeMap::new());
+// parking_lot's lock: the fork handlers take it before fork and release it in parent and child (a
+// lock is not owned by a thread there), so a child never inherits it held by a thread it lacks.
+static TABLE: parking_lot::RwLock<BTreeMap<i32, Arc<Channel>>> =
+    parking_lot::const_rwlock(BTreeMap::new());
 /// Entries in TABLE: lets every interposed call on an ordinary descriptor skip the lock when none exist.
 static TABLE_ENTRIES: AtomicUsize = AtomicUsize::new(0);
 /// Bumped in a forked child (pthread_atfork): channels opened before belong to the parent.
 static FORK_GENERATION: AtomicU64 = AtomicU64::new(0);
 
+/// Before fork: takes the shim's global locks (table, then epoll sets: their usual order), so that no
+/// other thread holds them at the instant the child is made.
+extern "C" fn before_fork() {
+    std::mem::forget(TABLE.write());
+    crate::epoll::lock_for_fork();
+}
+
+/// After fork, in the parent: releases what `before_fork` took.
+extern "C" fn after_fork_in_parent() {
+    crate::epoll::unlock_after_fork();
+    // SAFETY: before_fork took the write lock and forgot its guard; nothing else released it.
+    unsafe { TABLE.force_unlock_write() };
+}
+
+/// After fork, in the child: the same, and channels opened before now belong to the parent.
 extern "C" fn after_fork_in_child() {
     FORK_GENERATION.fetch_add(1, Ordering::SeqCst);
+    after_fork_in_parent();
 }
 
 fn register_fork_handler() {
     static REGISTERED: Once = Once::new();
     REGISTERED.call_once(|| {
-        // SAFETY: registers a handler that only bumps an atomic.
-        unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
+        // SAFETY: the handlers only take and release the shim's own locks and bump an atomic.
+        unsafe {
+            libc::pthread_atfork(
+                Some(before_fork),
+                Some(after_fork_in_parent),
+                Some(after_fork_in_child),
+            )
+        };
     });
 }
 
@@ -197,11 +222,7 @@ pub fn lookup(fd: i32) -> Option<Arc<Channel>> {
     if TABLE_ENTRIES.load(Ordering::Relaxed) == 0 {
         return None;
     }
-    TABLE
-        .read()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .get(&fd)
-        .cloned()
+    TABLE.read().get(&fd).cloned()
 }
 
 /// True when any descriptor is a channel.
@@ -211,9 +232,7 @@ pub fn any() -> bool {
 
 /// Makes `fd` a descriptor of `channel` (replacing whatever channel it was).
 pub fn insert(fd: i32, channel: Arc<Channel>) -> Option<Arc<Channel>> {
-    let mut table = TABLE
-        .write()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut table = TABLE.write();
     let old = table.insert(fd, channel);
     TABLE_ENTRIES.store(table.len(), Ordering::Relaxed);
     old
@@ -224,9 +243,7 @@ pub fn remove(fd: i32) -> Option<Arc<Channel>> {
     if !any() {
         return None;
     }
-    let mut table = TABLE
-        .write()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut table = TABLE.write();
     let old = table.remove(&fd);
     TABLE_ENTRIES.store(table.len(), Ordering::Relaxed);
     old
@@ -237,9 +254,7 @@ pub fn remove_range(first: u32, last: u32) -> Vec<(i32, Arc<Channel>)> {
     if !any() {
         return Vec::new();
     }
-    let mut table = TABLE
-        .write()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut table = TABLE.write();
     let low = first.min(i32::MAX as u32) as i32;
     let high = last.min(i32::MAX as u32) as i32;
     let fds: Vec<i32> = table.range(low..=high).map(|(fd, _)| *fd).collect();

@@ -11,7 +11,7 @@ use crate::channel::{errno, lookup, Channel};
 use std::collections::BTreeMap;
 use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// The high half of the data word on the shim's own registrations.
@@ -60,14 +60,26 @@ struct EpollSet {
     others: bool,
 }
 
-static SETS: Mutex<BTreeMap<i32, EpollSet>> = Mutex::new(BTreeMap::new());
+static SETS: parking_lot::Mutex<BTreeMap<i32, EpollSet>> =
+    parking_lot::const_mutex(BTreeMap::new());
 /// Sets holding at least one channel; epoll_wait on any set goes straight to the kernel when 0.
 static SETS_WITH_CHANNELS: AtomicUsize = AtomicUsize::new(0);
 /// Entries in SETS; close() skips the lock when 0.
 static SETS_TRACKED: AtomicUsize = AtomicUsize::new(0);
 
-fn sets() -> MutexGuard<'static, BTreeMap<i32, EpollSet>> {
-    SETS.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+fn sets() -> parking_lot::MutexGuard<'static, BTreeMap<i32, EpollSet>> {
+    SETS.lock()
+}
+
+/// For the fork handlers (see `channel`): holds the sets' lock across fork.
+pub fn lock_for_fork() {
+    std::mem::forget(SETS.lock());
+}
+
+/// Releases what `lock_for_fork` took, in the parent and in the child.
+pub fn unlock_after_fork() {
+    // SAFETY: lock_for_fork took the lock and forgot its guard; nothing else released it.
+    unsafe { SETS.force_unlock() };
 }
 
 fn recount(sets: &BTreeMap<i32, EpollSet>) {
