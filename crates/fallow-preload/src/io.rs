@@ -316,6 +316,10 @@ pub fn send(channel: &Channel, bytes: &[u8], flags: i32) -> io::Result<usize> {
     if channel.inherited() {
         return Err(errno(libc::ECONNRESET));
     }
+    if bytes.is_empty() {
+        // As TCP: nothing to send is sent at once (a ring write of nothing would read as "full").
+        return Ok(0);
+    }
     let nonblocking =
         flags & libc::MSG_DONTWAIT != 0 || channel.nonblocking.load(Ordering::Relaxed);
     let deadline = deadline_after(channel.send_timeout_ns.load(Ordering::Relaxed));

@@ -72,6 +72,9 @@ int main(int argc, char **argv) {
     buf[r > 0 ? r : 0] = 0;
     printf("waitall %zd %s", r, buf);
 
+    /* Writing nothing returns 0 at once. */
+    printf("empty_write %zd\n", write(fd, "", 0));
+
     /* ppoll: not readable until a request is out, then readable. */
     struct pollfd p = {.fd = fd, .events = POLLIN};
     struct timespec short_wait = {0, 50 * 1000 * 1000};
