@@ -1,4 +1,11 @@
-//! Blocking RESP2 connections over TCP or a Unix socket, and the per-node pools that keep them.
+//! Blocking RESP2 connections over TCP, a Unix socket or a shared-memory channel opened on the Unix
+//! socket (docs/shm.md), and the per-node pools that keep them.
+//!
+//! A node given as `unix:...` is reached over a shared-memory channel when `ConnectionSettings::shm_channels`
+//! is on (the default) and the server grants one: the same RESP bytes then cross two rings in a memfd
+//! instead of the kernel's socket buffers. When the server refuses (`shm-channels no`, a server without
+//! SHM.OPEN, a peer it does not allow) or the open fails, the connection falls back to the plain socket,
+//! so turning channels on never costs a working connection.
 //!
 //! A connection carries at most one server transaction at a time, so a transaction holds its connections
 //! from TXN.BEGIN to TXN.COMMIT/TXN.ABORT and gives them back only in a clean state. A connection whose
@@ -9,6 +16,7 @@ use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use fallow_shm::{ClientChannel, OpenOptions, SpinPolicy};
 use parking_lot::Mutex;
 
 use crate::error::ClientError;
@@ -21,11 +29,33 @@ pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
 const READ_CHUNK_BYTES: usize = 16 << 10;
 
 /// What every connection of a client is opened with.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct ConnectionSettings {
     pub limits: ReplyLimits,
     /// `ClientConfig::emulated_link_delay_us`: each flush sleeps this long first.
     pub link_delay: Duration,
+    /// `ClientConfig::shm_channels`: open a shared-memory channel on `unix:` nodes when the server grants
+    /// one (else the plain socket).
+    pub shm_channels: bool,
+}
+
+impl Default for ConnectionSettings {
+    fn default() -> ConnectionSettings {
+        ConnectionSettings {
+            limits: ReplyLimits::default(),
+            link_delay: Duration::ZERO,
+            shm_channels: true,
+        }
+    }
+}
+
+/// What a connection runs over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    Tcp,
+    Unix,
+    /// A shared-memory channel (its Unix socket kept open as the lifeline).
+    Shm,
 }
 
 /// A node's address: `host:port` (TCP), `unix:/path`, or `unix:` alone for the local server's socket as
@@ -43,32 +73,54 @@ pub fn unix_socket_of(address: &str) -> Option<PathBuf> {
 enum Stream {
     Tcp(TcpStream),
     Unix(UnixStream),
+    Shm(Box<ClientChannel>),
 }
 
 impl Stream {
-    fn open(address: &str) -> std::io::Result<Stream> {
-        let stream = match unix_socket_of(address) {
-            Some(path) => {
-                let stream = UnixStream::connect(path)?;
-                stream.set_read_timeout(Some(IO_TIMEOUT))?;
-                stream.set_write_timeout(Some(IO_TIMEOUT))?;
-                Stream::Unix(stream)
-            }
-            None => {
-                let stream = TcpStream::connect(address)?;
-                stream.set_nodelay(true)?;
-                stream.set_read_timeout(Some(IO_TIMEOUT))?;
-                stream.set_write_timeout(Some(IO_TIMEOUT))?;
-                Stream::Tcp(stream)
-            }
+    /// Opens `address`; `shm_refusal` gets why a channel was not used on a `unix:` node, if it was tried.
+    fn open(
+        address: &str,
+        shm_channels: bool,
+        shm_refusal: &mut Option<String>,
+    ) -> std::io::Result<Stream> {
+        let Some(path) = unix_socket_of(address) else {
+            let stream = TcpStream::connect(address)?;
+            stream.set_nodelay(true)?;
+            stream.set_read_timeout(Some(IO_TIMEOUT))?;
+            stream.set_write_timeout(Some(IO_TIMEOUT))?;
+            return Ok(Stream::Tcp(stream));
         };
-        Ok(stream)
+        if shm_channels {
+            let options = OpenOptions {
+                spin: SpinPolicy::from_env(),
+                ..OpenOptions::default()
+            };
+            // Any failure (refused, an old server, descriptors that do not make a channel) falls back:
+            // the plain socket works wherever the channel does not.
+            match ClientChannel::open(&path, &options) {
+                Ok(channel) => return Ok(Stream::Shm(Box::new(channel))),
+                Err(error) => *shm_refusal = Some(error.to_string()),
+            }
+        }
+        let stream = UnixStream::connect(path)?;
+        stream.set_read_timeout(Some(IO_TIMEOUT))?;
+        stream.set_write_timeout(Some(IO_TIMEOUT))?;
+        Ok(Stream::Unix(stream))
+    }
+
+    fn transport(&self) -> Transport {
+        match self {
+            Stream::Tcp(_) => Transport::Tcp,
+            Stream::Unix(_) => Transport::Unix,
+            Stream::Shm(_) => Transport::Shm,
+        }
     }
 
     fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         match self {
             Stream::Tcp(stream) => stream.write_all(bytes),
             Stream::Unix(stream) => stream.write_all(bytes),
+            Stream::Shm(channel) => shm_write_all(channel, bytes),
         }
     }
 
@@ -76,6 +128,34 @@ impl Stream {
         match self {
             Stream::Tcp(stream) => stream.read(buf),
             Stream::Unix(stream) => stream.read(buf),
+            Stream::Shm(channel) => shm_read(channel, buf),
+        }
+    }
+}
+
+/// Writes all of `bytes` to the request ring, waiting (spin, then sleep) while it is full; a server that
+/// takes nothing for `IO_TIMEOUT` is an error, as a socket's write timeout would be.
+fn shm_write_all(channel: &mut ClientChannel, mut bytes: &[u8]) -> std::io::Result<()> {
+    while !bytes.is_empty() {
+        let written = channel.try_write(bytes)?;
+        bytes = &bytes[written..];
+        if !bytes.is_empty() && !channel.wait_writable(Some(IO_TIMEOUT))? {
+            return Err(std::io::ErrorKind::TimedOut.into());
+        }
+    }
+    Ok(())
+}
+
+/// Reads at least one byte of replies, waiting up to `IO_TIMEOUT`; Ok(0) when the server closed.
+fn shm_read(channel: &mut ClientChannel, buf: &mut [u8]) -> std::io::Result<usize> {
+    loop {
+        match channel.try_read(buf) {
+            Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {
+                if !channel.wait_readable(Some(IO_TIMEOUT))? {
+                    return Err(std::io::ErrorKind::TimedOut.into());
+                }
+            }
+            other => return other,
         }
     }
 }
@@ -88,19 +168,34 @@ pub struct Connection {
     out: Vec<u8>,
     limits: ReplyLimits,
     link_delay: Duration,
+    /// Why a shared-memory channel was not used, when one was tried (`shm_refusal`).
+    shm_refusal: Option<String>,
 }
 
 impl Connection {
     pub fn open(address: &str, settings: ConnectionSettings) -> Result<Connection, ClientError> {
-        let stream = Stream::open(address)?;
+        let mut shm_refusal = None;
+        let stream = Stream::open(address, settings.shm_channels, &mut shm_refusal)?;
         Ok(Connection {
             stream,
+            shm_refusal,
             buf: Vec::with_capacity(READ_CHUNK_BYTES),
             start: 0,
             out: Vec::new(),
             limits: settings.limits,
             link_delay: settings.link_delay,
         })
+    }
+
+    /// What this connection runs over (`Transport::Shm` when a channel was granted).
+    pub fn transport(&self) -> Transport {
+        self.stream.transport()
+    }
+
+    /// Why the server's shared-memory channel was not used on this `unix:` connection (the refusal or
+    /// the failure, e.g. "shared-memory channel refused: ERR ..."); None when it was used or not tried.
+    pub fn shm_refusal(&self) -> Option<&str> {
+        self.shm_refusal.as_deref()
     }
 
     /// Queues one command; `flush` sends every queued command in one write (a pipeline).
