@@ -14,7 +14,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use fallow_shm::{ClientChannel, OpenOptions, SpinPolicy};
 use parking_lot::Mutex;
@@ -27,6 +27,9 @@ use crate::reply::{parse_reply, ParsedReply, Reply, ReplyLimits};
 pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
 
 const READ_CHUNK_BYTES: usize = 16 << 10;
+
+/// How often a reader waiting on a channel looks at its lifeline.
+const LIFELINE_CHECK_INTERVAL: Duration = Duration::from_millis(100);
 
 /// What every connection of a client is opened with.
 #[derive(Clone, Copy, Debug)]
@@ -146,18 +149,56 @@ fn shm_write_all(channel: &mut ClientChannel, mut bytes: &[u8]) -> std::io::Resu
     Ok(())
 }
 
-/// Reads at least one byte of replies, waiting up to `IO_TIMEOUT`; Ok(0) when the server closed.
+/// Reads at least one byte of replies, waiting up to `IO_TIMEOUT`; Ok(0) when the server closed the
+/// channel or its end of the lifeline (a server that died marks nothing in the header).
 fn shm_read(channel: &mut ClientChannel, buf: &mut [u8]) -> std::io::Result<usize> {
+    let deadline = Instant::now() + IO_TIMEOUT;
     loop {
         match channel.try_read(buf) {
             Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {
-                if !channel.wait_readable(Some(IO_TIMEOUT))? {
+                let now = Instant::now();
+                if now >= deadline {
                     return Err(std::io::ErrorKind::TimedOut.into());
+                }
+                // In slices, looking at the lifeline between them: a long wait (BLPOP 0, a subscriber)
+                // on a dead server ends within a slice instead of at the timeout.
+                let slice = (deadline - now).min(LIFELINE_CHECK_INTERVAL);
+                if !channel.wait_readable(Some(slice))? && lifeline_closed(channel.lifeline_fd()) {
+                    return Ok(0);
                 }
             }
             other => return other,
         }
     }
+}
+
+/// True when the server's end of the lifeline socket is closed (it exited, or dropped the connection).
+fn lifeline_closed(fd: i32) -> bool {
+    let mut poll = libc::pollfd {
+        fd,
+        events: libc::POLLIN | libc::POLLRDHUP,
+        revents: 0,
+    };
+    // SAFETY: one pollfd, zero timeout; `fd` is the channel's open lifeline.
+    let ready = unsafe { libc::poll(&mut poll, 1, 0) };
+    if ready <= 0 {
+        return false;
+    }
+    if poll.revents & (libc::POLLHUP | libc::POLLRDHUP | libc::POLLERR) != 0 {
+        return true;
+    }
+    // Readable without a hang-up: the server wrote on the lifeline, which ends the channel as well.
+    let mut byte = 0u8;
+    // SAFETY: peeks at most one byte into a local.
+    let peeked = unsafe {
+        libc::recv(
+            fd,
+            (&mut byte as *mut u8).cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    peeked >= 0
 }
 
 pub struct Connection {

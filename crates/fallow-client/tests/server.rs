@@ -1006,3 +1006,35 @@ fn channels_turned_off_in_the_client_use_the_socket() {
         Reply::Simple("PONG".into())
     );
 }
+
+/// A server that dies while a channel's reader waits (BLPOP 0) ends that read with an error soon, not at
+/// the I/O timeout: the client watches the lifeline socket.
+#[test]
+fn a_dead_server_ends_a_blocked_channel_read() {
+    let Some(mut unix) = start_on_unix_socket("shm-dies", &[]) else {
+        return;
+    };
+    let mut connection =
+        Connection::open(&unix.server.address, ConnectionSettings::default()).expect("connect");
+    assert_eq!(connection.transport(), Transport::Shm);
+    connection.push(&[b"BLPOP", b"never", b"0"]);
+    connection.flush().unwrap();
+    let killer = thread::spawn({
+        let pid = unix.server.child.id();
+        move || {
+            thread::sleep(Duration::from_millis(200));
+            // SIGKILL: the server marks nothing in the channel's header.
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        }
+    });
+    let started = Instant::now();
+    let result = connection.read_reply();
+    killer.join().unwrap();
+    let _ = unix.server.child.wait();
+    assert!(result.is_err(), "{result:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "noticed after {:?}",
+        started.elapsed()
+    );
+}
