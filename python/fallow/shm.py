@@ -438,10 +438,9 @@ class ShmChannel:
     def getsockname(self):
         return self._lifeline.getsockname()
 
-    def fileno(self) -> int:
-        """The client doorbell: readable when the server rang it (only while this side sleeps)."""
-        self._check_open()
-        return self._client_bell
+    # No fileno(): no descriptor becomes readable when replies arrive (the server rings the doorbell only
+    # while this side is marked sleeping), so a caller's select() on one would hang. Code that needs it fails
+    # at once with AttributeError instead.
 
     def sendall(self, data) -> None:
         data = memoryview(data).cast("B")
@@ -531,6 +530,8 @@ def open_channel(path: Optional[str] = None, *, port: int = 6379, protocol: Opti
     """Connects to the server's Unix socket (`path`, else `socket_path(port)`) and opens a channel.
     Raises ShmRefused (with the still-usable socket in `.sock`) when the server refuses, ShmError when the
     reply does not make a channel, OSError when the socket cannot be reached."""
+    if not hasattr(socket, "recv_fds"):
+        raise ShmError("shared-memory channels need Python 3.9+ (socket.recv_fds)")
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.settimeout(connect_timeout)
@@ -576,8 +577,9 @@ class ShmConnection(_UnixConnection):
             credentials = self.credential_provider.get_credentials()
             username, password = (None, credentials[0]) if len(credentials) == 1 else credentials
         try:
-            channel = open_channel(self.path, ring_bytes=self.shm_ring_bytes, username=username,
-                                   password=password, spin_us=self.shm_spin_us,
+            # PROTOCOL resp: redis-py speaks RESP even on the memcached port's control socket.
+            channel = open_channel(self.path, protocol="resp", ring_bytes=self.shm_ring_bytes,
+                                   username=username, password=password, spin_us=self.shm_spin_us,
                                    connect_timeout=self.socket_connect_timeout or _OPEN_TIMEOUT_S)
         except ShmRefused as refused:
             # The socket is still the connection it was: go on over it.

@@ -16,6 +16,7 @@ use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use fallow_shm::layout::Protocol;
 use fallow_shm::{ClientChannel, OpenOptions, SpinPolicy};
 use parking_lot::Mutex;
 
@@ -95,6 +96,9 @@ impl Stream {
         };
         if shm_channels {
             let options = OpenOptions {
+                // RESP whatever the socket: this client speaks nothing else, even to the memcached
+                // port's control socket (whose channels default to memcached).
+                protocol: Some(Protocol::Resp),
                 spin: SpinPolicy::from_env(),
                 ..OpenOptions::default()
             };
