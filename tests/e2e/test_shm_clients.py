@@ -236,3 +236,29 @@ def test_closing_the_channel_frees_the_server_connection(server, r):
         time.sleep(0.02)
     assert len(r.client_list()) == before
     assert os.path.exists(server.unixsocket)
+
+
+@pytest.mark.parametrize("spin_us", [0, 50])
+def test_channels_in_threads_lose_no_wake_ups(server, r, spin_us):
+    """Eight channels at once, each waiting for every reply: with no spin every wait sleeps on the doorbell, so
+    a lost wake-up would show as a read timing out (socket_timeout 5 s) rather than as a slow test."""
+    threads, increments = 8, 300
+    errors = []
+
+    def work():
+        c = _shm(server, socket_timeout=5, shm_spin_us=spin_us)
+        try:
+            for _ in range(increments):
+                c.incr("counter")
+        except Exception as error:  # reported below with the others
+            errors.append(error)
+        finally:
+            c.close()
+
+    workers = [threading.Thread(target=work) for _ in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert errors == []
+    assert int(r.get("counter")) == threads * increments
