@@ -4,6 +4,7 @@
     r = fallow.shm_redis(port=6379)             # a redis.Redis whose connections are channels
     r = redis.Redis(connection_pool=redis.ConnectionPool(connection_class=fallow.ShmConnection, port=6379))
     s = fallow.open_channel(fallow.socket_path(6379))                   # a socket-like object
+    mc = fallow.shm_memcache(port=11211)        # a pymemcache Client on a memcached channel
 
 A client on the server's Unix socket sends ``SHM.OPEN``; the reply comes with three descriptors (the memfd
 holding two byte rings, the server's doorbell eventfd, the client's doorbell eventfd). From then on the same
@@ -42,7 +43,7 @@ from typing import List, Optional, Tuple
 
 from .socket_path import socket_path
 
-__all__ = ["ShmChannel", "ShmConnection", "ShmError", "ShmRefused", "open_channel", "shm_redis"]
+__all__ = ["ShmChannel", "ShmConnection", "ShmError", "ShmRefused", "open_channel", "shm_memcache", "shm_redis"]
 
 SPIN_ENV = "FALLOW_SHM_SPIN_US"
 SPIN_US_DEFAULT = 50
@@ -609,3 +610,85 @@ def shm_redis(port: int = 6379, path: Optional[str] = None, **kwargs) -> "redis.
     pool = redis.ConnectionPool(connection_class=ShmConnection, path=path or socket_path(port),
                                 **kwargs, **pool_kwargs)
     return redis.Redis(connection_pool=pool)
+
+
+# --------------------------------------------------------------------------- pymemcache
+class _MemcacheSocket:
+    """What `_ShmSocketModule.socket()` returns: on `connect(path)` a memcached channel on that Unix socket,
+    or, when the server refuses, a TCP connection to the memcached port (the Unix socket speaks RESP, so it
+    is no fallback for memcached traffic). Every other call goes to whichever was opened."""
+
+    def __init__(self, module: "_ShmSocketModule"):
+        self._module = module
+        self._timeout: Optional[float] = None
+        self._inner = None
+
+    def settimeout(self, timeout: Optional[float]) -> None:
+        self._timeout = timeout
+        if self._inner is not None:
+            self._inner.settimeout(timeout)
+
+    def setsockopt(self, *args) -> None:
+        if self._inner is not None and not isinstance(self._inner, ShmChannel):
+            self._inner.setsockopt(*args)
+
+    def connect(self, path: str) -> None:
+        module = self._module
+        try:
+            self._inner = open_channel(path, protocol="memcache", ring_bytes=module.ring_bytes,
+                                       spin_us=module.spin_us,
+                                       connect_timeout=self._timeout or _OPEN_TIMEOUT_S)
+            module.shm_refusal = None
+        except (ShmRefused, ShmError) as error:
+            if isinstance(error, ShmRefused) and error.sock is not None:
+                error.sock.close()
+            module.shm_refusal = str(error)
+            self._inner = socket.create_connection(module.fallback_address, timeout=self._timeout)
+            self._inner.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._inner.settimeout(self._timeout)
+
+    def close(self) -> None:
+        if self._inner is not None:
+            self._inner.close()
+
+    def __getattr__(self, name):
+        if self._inner is None:
+            raise OSError(errno.ENOTCONN, "not connected")
+        return getattr(self._inner, name)
+
+
+class _ShmSocketModule:
+    """A stand-in for the `socket` module, as pymemcache's `socket_module` argument takes."""
+
+    AF_UNIX = socket.AF_UNIX
+    SOCK_STREAM = socket.SOCK_STREAM
+    IPPROTO_TCP = socket.IPPROTO_TCP
+    TCP_NODELAY = socket.TCP_NODELAY
+    SOL_SOCKET = socket.SOL_SOCKET
+    error = OSError
+    timeout = socket.timeout
+
+    def __init__(self, fallback_address, ring_bytes: Optional[int], spin_us: Optional[int]):
+        self.fallback_address = fallback_address
+        self.ring_bytes = ring_bytes
+        self.spin_us = spin_us
+        # Why the last connect fell back to TCP (None when it got a channel).
+        self.shm_refusal: Optional[str] = None
+
+    def socket(self, family=socket.AF_UNIX, type=socket.SOCK_STREAM, proto=0) -> _MemcacheSocket:
+        if family != socket.AF_UNIX:
+            raise ValueError("shm_memcache clients connect to a Unix socket path")
+        return _MemcacheSocket(self)
+
+
+def shm_memcache(port: int = 11211, path: Optional[str] = None, host: str = "127.0.0.1",
+                 ring_bytes: Optional[int] = None, spin_us: Optional[int] = None, **kwargs):
+    """A pymemcache `Client` on a memcached channel (SHM.OPEN PROTOCOL memcache) opened on `path` (default
+    `socket_path(port)`, the memcached port's control socket), reconnecting the same way when needed; when
+    the server refuses, the client talks to the memcached port over TCP (`host`, `port`). Other keyword
+    arguments are pymemcache's (timeout, connect_timeout, serde...). `client.socket_module.shm_refusal`
+    says why the last connect fell back."""
+    from pymemcache.client.base import Client
+
+    module = _ShmSocketModule((host, port), ring_bytes, spin_us)
+    return Client(path or socket_path(port), socket_module=module, **kwargs)

@@ -262,3 +262,31 @@ def test_channels_in_threads_lose_no_wake_ups(server, r, spin_us):
         w.join()
     assert errors == []
     assert int(r.get("counter")) == threads * increments
+
+
+def test_pymemcache_on_a_memcached_channel(server, mc):
+    c = fallow.shm_memcache(port=server.mc_port, path=server.unixsocket, connect_timeout=5, timeout=10)
+    try:
+        assert c.set("mk", b"v") is True
+        assert c.get("mk") == b"v"
+        assert isinstance(c.sock._inner, fallow.ShmChannel), c.socket_module.shm_refusal
+        assert c.sock._inner.protocol == "memcache"
+        value = bytes(range(256)) * 2000  # 512 KB: larger than the rings
+        assert c.set("big", value) is True
+        assert c.get_many(["mk", "big"]) == {"mk": b"v", "big": value}
+        assert mc.get("big") == value, "the memcached TCP port sees what the channel stored"
+        assert c.incr("n", 1) is None and c.add("n", b"5") is True and c.incr("n", 2) == 7
+    finally:
+        c.close()
+
+
+def test_pymemcache_falls_back_to_the_memcached_port(server_factory):
+    s = server_factory(shm_channels="no")
+    c = fallow.shm_memcache(port=s.mc_port, path=s.unixsocket, connect_timeout=5, timeout=10)
+    try:
+        assert c.set("k", b"over-tcp") is True
+        assert c.get("k") == b"over-tcp"
+        assert not isinstance(c.sock._inner, fallow.ShmChannel)
+        assert "shm-channels no" in c.socket_module.shm_refusal
+    finally:
+        c.close()
