@@ -290,3 +290,21 @@ def test_pymemcache_falls_back_to_the_memcached_port(server_factory):
         assert "shm-channels no" in c.socket_module.shm_refusal
     finally:
         c.close()
+
+
+def test_the_spin_budget_halves_on_misses_and_comes_back_on_a_hit():
+    from fallow.shm import _AdaptiveSpin
+
+    spin = _AdaptiveSpin(8e-6)
+    assert spin.budget_s() == 8e-6
+    spin.miss()
+    assert spin.budget_s() == 4e-6
+    for _ in range(3):
+        spin.miss()
+    assert spin.budget_s() == 0.0, "below a microsecond: no spin"
+    budgets = [spin.budget_s() for _ in range(_AdaptiveSpin.PROBE_INTERVAL)]
+    assert budgets.count(8e-6) == 1 and budgets.count(0.0) == _AdaptiveSpin.PROBE_INTERVAL - 1, \
+        "one full-budget probe per interval"
+    spin.hit()
+    assert spin.budget_s() == 8e-6
+    assert _AdaptiveSpin(0).budget_s() == 0.0
