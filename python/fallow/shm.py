@@ -494,9 +494,13 @@ class ShmChannel:
         h.client_closed.value = 1
         _full_fence()
         _ring(self._server_bell)
-        # The ctypes views export the mapping's buffer: drop them before unmapping.
+        # The ctypes views export the mapping's buffer: drop them before unmapping. A view still referenced
+        # elsewhere (a traceback's frame) keeps the mapping alive until it goes; the memory is freed then.
         del h
-        self._mm.close()
+        try:
+            self._mm.close()
+        except BufferError:
+            pass
         for fd in (self._server_bell, self._client_bell):
             os.close(fd)
         self._lifeline.close()
