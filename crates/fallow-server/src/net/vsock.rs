@@ -351,6 +351,44 @@ mod tests {
         assert_eq!(VsockAddr::from_raw(&raw), address);
     }
 
+    /// The stream wrapper moves bytes both ways, sees the peer's end, and shuts its writing half down.
+    /// Any stream socket exercises it the same way: a Unix socket pair stands in for a vsock connection,
+    /// which cannot be made on a machine without a guest.
+    #[tokio::test]
+    async fn the_stream_reads_writes_and_shuts_down() {
+        use std::io::{Read, Write};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+        ours.set_nonblocking(true).unwrap();
+        let mut stream = VsockStream::new(OwnedFd::from(ours)).unwrap();
+        let mut peer = theirs;
+        // More than a socket buffer holds: the write waits for the peer to read.
+        let sent: Vec<u8> = (0..4_000_000u32).map(|i| i as u8).collect();
+        let reader = std::thread::spawn(move || {
+            let mut got = vec![0u8; 4_000_000];
+            peer.read_exact(&mut got).unwrap();
+            peer.write_all(b"+PONG\r\n").unwrap();
+            let mut rest = Vec::new();
+            peer.read_to_end(&mut rest).unwrap();
+            (got, rest)
+        });
+        stream.write_all(&sent).await.unwrap();
+        let mut reply = [0u8; 7];
+        stream.read_exact(&mut reply).await.unwrap();
+        assert_eq!(&reply, b"+PONG\r\n");
+        stream.write_all(b"tail").await.unwrap();
+        stream.shutdown().await.unwrap();
+        let (got, rest) = reader.join().unwrap();
+        assert!(got == sent, "bytes arrive in order");
+        assert_eq!(rest, b"tail", "the peer sees the end after the last bytes");
+        let mut more = [0u8; 8];
+        assert_eq!(
+            stream.read(&mut more).await.unwrap(),
+            0,
+            "the peer closed: end of stream"
+        );
+    }
+
     /// Binding a port twice fails with an error naming the port; so does binding where the kernel has
     /// no vsock at all (then the first bind is the one that fails).
     #[tokio::test]
