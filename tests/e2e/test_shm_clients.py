@@ -79,7 +79,9 @@ def test_resp3_and_select_run_on_the_channel(server):
         c.close()
 
 
-def test_pubsub_messages_arrive_while_the_subscriber_sleeps(server, shm, r):
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_pubsub_messages_arrive_while_the_subscriber_sleeps(server, r, protocol):
+    shm = _shm(server, protocol=protocol, decode_responses=True)
     p = shm.pubsub()
     p.subscribe("news")
     first = p.get_message(timeout=5)
@@ -93,6 +95,7 @@ def test_pubsub_messages_arrive_while_the_subscriber_sleeps(server, shm, r):
         assert message is not None and message["data"] == f"m{n}"
     assert p.get_message(timeout=0.1) is None, "nothing else was published"
     p.close()
+    shm.close()
 
 
 def test_blpop_times_out_and_wakes_on_a_push(shm, r):
