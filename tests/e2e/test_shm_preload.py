@@ -290,6 +290,15 @@ def test_a_refused_channel_falls_back_to_tcp():
         s.cleanup()
 
 
+def test_without_targets_the_library_does_nothing(server):
+    env = server.env()
+    del env["FALLOW_PRELOAD_TARGETS"]
+    opened = server.channels_opened()
+    done = run(["redis-benchmark", "-p", str(server.port), "-t", "get", "-n", "2000", "-c", "2", "-q"], env)
+    assert b"requests per second" in done.stdout.replace(b"\r", b"\n")
+    assert redirected(done.stderr) == 0 and server.channels_opened() == opened
+
+
 def test_other_destinations_are_untouched(server):
     other = ServerProc("fallow").start()
     try:
