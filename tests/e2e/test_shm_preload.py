@@ -517,3 +517,32 @@ def test_forks_while_other_threads_use_channels(server):
     out, log = python(server, FORK_WHILE_THREADS_TALK, timeout=120)
     assert out["children_ok"] == 30 and out["threads_done"] and out["ops"] > 0, out
     assert redirected(log) >= 3 + 30, log
+
+
+CLIENT_KILL_WHILE_BLOCKED = """
+    c = socket.create_connection((HOST, PORT))
+    c.sendall(b"CLIENT ID\\r\\n")
+    my_id = int(c.recv(100)[1:].strip())
+    def kill_later():
+        time.sleep(0.3)
+        k = socket.create_connection((HOST, PORT))
+        k.sendall(b"CLIENT KILL ID %d\\r\\n" % my_id)
+        k.recv(100)
+        k.close()
+    threading.Thread(target=kill_later).start()
+    started = time.monotonic()
+    c.sendall(b"BLPOP nothing-here 10\\r\\n")
+    try:
+        ended = "eof" if c.recv(100) == b"" else "data"
+    except ConnectionError:
+        ended = "reset"
+    print(json.dumps({"ended": ended, "prompt": time.monotonic() - started < 5}))
+"""
+
+
+def test_a_client_killed_while_blocked_sees_the_end_at_once(server):
+    """The server ends a channel (CLIENT KILL) while the client sleeps in recv: its doorbell wakes it."""
+    with_preload, log = python(server, CLIENT_KILL_WHILE_BLOCKED)
+    assert redirected(log) >= 1, log
+    without, _ = python(server, CLIENT_KILL_WHILE_BLOCKED, preload=False)
+    assert with_preload == without == {"ended": "eof", "prompt": True}
