@@ -164,6 +164,24 @@ pub struct Cli {
     /// Changeable with CONFIG SET.
     #[arg(long, env = "FALLOW_MEMCACHE_AUTH")]
     pub memcache_auth: Option<String>,
+    /// yes: clients on the Unix socket may move their connection onto a shared-memory channel
+    /// (SHM.OPEN). Changeable with CONFIG SET (open channels stay open).
+    #[arg(long, env = "FALLOW_SHM_CHANNELS")]
+    pub shm_channels: Option<String>,
+    /// Bytes of each of a channel's two rings when the client does not ask, a power of two, e.g. 256kb.
+    #[arg(long, env = "FALLOW_SHM_RING_BYTES")]
+    pub shm_ring_bytes: Option<String>,
+    /// The largest ring a client may ask for with SHM.OPEN RING-BYTES, e.g. 4mb.
+    #[arg(long, env = "FALLOW_SHM_RING_BYTES_MAX")]
+    pub shm_ring_bytes_max: Option<String>,
+    /// Microseconds the server's channel poller spins after its last work before it sleeps (0 sleeps at
+    /// once; more answers sooner and burns more CPU while channels are quiet).
+    #[arg(long, env = "FALLOW_SHM_SPIN_US")]
+    pub shm_spin_us: Option<u64>,
+    /// Users (numeric uids, comma-separated) besides the server's own and root whose processes may open
+    /// channels.
+    #[arg(long, env = "FALLOW_SHM_ALLOWED_UIDS")]
+    pub shm_allowed_uids: Option<String>,
     /// Data directory (as Redis's `dir`): lock file, saved tenants and users, the tier-2 file. One server
     /// per directory.
     #[arg(long, env = "FALLOW_DIR")]
@@ -285,6 +303,15 @@ pub struct Config {
     pub memcache_tenant: String,
     /// memcached clients authenticate as ACL users (SASL PLAIN, text `set` credentials).
     pub memcache_auth: bool,
+    /// Shared-memory channels (SHM.OPEN) are offered on the Unix socket.
+    pub shm_channels: bool,
+    #[serde(deserialize_with = "deserialize_bytes")]
+    pub shm_ring_bytes: u64,
+    #[serde(deserialize_with = "deserialize_bytes")]
+    pub shm_ring_bytes_max: u64,
+    pub shm_spin_us: u64,
+    /// Comma-separated uids allowed besides the server's and root's.
+    pub shm_allowed_uids: String,
     /// Transactions' lock modes: `abstract` (each data type's, boosting) or `rw` (readers/writers).
     pub txn_locks: String,
     /// Queue lock requests in the record's phaser (yes) or fail fast (no).
@@ -383,6 +410,11 @@ impl Default for Config {
             tenants: Vec::new(),
             memcache_tenant: "default".into(),
             memcache_auth: false,
+            shm_channels: true,
+            shm_ring_bytes: 256 << 10,
+            shm_ring_bytes_max: 4 << 20,
+            shm_spin_us: 50,
+            shm_allowed_uids: String::new(),
             txn_locks: "abstract".into(),
             txn_phasing: true,
             txn_phase_max_ms: 10,
@@ -510,6 +542,8 @@ impl Config {
             hll_sparse_max_bytes => hll_sparse_max_bytes,
             memcache_item_size_max => memcache_item_size_max_bytes,
             tracking_table_max_bytes => tracking_table_max_bytes,
+            shm_ring_bytes => shm_ring_bytes,
+            shm_ring_bytes_max => shm_ring_bytes_max,
             segment_size => segment_size_bytes,
             elastic_min => elastic_min_bytes,
             elastic_max => elastic_max_bytes,
@@ -519,6 +553,7 @@ impl Config {
             tier2_clean_ahead_bytes_per_sec => tier2_clean_ahead_bytes_per_sec
         );
         plain!(elastic_poll_interval_ms, host_memory_trace, metrics_port);
+        plain!(shm_spin_us, shm_allowed_uids);
         plain!(
             acllog_max_len,
             auth_failures_before_delay,
@@ -557,6 +592,10 @@ impl Config {
             self.memcache_auth =
                 parse_yes_no(auth).map_err(|message| format!("memcache-auth: {message}"))?;
         }
+        if let Some(on) = &cli.shm_channels {
+            self.shm_channels =
+                parse_yes_no(on).map_err(|message| format!("shm-channels: {message}"))?;
+        }
         Ok(())
     }
 
@@ -573,6 +612,13 @@ impl Config {
                 parse_yes_no(protected).map_err(|message| format!("protected-mode: {message}"))?;
         }
         Ok(())
+    }
+
+    /// The memcached port's control socket (SHM.OPEN opens memcached channels there by default): bound at
+    /// the default path for the memcached port, only while the RESP socket is at its default path too.
+    pub fn memcache_control_socket_path(&self) -> Option<std::path::PathBuf> {
+        let wanted = self.unixsocket.is_none() && self.memcache_port != 0 && self.shm_channels;
+        wanted.then(|| fallow_proto::socket_path::default_socket_path(self.memcache_port))
     }
 
     /// The Unix socket to bind: the configured path, or the default one for the RESP port
@@ -848,6 +894,11 @@ impl Config {
             ("log-level", self.log_level.clone()),
             ("memcache-tenant", self.memcache_tenant.clone()),
             ("memcache-auth", yes_no(self.memcache_auth).into()),
+            ("shm-channels", yes_no(self.shm_channels).into()),
+            ("shm-ring-bytes", self.shm_ring_bytes.to_string()),
+            ("shm-ring-bytes-max", self.shm_ring_bytes_max.to_string()),
+            ("shm-spin-us", self.shm_spin_us.to_string()),
+            ("shm-allowed-uids", self.shm_allowed_uids.clone()),
             ("txn-locks", self.txn_locks.clone()),
             ("txn-phasing", yes_no(self.txn_phasing).into()),
             ("txn-phase-max-ms", self.txn_phase_max_ms.to_string()),

@@ -118,6 +118,31 @@ pub struct ConnState {
     pub tier2_read_ahead_done: bool,
     /// Client-side caching (CLIENT TRACKING) as this connection uses it.
     pub tracking: crate::tracking::ConnTracking,
+    /// What carries the connection's bytes (SHM.OPEN is answered only on a Unix socket).
+    pub transport: Transport,
+    /// Set by SHM.OPEN: after the replies before it are written, the connection moves onto a
+    /// shared-memory channel (`net::shm`).
+    pub shm_open: Option<ShmOpenRequest>,
+}
+
+/// What carries a connection's bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    Tcp,
+    /// The Unix socket of the RESP port: SHM.OPEN opens RESP channels unless told otherwise.
+    Unix,
+    /// The control socket of the memcached port: SHM.OPEN opens memcached channels unless told otherwise.
+    UnixForMemcache,
+    Shm,
+    Vsock,
+}
+
+/// A channel SHM.OPEN asked for, checked by the command (the connection loop opens it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShmOpenRequest {
+    pub protocol: fallow_shm::layout::Protocol,
+    /// Bytes of each ring.
+    pub ring_bytes: usize,
 }
 
 /// A key whose value is on tier 2 only, named by the next command.
@@ -172,6 +197,8 @@ impl ConnState {
             tier2_faults: Vec::new(),
             tier2_read_ahead_done: false,
             tracking: Default::default(),
+            transport: Transport::Tcp,
+            shm_open: None,
         }
     }
 

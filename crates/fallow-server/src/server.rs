@@ -38,6 +38,8 @@ pub struct Server {
     pub stats: ServerStats,
     /// memcached-protocol counters (`stats`) and flush_all state.
     pub memcache: crate::stats::McStats,
+    /// Shared-memory channels (INFO shm).
+    pub shm: crate::stats::ShmStats,
     /// Whether the memcached listener is open; woken when users or settings change (auth gating).
     pub memcache_gate: crate::net::memcache::gate::ListenerGate,
     pub started: Instant,
@@ -207,6 +209,7 @@ impl Server {
             clients_memory,
             stats: ServerStats::default(),
             memcache: crate::stats::McStats::default(),
+            shm: crate::stats::ShmStats::default(),
             memcache_gate: crate::net::memcache::gate::ListenerGate::default(),
             started: Instant::now(),
             run_id,

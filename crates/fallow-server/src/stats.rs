@@ -245,3 +245,65 @@ mod tests {
         assert_eq!(other, 1000 - ERROR_PREFIXES_OTHER_MAX as u64 + 1);
     }
 }
+
+/// Shared-memory channels of one server (INFO shm), bumped by `net::shm`.
+#[derive(Default)]
+pub struct ShmStats {
+    pub opened: AtomicU64,
+    /// SHM.OPEN requests answered with an error after the command accepted them (peer not allowed,
+    /// no memory for the rings...).
+    pub refused: AtomicU64,
+    pub closed: AtomicU64,
+    /// Channels closed because the client broke the ring's rules (impossible indices).
+    pub closed_corrupt: AtomicU64,
+    /// Channels closed because their Unix socket (the lifeline) closed or carried bytes.
+    pub closed_by_lifeline: AtomicU64,
+    /// Bytes of rings mapped by open channels.
+    pub ring_bytes: AtomicU64,
+}
+
+/// The channel poller threads of the process (shared by every server in it), INFO shm.
+#[derive(Default)]
+pub struct ShmPollerStats {
+    /// Times a poller went to sleep on its doorbells after spinning out its budget.
+    pub sleeps: AtomicU64,
+    /// Microseconds pollers spent spinning with nothing to do (the CPU the spin policy burns).
+    pub idle_spin_us: AtomicU64,
+    /// CPU microseconds the poller threads have used (their own clock, updated as they run).
+    pub cpu_us: AtomicU64,
+    /// Futures polled (a request batch, a wake-up of a blocked command...).
+    pub polls: AtomicU64,
+}
+
+pub static SHM_POLLER: ShmPollerStats = ShmPollerStats {
+    sleeps: AtomicU64::new(0),
+    idle_spin_us: AtomicU64::new(0),
+    cpu_us: AtomicU64::new(0),
+    polls: AtomicU64::new(0),
+};
+
+impl ShmStats {
+    /// INFO's `shm` section.
+    pub fn info_section(&self, text: &mut String) {
+        use std::fmt::Write;
+        let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        let opened = load(&self.opened);
+        let closed = load(&self.closed);
+        let _ = write!(
+            text,
+            "# Shm\r\nshm_channels_opened:{opened}\r\nshm_channels_active:{}\r\nshm_channels_refused:{}\r\n\
+shm_channels_closed:{closed}\r\nshm_channels_closed_corrupt:{}\r\nshm_channels_closed_by_lifeline:{}\r\n\
+shm_ring_bytes:{}\r\nshm_poller_sleeps:{}\r\nshm_poller_idle_spin_us:{}\r\nshm_poller_cpu_us:{}\r\n\
+shm_poller_polls:{}\r\n",
+            opened.saturating_sub(closed),
+            load(&self.refused),
+            load(&self.closed_corrupt),
+            load(&self.closed_by_lifeline),
+            load(&self.ring_bytes),
+            load(&SHM_POLLER.sleeps),
+            load(&SHM_POLLER.idle_spin_us),
+            load(&SHM_POLLER.cpu_us),
+            load(&SHM_POLLER.polls),
+        );
+    }
+}

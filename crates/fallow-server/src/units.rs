@@ -81,6 +81,18 @@ pub fn human_bytes(bytes: usize) -> String {
     format!("{:.2}{unit}", value / divisor)
 }
 
+/// Comma-separated numeric user ids ("" is none), as `shm-allowed-uids` takes them.
+pub fn parse_uid_list(text: &str) -> Result<Vec<u32>, String> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|part| !part.is_empty())
+        .map(|part| {
+            part.parse::<u32>()
+                .map_err(|_| format!("'{part}' is not a numeric user id"))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

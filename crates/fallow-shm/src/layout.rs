@@ -53,7 +53,8 @@ const OFFSET_CLIENT_SLEEPING: usize = 448;
 const OFFSET_SERVER_CLOSED: usize = 512;
 const OFFSET_CLIENT_CLOSED: usize = 576;
 const _: () = assert!(OFFSET_CLIENT_CLOSED + 64 <= HEADER_BYTES);
-const _: () = assert!(OFFSET_REQUEST_TAIL.is_multiple_of(64) && OFFSET_REPLY_HEAD.is_multiple_of(64));
+const _: () =
+    assert!(OFFSET_REQUEST_TAIL.is_multiple_of(64) && OFFSET_REPLY_HEAD.is_multiple_of(64));
 const _: () = assert!(RING_BYTES_MIN.is_power_of_two() && RING_BYTES_MAX.is_power_of_two());
 
 /// Which end of the channel a process holds.
@@ -269,6 +270,16 @@ impl Mapping {
         std::sync::atomic::fence(Ordering::SeqCst);
         let peer = self.sleeping_word(side.peer());
         peer.load(Ordering::Relaxed) != 0 && peer.swap(0, Ordering::SeqCst) != 0
+    }
+
+    /// The request ring's tail as the client last published it (unchecked: for noticing movement).
+    pub fn request_tail(&self) -> u64 {
+        self.u64_at(OFFSET_REQUEST_TAIL).load(Ordering::Acquire)
+    }
+
+    /// The reply ring's head as the client last published it (unchecked: for noticing movement).
+    pub fn reply_head(&self) -> u64 {
+        self.u64_at(OFFSET_REPLY_HEAD).load(Ordering::Acquire)
     }
 
     pub fn mark_closed(&self, side: Side) {

@@ -182,6 +182,11 @@ impl Consumer {
         self.view.capacity
     }
 
+    /// Bytes consumed so far (this side's own count, never re-read from shared memory).
+    pub fn position(&self) -> u64 {
+        self.head
+    }
+
     /// Bytes ready to read now.
     pub fn available_bytes(&self) -> Result<usize, RingError> {
         let tail = self.view.tail().load(Ordering::Acquire);

@@ -15,6 +15,7 @@ pub const HANDLERS: &[(&str, Handler)] = &[
     ("auth", auth),
     ("hello", hello),
     ("client", client),
+    ("shm.open", shm_open),
 ];
 
 fn ping(ctx: &mut Ctx, args: &[&[u8]]) {
@@ -556,4 +557,78 @@ fn client_kill(ctx: &mut Ctx, args: &[&[u8]]) {
         }
     }
     ctx.out.int(killed);
+}
+
+/// SHM.OPEN [PROTOCOL resp|memcache] [PORT p] [RING-BYTES n]: checks the request; the connection loop writes the
+/// replies before it, then opens the channel and answers with its descriptors (`net::shm`).
+fn shm_open(ctx: &mut Ctx, args: &[&[u8]]) {
+    use crate::connection::{ShmOpenRequest, Transport};
+    use fallow_shm::layout::Protocol;
+    let (on, ring_bytes_default, ring_bytes_max) = {
+        let config = ctx.server.config.read();
+        (
+            config.shm_channels,
+            config.shm_ring_bytes,
+            config.shm_ring_bytes_max,
+        )
+    };
+    let mut request = ShmOpenRequest {
+        protocol: match ctx.conn.transport {
+            Transport::Unix => Protocol::Resp,
+            Transport::UnixForMemcache => Protocol::Memcache,
+            _ => return ctx.out.error(
+                "ERR SHM.OPEN needs fallow's Unix socket (a channel is for a client on this host)",
+            ),
+        },
+        ring_bytes: ring_bytes_default as usize,
+    };
+    if !on {
+        return ctx
+            .out
+            .error("ERR shared-memory channels are off (shm-channels no)");
+    }
+    let mut options = args[1..].chunks(2);
+    for pair in &mut options {
+        let [name, value] = pair else {
+            return ctx.out.error(SYNTAX);
+        };
+        if is(name, "protocol") {
+            request.protocol = if is(value, "resp") {
+                Protocol::Resp
+            } else if is(value, "memcache") {
+                Protocol::Memcache
+            } else {
+                return ctx.out.error("ERR PROTOCOL is resp or memcache");
+            };
+        } else if is(name, "port") {
+            // The TCP port the client meant (the preload library redirects a connection to a port):
+            // the protocol follows the listener on that port.
+            let port = parse_int(value).unwrap_or(-1);
+            let config = ctx.server.config.read();
+            request.protocol = if port == config.port as i64 {
+                Protocol::Resp
+            } else if port == config.memcache_port as i64 {
+                Protocol::Memcache
+            } else {
+                return ctx
+                    .out
+                    .error(&format!("ERR no fallow listener on port {port}"));
+            };
+        } else if is(name, "ring-bytes") {
+            let bytes = parse_int(value).unwrap_or(-1);
+            let (min, max) = (
+                fallow_shm::layout::RING_BYTES_MIN as i64,
+                ring_bytes_max as i64,
+            );
+            if bytes < min || bytes > max || !(bytes as u64).is_power_of_two() {
+                return ctx.out.error(&format!(
+                    "ERR RING-BYTES must be a power of two from {min} to {max} (shm-ring-bytes-max)"
+                ));
+            }
+            request.ring_bytes = bytes as usize;
+        } else {
+            return ctx.out.error(SYNTAX);
+        }
+    }
+    ctx.conn.shm_open = Some(request);
 }

@@ -306,6 +306,32 @@ pub static PARAMS: &[Param] = &[
     param("memcache-auth", Kind::Bool, |config, value| {
         config.memcache_auth = value.flag()
     }),
+    param("shm-channels", Kind::Bool, |config, value| {
+        config.shm_channels = value.flag()
+    }),
+    param(
+        "shm-ring-bytes",
+        Kind::Text(check_ring_bytes),
+        |config, value| config.shm_ring_bytes = parse_ring_bytes(&value.text()),
+    ),
+    param(
+        "shm-ring-bytes-max",
+        Kind::Text(check_ring_bytes),
+        |config, value| config.shm_ring_bytes_max = parse_ring_bytes(&value.text()),
+    ),
+    param(
+        "shm-spin-us",
+        Kind::Int {
+            min: 0,
+            max: 1_000_000,
+        },
+        |config, value| config.shm_spin_us = value.number(),
+    ),
+    param(
+        "shm-allowed-uids",
+        Kind::Text(check_uid_list),
+        |config, value| config.shm_allowed_uids = value.text(),
+    ),
     param(
         "txn-locks",
         Kind::Enum(&["abstract", "rw"]),
@@ -578,6 +604,30 @@ pub(super) fn check_percentiles(text: &str) -> Result<String, String> {
         shown.push(percentile.to_string());
     }
     Ok(shown.join(" "))
+}
+
+/// A ring size: a power of two in the channel layout's range (`4kb`..`64mb`, or bytes).
+fn check_ring_bytes(text: &str) -> Result<(), String> {
+    let bytes = crate::units::parse_bytes(text)?;
+    let (min, max) = (
+        fallow_shm::layout::RING_BYTES_MIN,
+        fallow_shm::layout::RING_BYTES_MAX,
+    );
+    if !(bytes as usize).is_power_of_two() || !(min..=max).contains(&(bytes as usize)) {
+        return Err(format!(
+            "a ring is a power of two from {min} to {max} bytes"
+        ));
+    }
+    Ok(())
+}
+
+fn parse_ring_bytes(text: &str) -> u64 {
+    crate::units::parse_bytes(text).expect("checked")
+}
+
+/// Comma-separated numeric uids, or empty.
+fn check_uid_list(text: &str) -> Result<(), String> {
+    crate::units::parse_uid_list(text).map(|_| ())
 }
 
 #[cfg(test)]

@@ -4,9 +4,11 @@ pub(crate) mod accept;
 pub mod memcache;
 pub mod protected;
 pub mod resp;
+mod shm;
 mod unix_socket;
 
 use crate::clients::ClientKind;
+use crate::connection::Transport;
 use crate::server::Server;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
@@ -46,7 +48,30 @@ pub async fn serve(
             unix_socket::bind(&path, config.unixsocketperm, from_default).await?;
         tracing::info!(path = %path.display(), "RESP listening on Unix socket");
         unix_socket = Some(file);
-        tasks.push(tokio::spawn(accept_unix(server.clone(), listener)));
+        tasks.push(tokio::spawn(accept_unix(
+            server.clone(),
+            listener,
+            Transport::Unix,
+        )));
+    }
+    let mut memcache_control_socket = None;
+    if let Some(path) = config.memcache_control_socket_path() {
+        // Best effort: a host without the memcached port's socket still opens memcached channels with
+        // SHM.OPEN PROTOCOL memcache on the RESP socket.
+        match unix_socket::bind(&path, config.unixsocketperm, true).await {
+            Ok((listener, file)) => {
+                tracing::info!(path = %path.display(), "memcached channels' control socket (RESP)");
+                memcache_control_socket = Some(file);
+                tasks.push(tokio::spawn(accept_unix(
+                    server.clone(),
+                    listener,
+                    Transport::UnixForMemcache,
+                )));
+            }
+            Err(error) => {
+                tracing::warn!(path = %path.display(), %error, "no control socket for memcached channels")
+            }
+        }
     }
     if config.metrics_port != 0 {
         let listener = bind_tcp(&config.bind, config.metrics_port).await?;
@@ -82,7 +107,7 @@ pub async fn serve(
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    if let Some(socket) = unix_socket {
+    for socket in [unix_socket, memcache_control_socket].into_iter().flatten() {
         socket.remove();
     }
     if let Some(durability) = server.durability.get() {
@@ -156,7 +181,9 @@ pub(crate) async fn accept_tcp(server: Arc<Server>, listener: TcpListener, kind:
                 return;
             }
             match kind {
-                ClientKind::Resp => resp::serve(server.clone(), stream, handle).await,
+                ClientKind::Resp => {
+                    resp::serve(server.clone(), stream, handle, Transport::Tcp).await
+                }
                 ClientKind::Memcache => memcache::serve(server.clone(), stream, handle).await,
             }
             server.unregister_client(id);
@@ -164,7 +191,7 @@ pub(crate) async fn accept_tcp(server: Arc<Server>, listener: TcpListener, kind:
     }
 }
 
-async fn accept_unix(server: Arc<Server>, listener: UnixListener) {
+async fn accept_unix(server: Arc<Server>, listener: UnixListener, transport: Transport) {
     loop {
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
@@ -181,9 +208,7 @@ async fn accept_unix(server: Arc<Server>, listener: UnixListener) {
             else {
                 return refuse(stream, too_many(ClientKind::Resp)).await;
             };
-            let id = handle.id;
-            resp::serve(server.clone(), stream, handle).await;
-            server.unregister_client(id);
+            shm::serve_unix(server, stream, handle, transport).await;
         });
     }
 }

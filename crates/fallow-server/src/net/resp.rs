@@ -4,7 +4,7 @@
 use crate::clients::memory::{self as client_memory, ClassLimit};
 use crate::clients::ClientHandle;
 use crate::command;
-use crate::connection::{BlockRequest, ConnState, TimeoutReply};
+use crate::connection::{BlockRequest, ConnState, TimeoutReply, Transport};
 use crate::net::{sleep_or_forever, wait_reply_delay};
 use crate::pubsub::PubSubMessage;
 use crate::server::Server;
@@ -39,7 +39,81 @@ enum Flow {
     Tier2Read,
     /// The next command needs shards a running script holds: it runs again once a script ends.
     ScriptWait,
+    /// SHM.OPEN ran: once the replies before it are written, the connection moves onto a channel.
+    HandOver,
     Close,
+}
+
+/// Why a connection loop returned.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Exit {
+    Closed,
+    /// SHM.OPEN asked for a channel (`ConnState::shm_open`); the session goes on over it.
+    ShmOpen,
+}
+
+/// A RESP connection's state between the transports it may move across (a Unix socket, then a
+/// shared-memory channel): the connection's own state, its pub/sub queue and its buffers.
+pub struct Session {
+    pub conn: ConnState,
+    receiver: Receiver<PubSubMessage>,
+    out: ReplyWriter,
+    /// Received bytes not yet executed (requests pipelined after SHM.OPEN run on the channel).
+    input: Vec<u8>,
+    limits: Limits,
+}
+
+impl Session {
+    pub fn new(server: &Server, handle: Arc<ClientHandle>, transport: Transport) -> Session {
+        let queue_max = server.config.read().pubsub_queue_messages_max.max(1);
+        let (sender, receiver) = tokio::sync::mpsc::channel(queue_max);
+        let authenticated = !server.acl.read().default_user_requires_auth();
+        server.tracking.register(&handle, &sender);
+        let mut conn = ConnState::new(handle, authenticated, sender);
+        conn.transport = transport;
+        let limits = Limits::load(server);
+        conn.output_limits = limits.output;
+        Session {
+            conn,
+            receiver,
+            out: ReplyWriter::new(false),
+            input: Vec::with_capacity(READ_CHUNK_BYTES),
+            limits,
+        }
+    }
+
+    /// Runs the connection over `stream` until it closes or asks to move (SHM.OPEN).
+    pub async fn run<S>(&mut self, server: &Server, stream: &mut S) -> Exit
+    where
+        S: AsyncRead + AsyncWrite + Unpin,
+    {
+        let result = connection_loop(
+            server,
+            stream,
+            &mut self.conn,
+            &mut self.out,
+            &mut self.input,
+            &mut self.receiver,
+            &mut self.limits,
+        )
+        .await;
+        match result {
+            Ok(exit) => exit,
+            Err(error) => {
+                tracing::debug!(client = self.conn.id(), %error, "connection ended with an error");
+                Exit::Closed
+            }
+        }
+    }
+
+    /// The connection is over: its transaction is aborted and the stream shut down.
+    pub async fn end<S>(mut self, server: &Server, stream: &mut S)
+    where
+        S: AsyncWrite + Unpin,
+    {
+        crate::command::dispatch::txn::disconnect(server, &mut self.conn);
+        let _ = stream.shutdown().await;
+    }
 }
 
 /// Settings a connection caches; refreshed when CONFIG SET changes them.
@@ -77,34 +151,23 @@ impl Limits {
     }
 }
 
-pub async fn serve<S>(server: Arc<Server>, mut stream: S, handle: Arc<ClientHandle>)
-where
+/// Serves a RESP connection over a transport that cannot move (TCP, vsock): SHM.OPEN is refused there.
+pub async fn serve<S>(
+    server: Arc<Server>,
+    mut stream: S,
+    handle: Arc<ClientHandle>,
+    transport: Transport,
+) where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    let queue_max = server.config.read().pubsub_queue_messages_max.max(1);
-    let (sender, mut receiver) = tokio::sync::mpsc::channel(queue_max);
-    let authenticated = !server.acl.read().default_user_requires_auth();
-    server.tracking.register(&handle, &sender);
-    let mut conn = ConnState::new(handle.clone(), authenticated, sender);
-    let mut out = ReplyWriter::new(false);
-    let mut input: Vec<u8> = Vec::with_capacity(READ_CHUNK_BYTES);
-    let mut limits = Limits::load(&server);
-    conn.output_limits = limits.output;
-    let result = connection_loop(
-        &server,
-        &mut stream,
-        &mut conn,
-        &mut out,
-        &mut input,
-        &mut receiver,
-        &mut limits,
-    )
-    .await;
-    if let Err(error) = result {
-        tracing::debug!(client = handle.id, %error, "connection ended with an error");
-    }
-    crate::command::dispatch::txn::disconnect(&server, &mut conn);
-    let _ = stream.shutdown().await;
+    let mut session = Session::new(&server, handle, transport);
+    let exit = session.run(&server, &mut stream).await;
+    debug_assert_eq!(
+        exit,
+        Exit::Closed,
+        "SHM.OPEN is answered only on Unix sockets"
+    );
+    session.end(&server, &mut stream).await;
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -116,15 +179,20 @@ async fn connection_loop<S>(
     input: &mut Vec<u8>,
     receiver: &mut Receiver<PubSubMessage>,
     limits: &mut Limits,
-) -> std::io::Result<()>
+) -> std::io::Result<Exit>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let handle = conn.handle.clone();
-    let mut flow = Flow::Read;
+    // Requests pipelined behind SHM.OPEN (or behind a refused one) are waiting in the buffer.
+    let mut flow = if input.is_empty() {
+        Flow::Read
+    } else {
+        Flow::More
+    };
     loop {
         if handle.is_killed() {
-            return Ok(());
+            return Ok(Exit::Closed);
         }
         if flow == Flow::More {
             flow = process_input(server, conn, out, input, limits);
@@ -135,27 +203,28 @@ where
                 .filter(|_| conn.subscription_count() == 0);
             tokio::select! {
                 biased;
-                _ = handle.kill_signal.notified() => return Ok(()),
+                _ = handle.kill_signal.notified() => return Ok(Exit::Closed),
                 Some(message) = receiver.recv() => take_messages(server, &handle, out, message, receiver),
                 read = stream.read_buf(input) => {
                     let read = read?;
                     if read == 0 {
-                        return Ok(());
+                        return Ok(Exit::Closed);
                     }
                     server.stats.net_input_bytes.fetch_add(read as u64, Ordering::Relaxed);
                     *handle.last_active.lock() = std::time::Instant::now();
                     limits.refresh(server, conn);
                     flow = process_input(server, conn, out, input, limits);
                 }
-                _ = sleep_or_forever(idle) => return Ok(()),
+                _ = sleep_or_forever(idle) => return Ok(Exit::Closed),
             }
         }
         if !wait_reply_delay(&handle, &mut conn.reply_not_before).await {
-            return Ok(());
+            return Ok(Exit::Closed);
         }
         flow = flush(server, stream, conn, out, input, limits, flow).await?;
         match flow {
-            Flow::Close => return Ok(()),
+            Flow::Close => return Ok(Exit::Closed),
+            Flow::HandOver => return Ok(Exit::ShmOpen),
             Flow::Block | Flow::LockWait => {
                 flow = if flow == Flow::Block {
                     wait_blocked(server, stream, conn, out, input, limits).await?
@@ -165,17 +234,17 @@ where
                 if flush(server, stream, conn, out, input, limits, Flow::Block).await?
                     == Flow::Close
                 {
-                    return Ok(());
+                    return Ok(Exit::Closed);
                 }
                 if flow == Flow::Close {
-                    return Ok(());
+                    return Ok(Exit::Closed);
                 }
                 // Requests that arrived while blocked are waiting in the buffer.
                 flow = Flow::More;
             }
             Flow::ScriptWait => {
                 if !wait_for_scripts(server, &handle).await {
-                    return Ok(());
+                    return Ok(Exit::Closed);
                 }
                 flow = Flow::More;
             }
@@ -635,6 +704,10 @@ fn execute_input(
         }
         if conn.close_after_reply {
             flow = Flow::Close;
+            break;
+        }
+        if conn.shm_open.is_some() {
+            flow = Flow::HandOver;
             break;
         }
         if conn.reply_not_before.is_some() || out.buf.len() > OUTPUT_FLUSH_BYTES {

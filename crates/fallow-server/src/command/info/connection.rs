@@ -12,5 +12,6 @@ pub const COMMANDS: &[CommandInfo] = &[
     info("reset", 1, NO_AUTH | FAST | LOADING | STALE | NO_MULTI | SUBSCRIBE_CONTEXT | NOSCRIPT, Keys::None, Group::CONNECTION, "Reset the connection"),
     info("auth", -2, NO_AUTH | FAST | LOADING | STALE | NOSCRIPT, Keys::None, Group::CONNECTION, "Authenticate"),
     info("hello", -1, NO_AUTH | FAST | LOADING | STALE | NOSCRIPT, Keys::None, Group::CONNECTION, "Handshake: protocol version, authentication, name"),
+    info("shm.open", -1, NO_AUTH | NO_MULTI | NOSCRIPT | LOADING | STALE, Keys::None, Group::CONNECTION, "Move this Unix-socket connection onto a shared-memory channel: [PROTOCOL resp|memcache] [PORT p] [RING-BYTES n]; the reply names the layout and carries the memfd and doorbells (SCM_RIGHTS)"),
     info("client", -2, ADMIN | LOADING | STALE | NOSCRIPT, Keys::None, Group::CONNECTION, "Inspect and control client connections"),
 ];

@@ -14,7 +14,7 @@ static OPS_SAMPLE: parking_lot::Mutex<Option<(std::time::Instant, u64, u64)>> =
     parking_lot::Mutex::new(None);
 
 /// Sections INFO prints without arguments, in order.
-const DEFAULT_SECTIONS: [&str; 16] = [
+const DEFAULT_SECTIONS: [&str; 17] = [
     "server",
     "clients",
     "memory",
@@ -31,6 +31,7 @@ const DEFAULT_SECTIONS: [&str; 16] = [
     "txn",
     "tier2",
     "scripting",
+    "shm",
 ];
 
 /// Which sections an INFO call asked for, in the canonical order.
@@ -105,6 +106,7 @@ fn info_text(ctx: &mut Ctx, sections: &[&str]) -> String {
             }
             "tier2" => tier2_section(ctx, &totals, &mut text),
             "scripting" => crate::scripting::info_section(&ctx.server.scripts, &mut text),
+            "shm" => ctx.server.shm.info_section(&mut text),
             "commandstats" => commandstats_section(ctx, &mut text),
             "errorstats" => errorstats_section(ctx, &mut text),
             "latencystats" => super::latency::info_section(ctx, &mut text),
