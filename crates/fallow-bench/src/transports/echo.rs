@@ -27,13 +27,15 @@ pub struct RingEcho {
 }
 
 impl RingEcho {
-    /// Listens on `path`; each request of `request_bytes` bytes gets `reply`. `ring_bytes` sizes both rings.
+    /// Listens on `path`; each request of `request_bytes` bytes gets `reply`. `ring_bytes` sizes both rings;
+    /// the thread runs on `cpus` when given.
     pub fn start(
         path: &Path,
         request_bytes: usize,
         reply: Vec<u8>,
         ring_bytes: usize,
         spin: SpinPolicy,
+        cpus: Option<Vec<usize>>,
     ) -> anyhow::Result<RingEcho> {
         assert!(request_bytes > 0, "a request has bytes");
         let _ = std::fs::remove_file(path);
@@ -49,6 +51,9 @@ impl RingEcho {
         let thread = std::thread::Builder::new()
             .name("ring-echo".into())
             .spawn(move || {
+                if let Some(cpus) = cpus {
+                    super::affinity::pin(0, &cpus)?;
+                }
                 let (socket, _) = listener.accept()?;
                 serve(socket, layout, request_bytes, &reply, spin)
             })?;
@@ -105,9 +110,16 @@ fn serve(
 ) -> anyhow::Result<u64> {
     read_handshake(&mut socket)?;
     let mut channel = ServerChannel::create(layout)?;
-    let sent =
-        fallow_shm::sys::send_with_fds(socket.as_raw_fd(), &open_reply(&layout, false), &channel.fds_to_pass())?;
-    assert_eq!(sent, open_reply(&layout, false).len(), "a short handshake reply");
+    let sent = fallow_shm::sys::send_with_fds(
+        socket.as_raw_fd(),
+        &open_reply(&layout, false),
+        &channel.fds_to_pass(),
+    )?;
+    assert_eq!(
+        sent,
+        open_reply(&layout, false).len(),
+        "a short handshake reply"
+    );
     channel.forget_memfd();
     let mut buf = vec![0u8; READ_BYTES];
     // Bytes of a request received so far (requests are counted, not kept).
@@ -161,11 +173,20 @@ mod tests {
 
     #[test]
     fn the_echo_answers_each_request_through_the_client_channel() {
-        let path = std::env::temp_dir().join(format!("fallow-ring-echo-{}.sock", std::process::id()));
+        let path =
+            std::env::temp_dir().join(format!("fallow-ring-echo-{}.sock", std::process::id()));
         let value = vec![b'v'; 64];
         let request = Op::Get.request(b"k", &value);
         let spin = SpinPolicy { spin_ns: 10_000 };
-        let echo = RingEcho::start(&path, request.len(), Op::Get.reply_bytes(&value), 4096, spin).unwrap();
+        let echo = RingEcho::start(
+            &path,
+            request.len(),
+            Op::Get.reply_bytes(&value),
+            4096,
+            spin,
+            None,
+        )
+        .unwrap();
         let mut conn = Conn::shm(&path, None, spin).unwrap();
         for _ in 0..1000 {
             assert_eq!(conn.call(&request).unwrap(), Op::Get.expected(64));

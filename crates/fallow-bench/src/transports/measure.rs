@@ -221,7 +221,10 @@ pub fn throughput_cell(
     }
     let elapsed_s = started.elapsed().as_secs_f64();
     let client_cpu_s = self_cpu_seconds() - client_cpu_start;
-    let server_cpu_s = server.cpu_seconds().zip(server_cpu_start).map(|(b, a)| b - a);
+    let server_cpu_s = server
+        .cpu_seconds()
+        .zip(server_cpu_start)
+        .map(|(b, a)| b - a);
     let per_op_us = |cpu_s: f64| cpu_s * 1e6 / ops.max(1) as f64;
     Ok(ThroughputCell {
         transport,
@@ -312,7 +315,10 @@ pub fn spin_cost(
         let started = Instant::now();
         f()?;
         let elapsed_s = started.elapsed().as_secs_f64();
-        Ok(server.cpu_seconds().zip(start).map(|(b, a)| (b - a) / elapsed_s))
+        Ok(server
+            .cpu_seconds()
+            .zip(start)
+            .map(|(b, a)| (b - a) / elapsed_s))
     };
     let no_client_server_cores = cores(&|| {
         std::thread::sleep(Duration::from_secs_f64(seconds));

@@ -4,6 +4,7 @@
 //! per operation (2), large values against the machine's memcpy bandwidth (3), the unmodified
 //! redis-benchmark with and without the preload library beside Redis (4), and the spin policy's idle cost.
 //! Writes JSON, Markdown and PNG plots; see docs/shm.md "Benchmarks".
+pub mod affinity;
 pub mod echo;
 pub mod inproc;
 pub mod measure;
@@ -109,6 +110,10 @@ pub struct TransportsArgs {
     /// docs/calibration.json of the source tree).
     #[arg(long)]
     pub calibration: Option<PathBuf>,
+    /// Do not pin the one-connection items (round trips, large values, spin) to separate CPUs for
+    /// client and server; see docs/shm.md "Benchmarks".
+    #[arg(long)]
+    pub no_pin: bool,
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
@@ -135,6 +140,8 @@ pub struct Settings {
     pub rb_requests: usize,
     pub rb_rounds: usize,
     pub inproc_iterations: usize,
+    /// Client on the last CPU, server on the others, for the one-connection items.
+    pub pin: bool,
     pub quick: bool,
 }
 
@@ -142,15 +149,19 @@ impl TransportsArgs {
     pub fn settings(&self) -> anyhow::Result<Settings> {
         let q = self.quick;
         let settings = Settings {
-            items: self.items.clone().unwrap_or_else(|| Item::value_variants().to_vec()),
+            items: self
+                .items
+                .clone()
+                .unwrap_or_else(|| Item::value_variants().to_vec()),
             value_bytes: self.value_bytes,
             rounds: self.rounds.unwrap_or(if q { 2 } else { 5 }),
             round_trips: self.round_trips.unwrap_or(if q { 2000 } else { 20_000 }),
             warmup_round_trips: if q { 200 } else { 2000 },
-            connections: self
-                .connections
-                .clone()
-                .unwrap_or(if q { vec![1, 4] } else { vec![1, 4, 16, 64] }),
+            connections: self.connections.clone().unwrap_or(if q {
+                vec![1, 4]
+            } else {
+                vec![1, 4, 16, 64]
+            }),
             pipelines: self.pipelines.clone(),
             client_threads: self.client_threads,
             cell_s: self.cell_s.unwrap_or(if q { 0.2 } else { 1.0 }),
@@ -167,6 +178,7 @@ impl TransportsArgs {
             rb_requests: self.rb_requests.unwrap_or(if q { 2000 } else { 20_000 }),
             rb_rounds: self.rb_rounds.unwrap_or(if q { 1 } else { 3 }),
             inproc_iterations: if q { 20_000 } else { 200_000 },
+            pin: !self.no_pin,
             quick: q,
         };
         settings.check()?;
@@ -181,25 +193,45 @@ const LARGE_BYTES_MAX: usize = 64 << 20;
 
 impl Settings {
     fn check(&self) -> anyhow::Result<()> {
-        if self.rounds == 0 || self.round_trips == 0 || self.rb_rounds == 0 || self.rb_requests == 0 {
+        if self.rounds == 0 || self.round_trips == 0 || self.rb_rounds == 0 || self.rb_requests == 0
+        {
             bail!("--rounds, --round-trips, --rb-rounds and --rb-requests must be at least 1");
         }
         if self.client_threads == 0 {
             bail!("--client-threads must be at least 1");
         }
-        if self.connections.iter().any(|&c| c == 0 || c > CONNECTIONS_MAX) {
+        if self
+            .connections
+            .iter()
+            .any(|&c| c == 0 || c > CONNECTIONS_MAX)
+        {
             bail!("--connections: each from 1 to {CONNECTIONS_MAX}");
         }
-        if self.pipelines.iter().any(|&p| p == 0 || p > crate::options::PIPELINE_MAX) {
-            bail!("--pipelines: each from 1 to {}", crate::options::PIPELINE_MAX);
+        if self
+            .pipelines
+            .iter()
+            .any(|&p| p == 0 || p > crate::options::PIPELINE_MAX)
+        {
+            bail!(
+                "--pipelines: each from 1 to {}",
+                crate::options::PIPELINE_MAX
+            );
         }
-        if self.large_bytes.iter().any(|&b| b == 0 || b > LARGE_BYTES_MAX) {
+        if self
+            .large_bytes
+            .iter()
+            .any(|&b| b == 0 || b > LARGE_BYTES_MAX)
+        {
             bail!("--large-bytes: each from 1 to {LARGE_BYTES_MAX}");
         }
         if self.value_bytes == 0 || self.value_bytes > LARGE_BYTES_MAX {
             bail!("--value-bytes: from 1 to {LARGE_BYTES_MAX}");
         }
-        for (name, s) in [("--cell-s", self.cell_s), ("--large-s", self.large_s), ("--idle-s", self.idle_s)] {
+        for (name, s) in [
+            ("--cell-s", self.cell_s),
+            ("--large-s", self.large_s),
+            ("--idle-s", self.idle_s),
+        ] {
             if !(s > 0.0 && s <= CELL_S_MAX) {
                 bail!("{name}: more than 0 and at most {CELL_S_MAX} seconds");
             }
@@ -243,14 +275,22 @@ pub fn run_transports(args: &TransportsArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
     let calibration = args.calibration.clone().unwrap_or_else(default_calibration);
-    let mut report = Report::new(settings.clone(), &bin, &calibration, memcpy_bandwidth(&calibration));
+    let mut report = Report::new(
+        settings.clone(),
+        &bin,
+        &calibration,
+        memcpy_bandwidth(&calibration),
+    );
     let bar = crate::txn::server::progress_bar(step_count(&settings), args.quiet, "transports");
     run_items(&settings, &bin, args, &mut report, &bar)?;
     bar.finish_and_clear();
     print!("{}", report.markdown());
     report.write(&args.out)?;
     plots::write_all(&report, &args.out)?;
-    eprintln!("wrote {}/transports.{{json,md}} and PNG plots", args.out.display());
+    eprintln!(
+        "wrote {}/transports.{{json,md}} and PNG plots",
+        args.out.display()
+    );
     Ok(())
 }
 
@@ -280,6 +320,35 @@ fn step(bar: &ProgressBar, message: String) {
     bar.inc(1);
 }
 
+/// The CPU split of the one-connection items, when pinning is on and there are two CPUs or more.
+fn cpu_split(s: &Settings, report: &mut Report) -> Option<(usize, Vec<usize>)> {
+    if !s.pin {
+        return None;
+    }
+    let split = affinity::split();
+    match &split {
+        Some((client, server)) => report.notes.push(format!(
+            "one-connection items pinned: client on CPU {client}, server on CPUs {server:?}"
+        )),
+        None => report
+            .notes
+            .push("fewer than two CPUs: nothing pinned".into()),
+    }
+    split
+}
+
+/// Pins this thread and `pids` per `split` (nothing when None).
+fn pinned(
+    split: &Option<(usize, Vec<usize>)>,
+    pids: &[u32],
+) -> anyhow::Result<Option<affinity::Pinned>> {
+    split
+        .as_ref()
+        .map(|(client, server)| affinity::Pinned::new(*client, server, pids))
+        .transpose()
+        .context("pinning client and server to CPUs")
+}
+
 fn run_items(
     s: &Settings,
     bin: &Path,
@@ -289,19 +358,29 @@ fn run_items(
 ) -> anyhow::Result<()> {
     let value = vec![b'x'; s.value_bytes];
     let key: &[u8] = b"bench:transports";
-    if s.runs(Item::Latency) || s.runs(Item::Throughput) || s.runs(Item::Large) || s.runs(Item::RedisBenchmark) {
+    let split = cpu_split(s, report);
+    let needs_fallow = [
+        Item::Latency,
+        Item::Throughput,
+        Item::Large,
+        Item::RedisBenchmark,
+    ];
+    if needs_fallow.iter().any(|&item| s.runs(item)) {
         let fallow = spawn_fallow(bin, &ring_flags(s))?;
         let endpoints = Endpoints::of(&fallow, SpinPolicy::from_env(), s.ring_bytes);
         Conn::tcp(&endpoints.tcp_addr)?.call(&Op::Set.request(key, &value))?;
         if s.runs(Item::Latency) {
             step(bar, "in-process GET".into());
+            let _pinned = pinned(&split, &[fallow.pid])?;
             report.inproc = Some(inproc::measure(s.value_bytes, s.inproc_iterations)?);
-            report.latency = latency_item(s, &endpoints, key, &value, bar)?;
+            let server_cpus = split.as_ref().map(|(_, server)| server.clone());
+            report.latency = latency_item(s, &endpoints, key, &value, server_cpus, bar)?;
         }
         if s.runs(Item::Throughput) {
             report.throughput = throughput_item(s, &endpoints, &fallow, key, bar)?;
         }
         if s.runs(Item::Large) {
+            let _pinned = pinned(&split, &[fallow.pid])?;
             report.large = large_item(s, &endpoints, report.memcpy_bytes_per_s(), bar)?;
         }
         if s.runs(Item::RedisBenchmark) {
@@ -315,6 +394,7 @@ fn run_items(
             flags.extend(["--shm-spin-us".to_string(), spin_us.to_string()]);
             let fallow = spawn_fallow(bin, &flags)?;
             Conn::tcp(&fallow.tcp_addr())?.call(&Op::Set.request(key, &value))?;
+            let _pinned = pinned(&split, &[fallow.pid])?;
             report.spin.push(measure::spin_cost(
                 &fallow,
                 spin_us,
@@ -344,9 +424,15 @@ fn latency_item(
     endpoints: &Endpoints,
     key: &[u8],
     value: &[u8],
+    server_cpus: Option<Vec<usize>>,
     bar: &ProgressBar,
 ) -> anyhow::Result<Vec<LatencyResult>> {
-    let transports = [Transport::Tcp, Transport::Unix, Transport::Shm, Transport::Ring];
+    let transports = [
+        Transport::Tcp,
+        Transport::Unix,
+        Transport::Shm,
+        Transport::Ring,
+    ];
     let ops = [Op::Get, Op::Set];
     let echo_dir = std::env::temp_dir().join(format!("fallow-bench-ring-{}", std::process::id()));
     std::fs::create_dir_all(&echo_dir)?;
@@ -362,6 +448,7 @@ fn latency_item(
                     op.reply_bytes(value),
                     s.ring_bytes.unwrap_or(256 << 10),
                     endpoints.spin,
+                    server_cpus.clone(),
                 )?;
                 let conn = Conn::shm(&echo.path, None, endpoints.spin)?;
                 echoes.push(echo);
@@ -379,7 +466,13 @@ fn latency_item(
     for ((_, op), conn) in conns.iter_mut() {
         let mut warm = measure::histogram();
         let request = op.request(key, value);
-        measure::timed_round_trips(conn, &request, &op.expected(value.len()), s.warmup_round_trips, &mut warm)?;
+        measure::timed_round_trips(
+            conn,
+            &request,
+            &op.expected(value.len()),
+            s.warmup_round_trips,
+            &mut warm,
+        )?;
     }
     for round in 0..s.rounds {
         step(bar, format!("latency round {}/{}", round + 1, s.rounds));
@@ -387,7 +480,13 @@ fn latency_item(
             let ((_, op), conn) = &mut conns[index];
             let mut histogram = measure::histogram();
             let request = op.request(key, value);
-            measure::timed_round_trips(conn, &request, &op.expected(value.len()), s.round_trips, &mut histogram)?;
+            measure::timed_round_trips(
+                conn,
+                &request,
+                &op.expected(value.len()),
+                s.round_trips,
+                &mut histogram,
+            )?;
             results[index].add_round(&histogram);
         }
     }
@@ -412,7 +511,10 @@ fn throughput_item(
     for &connections in &s.connections {
         for &pipeline in &s.pipelines {
             for transport in measure::rotated(&transports, turn) {
-                step(bar, format!("{} c{connections} P{pipeline}", transport.name()));
+                step(
+                    bar,
+                    format!("{} c{connections} P{pipeline}", transport.name()),
+                );
                 cells.push(measure::throughput_cell(
                     endpoints,
                     fallow,
@@ -473,7 +575,9 @@ fn redis_benchmark_item(
     bar: &ProgressBar,
 ) -> anyhow::Result<()> {
     if !crate::txn::server::on_path("redis-benchmark") {
-        report.notes.push("redis-benchmark is not installed: item 4 skipped".into());
+        report
+            .notes
+            .push("redis-benchmark is not installed: item 4 skipped".into());
         return Ok(());
     }
     let redis = servers::spawn_redis()?;
@@ -482,20 +586,28 @@ fn redis_benchmark_item(
         redisbench::Target::unix("fallow unix", &fallow.socket),
     ];
     match args.preload.clone().or_else(redisbench::default_preload) {
-        Some(library) if library.is_file() => {
-            targets.push(redisbench::Target::preload(&library, fallow.port, &fallow.socket))
-        }
-        _ => report
-            .notes
-            .push("libfallow_preload.so is not built: redis-benchmark ran without the preload library".into()),
+        Some(library) if library.is_file() => targets.push(redisbench::Target::preload(
+            &library,
+            fallow.port,
+            &fallow.socket,
+        )),
+        _ => report.notes.push(
+            "libfallow_preload.so is not built: redis-benchmark ran without the preload library"
+                .into(),
+        ),
     }
     match &redis {
         Some(redis) => targets.push(redisbench::Target::unix("redis unix", &redis.socket)),
-        None => report.notes.push("redis-server is not installed: no Redis beside fallow".into()),
+        None => report
+            .notes
+            .push("redis-server is not installed: no Redis beside fallow".into()),
     }
     for round in 0..s.rb_rounds {
         for clients in [1usize, 50] {
-            step(bar, format!("redis-benchmark c{clients} round {}", round + 1));
+            step(
+                bar,
+                format!("redis-benchmark c{clients} round {}", round + 1),
+            );
             for target in measure::rotated(&(0..targets.len()).collect::<Vec<_>>(), round) {
                 report.redis_benchmark.extend(redisbench::run(
                     &targets[target],

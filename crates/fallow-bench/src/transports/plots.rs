@@ -45,8 +45,15 @@ fn draw(area: &Area<'_>, panel: Panel<'_>) -> DrawResult {
         .collect();
     let x_lo = all.iter().map(|p| p.0).fold(f64::INFINITY, f64::min);
     let x_hi = all.iter().map(|p| p.0).fold(0.0, f64::max);
-    let (x_lo, x_hi) = if all.is_empty() { (1.0, 10.0) } else { (x_lo, x_hi) };
-    let (lo, hi) = (x_lo.log10() - 0.1, x_hi.log10().max(x_lo.log10() + 0.5) + 0.1);
+    let (x_lo, x_hi) = if all.is_empty() {
+        (1.0, 10.0)
+    } else {
+        (x_lo, x_hi)
+    };
+    let (lo, hi) = (
+        x_lo.log10() - 0.1,
+        x_hi.log10().max(x_lo.log10() + 0.5) + 0.1,
+    );
     let y_hi = all
         .iter()
         .map(|p| p.1)
@@ -82,7 +89,11 @@ fn draw(area: &Area<'_>, panel: Panel<'_>) -> DrawResult {
             .label(s.name)
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
         if points.len() < 20 {
-            chart.draw_series(points.into_iter().map(|p| Circle::new(p, 3, s.colour.filled())))?;
+            chart.draw_series(
+                points
+                    .into_iter()
+                    .map(|p| Circle::new(p, 3, s.colour.filled())),
+            )?;
         }
     }
     for (name, y) in panel.references {
@@ -104,7 +115,11 @@ fn draw(area: &Area<'_>, panel: Panel<'_>) -> DrawResult {
 
 fn latency_panel(report: &Report, op: Op) -> Panel<'static> {
     Panel {
-        caption: format!("{} round trip CDF, {} B", op.name(), report.settings.value_bytes),
+        caption: format!(
+            "{} round trip CDF, {} B",
+            op.name(),
+            report.settings.value_bytes
+        ),
         x_desc: "latency (µs, log scale)",
         y_desc: "percentile",
         series: report

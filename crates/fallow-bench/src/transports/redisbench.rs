@@ -55,10 +55,7 @@ impl Target {
         let mut target = Target::tcp("fallow tcp+preload (shm)", port);
         target.env = vec![
             ("LD_PRELOAD".into(), library.display().to_string()),
-            (
-                "FALLOW_PRELOAD_TARGETS".into(),
-                format!("127.0.0.1:{port}"),
-            ),
+            ("FALLOW_PRELOAD_TARGETS".into(), format!("127.0.0.1:{port}")),
             ("FALLOW_SOCKET".into(), socket.display().to_string()),
         ];
         target
@@ -96,7 +93,11 @@ pub fn run(
             String::from_utf8_lossy(&output.stderr)
         );
     }
-    let results = parse_csv(&String::from_utf8_lossy(&output.stdout), &target.name, clients)?;
+    let results = parse_csv(
+        &String::from_utf8_lossy(&output.stdout),
+        &target.name,
+        clients,
+    )?;
     if results.len() != 2 {
         bail!(
             "redis-benchmark on {} gave {} results: {}",

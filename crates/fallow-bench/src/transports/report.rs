@@ -54,8 +54,7 @@ impl LatencyResult {
     }
 
     pub fn add_round(&mut self, round: &Histogram<u64>) {
-        self.round_p50_ns
-            .push(round.value_at_quantile(0.5) as f64);
+        self.round_p50_ns.push(round.value_at_quantile(0.5) as f64);
         self.pooled.add(round).expect("histograms of one range");
         self.p50_ns = median(&self.round_p50_ns);
         let q = |q: f64| self.pooled.value_at_quantile(q) as f64;
@@ -171,7 +170,10 @@ impl Report {
 
     pub fn write(&mut self, out: &Path) -> anyhow::Result<()> {
         self.goals = self.goals();
-        std::fs::write(out.join("transports.json"), serde_json::to_string_pretty(self)?)?;
+        std::fs::write(
+            out.join("transports.json"),
+            serde_json::to_string_pretty(self)?,
+        )?;
         std::fs::write(out.join("transports.md"), self.markdown())?;
         Ok(())
     }
@@ -202,7 +204,11 @@ impl Report {
             self.settings.value_bytes, self.settings.rounds
         );
         for r in &self.latency {
-            let rounds: Vec<String> = r.round_p50_ns.iter().map(|ns| format!("{:.2}", ns / 1e3)).collect();
+            let rounds: Vec<String> = r
+                .round_p50_ns
+                .iter()
+                .map(|ns| format!("{:.2}", ns / 1e3))
+                .collect();
             out += &format!(
                 "| {} | {} | {:.2} | {:.2} | {:.2} | {} |\n",
                 r.transport.name(),
@@ -255,7 +261,8 @@ impl Report {
                 c.pipeline,
                 c.transport.name(),
                 c.ops_per_s,
-                c.server_cpu_us_per_op.map_or("-".into(), |v| format!("{v:.2}")),
+                c.server_cpu_us_per_op
+                    .map_or("-".into(), |v| format!("{v:.2}")),
                 c.client_cpu_us_per_op
             );
         }
@@ -282,7 +289,8 @@ impl Report {
                 c.op.name(),
                 c.transport.name(),
                 c.bytes_per_s / 1e9,
-                c.memcpy_efficiency.map_or("-".into(), |e| format!("{:.1}%", e * 100.0))
+                c.memcpy_efficiency
+                    .map_or("-".into(), |e| format!("{:.1}%", e * 100.0))
             );
         }
         out + "\n"
@@ -305,7 +313,8 @@ impl Report {
                 cores(c.no_client_server_cores),
                 cores(c.idle_server_cores),
                 c.sparse_interval_us,
-                c.sparse_server_cpu_us_per_op.map_or("-".into(), |v| format!("{v:.1}")),
+                c.sparse_server_cpu_us_per_op
+                    .map_or("-".into(), |v| format!("{v:.1}")),
                 c.sparse_client_cpu_us_per_op
             );
         }
@@ -335,7 +344,8 @@ impl Report {
                 .iter()
                 .filter(|r| r.target == target && r.clients == clients && r.test == test)
                 .collect();
-            let med = |f: fn(&RbResult) -> f64| median(&runs.iter().map(|r| f(r)).collect::<Vec<_>>());
+            let med =
+                |f: fn(&RbResult) -> f64| median(&runs.iter().map(|r| f(r)).collect::<Vec<_>>());
             out += &format!(
                 "| {target} | {clients} | {test} | {:.0} | {:.3} | {:.3} |\n",
                 med(|r| r.requests_per_s),

@@ -50,7 +50,10 @@ fn wait_listening(child: &mut Child, port: u16, socket: &Path, what: &str) -> an
             bail!("{what} exited at start ({status})");
         }
         if Instant::now() > deadline {
-            bail!("{what} did not listen on port {port} and {}", socket.display());
+            bail!(
+                "{what} did not listen on port {port} and {}",
+                socket.display()
+            );
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -87,7 +90,14 @@ pub fn spawn_redis() -> anyhow::Result<Option<Spawned>> {
     let mut command = Command::new("redis-server");
     command
         .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
-        .args(["--save", "", "--appendonly", "no", "--unixsocketperm", "700"])
+        .args([
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--unixsocketperm",
+            "700",
+        ])
         .arg("--unixsocket")
         .arg(&socket)
         .arg("--dir")
