@@ -72,9 +72,10 @@ pub struct TransportsArgs {
     /// Pipeline depths of the throughput item.
     #[arg(long, value_delimiter = ',', default_values_t = [1usize, 16])]
     pub pipelines: Vec<usize>,
-    /// Client threads of the throughput item; connections are shared out among them.
-    #[arg(long, default_value_t = 2)]
-    pub client_threads: usize,
+    /// Client threads of the throughput item; connections are shared out among them [default: one per
+    /// client CPU when pinned, else 2].
+    #[arg(long)]
+    pub client_threads: Option<usize>,
     /// Seconds per throughput cell [default: 1; --quick: 0.2].
     #[arg(long)]
     pub cell_s: Option<f64>,
@@ -110,13 +111,35 @@ pub struct TransportsArgs {
     /// docs/calibration.json of the source tree).
     #[arg(long)]
     pub calibration: Option<PathBuf>,
-    /// Do not pin the one-connection items (round trips, large values, spin) to separate CPUs for
-    /// client and server; see docs/shm.md "Benchmarks".
+    /// Placements of the round-trip item: `pinned` (client on the last CPU, server on the others) and
+    /// `free` (where the scheduler puts them); see docs/shm.md "Benchmarks".
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Placement::Pinned, Placement::Free])]
+    pub placements: Vec<Placement>,
+    /// Run the other items unpinned too (by default they run pinned when there are two CPUs or more).
     #[arg(long)]
     pub no_pin: bool,
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
+}
+
+/// Where client and server run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Placement {
+    /// The client thread on the last CPU, the server's threads (fallow's, or the ring echo) on the others.
+    Pinned,
+    /// Wherever the scheduler puts them.
+    Free,
+}
+
+impl Placement {
+    pub fn name(self) -> &'static str {
+        match self {
+            Placement::Pinned => "pinned",
+            Placement::Free => "free",
+        }
+    }
 }
 
 /// The settings after --quick and the defaults.
@@ -129,7 +152,8 @@ pub struct Settings {
     pub warmup_round_trips: usize,
     pub connections: Vec<usize>,
     pub pipelines: Vec<usize>,
-    pub client_threads: usize,
+    /// None: one per client CPU when pinned, else 2.
+    pub client_threads: Option<usize>,
     pub cell_s: f64,
     pub large_bytes: Vec<usize>,
     pub large_s: f64,
@@ -140,7 +164,8 @@ pub struct Settings {
     pub rb_requests: usize,
     pub rb_rounds: usize,
     pub inproc_iterations: usize,
-    /// Client on the last CPU, server on the others, for the one-connection items.
+    pub placements: Vec<Placement>,
+    /// Client on the last CPU, server on the others, for the items after the round trips.
     pub pin: bool,
     pub quick: bool,
 }
@@ -178,6 +203,7 @@ impl TransportsArgs {
             rb_requests: self.rb_requests.unwrap_or(if q { 2000 } else { 20_000 }),
             rb_rounds: self.rb_rounds.unwrap_or(if q { 1 } else { 3 }),
             inproc_iterations: if q { 20_000 } else { 200_000 },
+            placements: self.placements.clone(),
             pin: !self.no_pin,
             quick: q,
         };
@@ -197,8 +223,11 @@ impl Settings {
         {
             bail!("--rounds, --round-trips, --rb-rounds and --rb-requests must be at least 1");
         }
-        if self.client_threads == 0 {
+        if self.client_threads == Some(0) {
             bail!("--client-threads must be at least 1");
+        }
+        if self.placements.is_empty() {
+            bail!("--placements: at least one");
         }
         if self
             .connections
@@ -298,7 +327,7 @@ pub fn run_transports(args: &TransportsArgs) -> anyhow::Result<()> {
 fn step_count(s: &Settings) -> u64 {
     let mut steps = 0;
     if s.runs(Item::Latency) {
-        steps += s.rounds + 1;
+        steps += s.placements.len() * s.rounds + 1;
     }
     if s.runs(Item::Throughput) {
         steps += s.connections.len() * s.pipelines.len() * 3;
@@ -320,15 +349,14 @@ fn step(bar: &ProgressBar, message: String) {
     bar.inc(1);
 }
 
-/// The CPU split of the one-connection items, when pinning is on and there are two CPUs or more.
+/// The CPU split (client CPU, server CPUs) when there are two CPUs or more.
 fn cpu_split(s: &Settings, report: &mut Report) -> Option<(usize, Vec<usize>)> {
-    if !s.pin {
-        return None;
-    }
     let split = affinity::split();
     match &split {
         Some((client, server)) => report.notes.push(format!(
-            "one-connection items pinned: client on CPU {client}, server on CPUs {server:?}"
+            "pinned: client on CPU {client}, server on CPUs {server:?}; round trips {}; other items {}",
+            s.placements.iter().map(|p| p.name()).collect::<Vec<_>>().join(" and "),
+            if s.pin { "pinned" } else { "free" }
         )),
         None => report
             .notes
@@ -359,6 +387,8 @@ fn run_items(
     let value = vec![b'x'; s.value_bytes];
     let key: &[u8] = b"bench:transports";
     let split = cpu_split(s, report);
+    // The items after the round trips: pinned unless --no-pin.
+    let later_split = if s.pin { split.clone() } else { None };
     let needs_fallow = [
         Item::Latency,
         Item::Throughput,
@@ -371,16 +401,41 @@ fn run_items(
         Conn::tcp(&endpoints.tcp_addr)?.call(&Op::Set.request(key, &value))?;
         if s.runs(Item::Latency) {
             step(bar, "in-process GET".into());
-            let _pinned = pinned(&split, &[fallow.pid])?;
-            report.inproc = Some(inproc::measure(s.value_bytes, s.inproc_iterations)?);
-            let server_cpus = split.as_ref().map(|(_, server)| server.clone());
-            report.latency = latency_item(s, &endpoints, key, &value, server_cpus, bar)?;
+            {
+                let _pinned = pinned(&split, &[fallow.pid])?;
+                report.inproc = Some(inproc::measure(s.value_bytes, s.inproc_iterations)?);
+            }
+            for &placement in &s.placements {
+                let split = if placement == Placement::Pinned {
+                    split.clone()
+                } else {
+                    None
+                };
+                if placement == Placement::Pinned && split.is_none() {
+                    continue;
+                }
+                let _pinned = pinned(&split, &[fallow.pid])?;
+                let server_cpus = split.as_ref().map(|(_, server)| server.clone());
+                report.latency.extend(latency_item(
+                    s,
+                    &endpoints,
+                    key,
+                    &value,
+                    placement,
+                    server_cpus,
+                    bar,
+                )?);
+            }
         }
         if s.runs(Item::Throughput) {
-            report.throughput = throughput_item(s, &endpoints, &fallow, key, bar)?;
+            let _pinned = pinned(&later_split, &[fallow.pid])?;
+            let client_cpus = later_split.as_ref().map_or(2, |_| 1);
+            let threads = s.client_threads.unwrap_or(client_cpus);
+            report.throughput_client_threads = threads;
+            report.throughput = throughput_item(s, &endpoints, &fallow, key, threads, bar)?;
         }
         if s.runs(Item::Large) {
-            let _pinned = pinned(&split, &[fallow.pid])?;
+            let _pinned = pinned(&later_split, &[fallow.pid])?;
             report.large = large_item(s, &endpoints, report.memcpy_bytes_per_s(), bar)?;
         }
         if s.runs(Item::RedisBenchmark) {
@@ -394,7 +449,7 @@ fn run_items(
             flags.extend(["--shm-spin-us".to_string(), spin_us.to_string()]);
             let fallow = spawn_fallow(bin, &flags)?;
             Conn::tcp(&fallow.tcp_addr())?.call(&Op::Set.request(key, &value))?;
-            let _pinned = pinned(&split, &[fallow.pid])?;
+            let _pinned = pinned(&later_split, &[fallow.pid])?;
             report.spin.push(measure::spin_cost(
                 &fallow,
                 spin_us,
@@ -424,6 +479,7 @@ fn latency_item(
     endpoints: &Endpoints,
     key: &[u8],
     value: &[u8],
+    placement: Placement,
     server_cpus: Option<Vec<usize>>,
     bar: &ProgressBar,
 ) -> anyhow::Result<Vec<LatencyResult>> {
@@ -461,7 +517,7 @@ fn latency_item(
     }
     let mut results: Vec<LatencyResult> = conns
         .iter()
-        .map(|((t, op), _)| LatencyResult::new(*t, *op))
+        .map(|((t, op), _)| LatencyResult::new(*t, *op, placement))
         .collect();
     for ((_, op), conn) in conns.iter_mut() {
         let mut warm = measure::histogram();
@@ -475,7 +531,15 @@ fn latency_item(
         )?;
     }
     for round in 0..s.rounds {
-        step(bar, format!("latency round {}/{}", round + 1, s.rounds));
+        step(
+            bar,
+            format!(
+                "latency {} round {}/{}",
+                placement.name(),
+                round + 1,
+                s.rounds
+            ),
+        );
         for index in measure::rotated(&(0..conns.len()).collect::<Vec<_>>(), round) {
             let ((_, op), conn) = &mut conns[index];
             let mut histogram = measure::histogram();
@@ -503,6 +567,7 @@ fn throughput_item(
     endpoints: &Endpoints,
     fallow: &Spawned,
     key: &[u8],
+    client_threads: usize,
     bar: &ProgressBar,
 ) -> anyhow::Result<Vec<measure::ThroughputCell>> {
     let transports = [Transport::Tcp, Transport::Unix, Transport::Shm];
@@ -521,7 +586,7 @@ fn throughput_item(
                     transport,
                     connections,
                     pipeline,
-                    s.client_threads,
+                    client_threads,
                     key,
                     s.value_bytes,
                     s.cell_s,

@@ -8,6 +8,7 @@ use plotters::prelude::*;
 use super::measure::Op;
 use super::report::Report;
 use super::wire::Transport;
+use super::Placement;
 use crate::plot::{short_number, write_side_by_side, Area, DrawResult, FONT};
 
 /// One line of a panel: its name, colour and (x, y) points with x not yet in log10.
@@ -113,19 +114,20 @@ fn draw(area: &Area<'_>, panel: Panel<'_>) -> DrawResult {
     Ok(())
 }
 
-fn latency_panel(report: &Report, op: Op) -> Panel<'static> {
+fn latency_panel(report: &Report, op: Op, placement: Placement) -> Panel<'static> {
     Panel {
         caption: format!(
-            "{} round trip CDF, {} B",
+            "{} round trip CDF, {} B, {}",
             op.name(),
-            report.settings.value_bytes
+            report.settings.value_bytes,
+            placement.name()
         ),
         x_desc: "latency (µs, log scale)",
         y_desc: "percentile",
         series: report
             .latency
             .iter()
-            .filter(|r| r.op == op)
+            .filter(|r| r.op == op && r.placement == placement)
             .map(|r| Series {
                 name: r.transport.name().into(),
                 colour: colour(r.transport),
@@ -188,12 +190,22 @@ fn large_panel(report: &Report, op: Op) -> Panel<'static> {
 
 /// Writes the PNGs of the items that ran.
 pub fn write_all(report: &Report, out: &Path) -> anyhow::Result<()> {
-    if !report.latency.is_empty() {
+    if let Some(first) = report.latency.first() {
+        // Both placements' GETs side by side when both ran; else GET beside SET.
+        let free = report
+            .latency
+            .iter()
+            .any(|r| r.placement != first.placement);
+        let (left, right) = if free {
+            ((Op::Get, Placement::Pinned), (Op::Get, Placement::Free))
+        } else {
+            ((Op::Get, first.placement), (Op::Set, first.placement))
+        };
         write_side_by_side(
             &out.join("transports-latency.png"),
             "fallow round trips by transport",
-            |left| draw(left, latency_panel(report, Op::Get)),
-            |right| draw(right, latency_panel(report, Op::Set)),
+            |area| draw(area, latency_panel(report, left.0, left.1)),
+            |area| draw(area, latency_panel(report, right.0, right.1)),
         )?;
     }
     if !report.throughput.is_empty() {

@@ -8,7 +8,7 @@ use super::inproc::InprocCost;
 use super::measure::{histogram, LargeCell, Op, SpinCost, ThroughputCell};
 use super::redisbench::RbResult;
 use super::wire::Transport;
-use super::Settings;
+use super::{Placement, Settings};
 
 /// Issue 20's goals for the shared-memory GET.
 pub const GOAL_SHM_GET_P50_NS: f64 = 1000.0;
@@ -20,6 +20,7 @@ pub const GOAL_INPROC_MULTIPLE: f64 = 1.5;
 pub struct LatencyResult {
     pub transport: Transport,
     pub op: Op,
+    pub placement: Placement,
     /// Each round's median round trip, in nanoseconds.
     pub round_p50_ns: Vec<f64>,
     /// The median of the rounds' medians (the figure compared).
@@ -37,10 +38,11 @@ pub struct LatencyResult {
 }
 
 impl LatencyResult {
-    pub fn new(transport: Transport, op: Op) -> LatencyResult {
+    pub fn new(transport: Transport, op: Op, placement: Placement) -> LatencyResult {
         LatencyResult {
             transport,
             op,
+            placement,
             round_p50_ns: Vec::new(),
             p50_ns: f64::NAN,
             pooled_p50_ns: f64::NAN,
@@ -82,6 +84,7 @@ pub fn median(values: &[f64]) -> f64 {
 /// The goals, each with the figures it was judged on.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Goals {
+    pub placement: Placement,
     pub shm_get_p50_ns: f64,
     pub shm_get_p50_at_most_1us: bool,
     pub unix_get_p50_ns: f64,
@@ -105,7 +108,9 @@ pub struct Report {
     pub memcpy_bytes_per_s: Option<(f64, f64)>,
     pub inproc: Option<InprocCost>,
     pub latency: Vec<LatencyResult>,
-    pub goals: Option<Goals>,
+    /// One per placement of the round trips.
+    pub goals: Vec<Goals>,
+    pub throughput_client_threads: usize,
     pub throughput: Vec<ThroughputCell>,
     pub large: Vec<LargeCell>,
     pub spin: Vec<SpinCost>,
@@ -129,7 +134,8 @@ impl Report {
             memcpy_bytes_per_s,
             inproc: None,
             latency: Vec::new(),
-            goals: None,
+            goals: Vec::new(),
+            throughput_client_threads: 0,
             throughput: Vec::new(),
             large: Vec::new(),
             spin: Vec::new(),
@@ -143,19 +149,32 @@ impl Report {
         self.memcpy_bytes_per_s.map(|(_, single)| single)
     }
 
-    fn latency_of(&self, transport: Transport, op: Op) -> Option<&LatencyResult> {
+    fn latency_of(
+        &self,
+        transport: Transport,
+        op: Op,
+        placement: Placement,
+    ) -> Option<&LatencyResult> {
         self.latency
             .iter()
-            .find(|r| r.transport == transport && r.op == op)
+            .find(|r| r.transport == transport && r.op == op && r.placement == placement)
     }
 
-    fn goals(&self) -> Option<Goals> {
-        let shm = self.latency_of(Transport::Shm, Op::Get)?.p50_ns;
-        let unix = self.latency_of(Transport::Unix, Op::Get)?.p50_ns;
-        let ring = self.latency_of(Transport::Ring, Op::Get)?.p50_ns;
+    fn goals(&self) -> Vec<Goals> {
+        [Placement::Pinned, Placement::Free]
+            .into_iter()
+            .filter_map(|placement| self.goals_of(placement))
+            .collect()
+    }
+
+    fn goals_of(&self, placement: Placement) -> Option<Goals> {
+        let shm = self.latency_of(Transport::Shm, Op::Get, placement)?.p50_ns;
+        let unix = self.latency_of(Transport::Unix, Op::Get, placement)?.p50_ns;
+        let ring = self.latency_of(Transport::Ring, Op::Get, placement)?.p50_ns;
         let inproc = self.inproc.as_ref()?.get_ns;
         let bound = ring + GOAL_INPROC_MULTIPLE * inproc;
         Some(Goals {
+            placement,
             shm_get_p50_ns: shm,
             shm_get_p50_at_most_1us: shm <= GOAL_SHM_GET_P50_NS,
             unix_get_p50_ns: unix,
@@ -200,7 +219,7 @@ impl Report {
         }
         let mut out = format!(
             "### Round trips, one connection, {} B values (median of {} rounds' p50; p99 pooled)\n\n\
-             | transport | op | p50 µs | p99 µs | p99.9 µs | round p50s µs |\n|---|---|---|---|---|---|\n",
+             | placement | transport | op | p50 µs | p99 µs | p99.9 µs | round p50s µs |\n|---|---|---|---|---|---|---|\n",
             self.settings.value_bytes, self.settings.rounds
         );
         for r in &self.latency {
@@ -210,7 +229,8 @@ impl Report {
                 .map(|ns| format!("{:.2}", ns / 1e3))
                 .collect();
             out += &format!(
-                "| {} | {} | {:.2} | {:.2} | {:.2} | {} |\n",
+                "| {} | {} | {} | {:.2} | {:.2} | {:.2} | {} |\n",
+                r.placement.name(),
                 r.transport.name(),
                 r.op.name(),
                 r.p50_ns / 1e3,
@@ -225,11 +245,12 @@ impl Report {
                 inproc.get_ns, inproc.get_dispatch_only_ns
             );
         }
-        if let Some(g) = self.goals() {
+        for g in self.goals() {
             let mark = |ok: bool| if ok { "met" } else { "NOT met" };
             out += &format!(
-                "\nGoals: shm GET p50 {:.2} µs ≤ 1 µs: {}; unix/shm {:.1}× ≥ 40×: {}; \
+                "\nGoals ({}): shm GET p50 {:.2} µs ≤ 1 µs: {}; unix/shm {:.1}× ≥ 40×: {}; \
                  shm ≤ ring {:.2} µs + 1.5 × in-process {:.2} µs = {:.2} µs: {}\n",
+                g.placement.name(),
                 g.shm_get_p50_ns / 1e3,
                 mark(g.shm_get_p50_at_most_1us),
                 g.unix_over_shm,
@@ -250,7 +271,7 @@ impl Report {
         let mut out = format!(
             "### Throughput, GET {} B, {} client threads, {} s per cell\n\n\
              | conns | pipeline | transport | ops/s | server CPU µs/op | client CPU µs/op |\n|---|---|---|---|---|---|\n",
-            self.settings.value_bytes, self.settings.client_threads, self.settings.cell_s
+            self.settings.value_bytes, self.throughput_client_threads, self.settings.cell_s
         );
         let mut cells: Vec<&ThroughputCell> = self.throughput.iter().collect();
         cells.sort_by_key(|c| (c.connections, c.pipeline, c.transport));
@@ -370,7 +391,7 @@ mod tests {
 
     #[test]
     fn rounds_pool_into_one_result() {
-        let mut result = LatencyResult::new(Transport::Shm, Op::Get);
+        let mut result = LatencyResult::new(Transport::Shm, Op::Get, Placement::Pinned);
         for base in [1000u64, 3000, 2000] {
             let mut h = histogram();
             for i in 0..100 {
