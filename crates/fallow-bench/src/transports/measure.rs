@@ -133,6 +133,7 @@ pub fn rotated<T: Copy>(order: &[T], by: usize) -> Vec<T> {
 /// One throughput cell's result.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct ThroughputCell {
+    pub placement: super::Placement,
     pub transport: Transport,
     pub connections: usize,
     pub pipeline: usize,
@@ -227,6 +228,7 @@ pub fn throughput_cell(
         .map(|(b, a)| b - a);
     let per_op_us = |cpu_s: f64| cpu_s * 1e6 / ops.max(1) as f64;
     Ok(ThroughputCell {
+        placement: super::Placement::Free,
         transport,
         connections,
         pipeline,

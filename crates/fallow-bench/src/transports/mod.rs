@@ -15,7 +15,7 @@ pub mod servers;
 pub mod wire;
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
@@ -63,7 +63,7 @@ pub struct TransportsArgs {
     /// Latency rounds; every transport runs once per round, in a rotating order [default: 5; --quick: 2].
     #[arg(long)]
     pub rounds: Option<usize>,
-    /// Timed round trips per transport, operation and round [default: 20000; --quick: 2000].
+    /// Timed round trips per transport, operation and round [default: 10000; --quick: 2000].
     #[arg(long)]
     pub round_trips: Option<usize>,
     /// Connection counts of the throughput item [default: 1,4,16,64; --quick: 1,4].
@@ -76,7 +76,7 @@ pub struct TransportsArgs {
     /// client CPU when pinned, else 2].
     #[arg(long)]
     pub client_threads: Option<usize>,
-    /// Seconds per throughput cell [default: 1; --quick: 0.2].
+    /// Seconds per throughput cell [default: 0.5; --quick: 0.2].
     #[arg(long)]
     pub cell_s: Option<f64>,
     /// Value sizes of the large-value item, in bytes [default: 4096,16384,65536,262144,1048576;
@@ -98,10 +98,10 @@ pub struct TransportsArgs {
     /// Microseconds between the spin item's sparse GETs.
     #[arg(long, default_value_t = 1000)]
     pub sparse_interval_us: u64,
-    /// Requests per redis-benchmark test [default: 20000; --quick: 2000].
+    /// Requests per redis-benchmark test [default: 10000; --quick: 2000].
     #[arg(long)]
     pub rb_requests: Option<usize>,
-    /// redis-benchmark rounds (targets rotate per round; medians reported) [default: 3; --quick: 1].
+    /// redis-benchmark rounds (targets rotate per round; medians reported) [default: 2; --quick: 1].
     #[arg(long)]
     pub rb_rounds: Option<usize>,
     /// The preload library (default: libfallow_preload.so beside this binary; skipped when absent).
@@ -111,13 +111,11 @@ pub struct TransportsArgs {
     /// docs/calibration.json of the source tree).
     #[arg(long)]
     pub calibration: Option<PathBuf>,
-    /// Placements of the round-trip item: `pinned` (client on the last CPU, server on the others) and
-    /// `free` (where the scheduler puts them); see docs/shm.md "Benchmarks".
+    /// Placements of the round trips, throughput and redis-benchmark: `pinned` (client on the last CPU,
+    /// servers on the others) and `free` (where the scheduler puts them). Large values and the spin
+    /// item run in the first. See docs/shm.md "Benchmarks".
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Placement::Pinned, Placement::Free])]
     pub placements: Vec<Placement>,
-    /// Run the other items unpinned too (by default they run pinned when there are two CPUs or more).
-    #[arg(long)]
-    pub no_pin: bool,
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
@@ -165,8 +163,6 @@ pub struct Settings {
     pub rb_rounds: usize,
     pub inproc_iterations: usize,
     pub placements: Vec<Placement>,
-    /// Client on the last CPU, server on the others, for the items after the round trips.
-    pub pin: bool,
     pub quick: bool,
 }
 
@@ -180,7 +176,7 @@ impl TransportsArgs {
                 .unwrap_or_else(|| Item::value_variants().to_vec()),
             value_bytes: self.value_bytes,
             rounds: self.rounds.unwrap_or(if q { 2 } else { 5 }),
-            round_trips: self.round_trips.unwrap_or(if q { 2000 } else { 20_000 }),
+            round_trips: self.round_trips.unwrap_or(if q { 2000 } else { 10_000 }),
             warmup_round_trips: if q { 200 } else { 2000 },
             connections: self.connections.clone().unwrap_or(if q {
                 vec![1, 4]
@@ -189,7 +185,7 @@ impl TransportsArgs {
             }),
             pipelines: self.pipelines.clone(),
             client_threads: self.client_threads,
-            cell_s: self.cell_s.unwrap_or(if q { 0.2 } else { 1.0 }),
+            cell_s: self.cell_s.unwrap_or(if q { 0.2 } else { 0.5 }),
             large_bytes: self.large_bytes.clone().unwrap_or(if q {
                 vec![4 << 10, 1 << 20]
             } else {
@@ -200,11 +196,10 @@ impl TransportsArgs {
             spin_us: self.spin_us.clone(),
             idle_s: self.idle_s.unwrap_or(if q { 0.5 } else { 2.0 }),
             sparse_interval_us: self.sparse_interval_us,
-            rb_requests: self.rb_requests.unwrap_or(if q { 2000 } else { 20_000 }),
-            rb_rounds: self.rb_rounds.unwrap_or(if q { 1 } else { 3 }),
+            rb_requests: self.rb_requests.unwrap_or(if q { 2000 } else { 10_000 }),
+            rb_rounds: self.rb_rounds.unwrap_or(if q { 1 } else { 2 }),
             inproc_iterations: if q { 20_000 } else { 200_000 },
             placements: self.placements.clone(),
-            pin: !self.no_pin,
             quick: q,
         };
         settings.check()?;
@@ -330,13 +325,13 @@ fn step_count(s: &Settings) -> u64 {
         steps += s.placements.len() * s.rounds + 1;
     }
     if s.runs(Item::Throughput) {
-        steps += s.connections.len() * s.pipelines.len() * 3;
+        steps += s.placements.len() * s.connections.len() * s.pipelines.len() * 3;
     }
     if s.runs(Item::Large) {
         steps += s.large_bytes.len() * 2;
     }
     if s.runs(Item::RedisBenchmark) {
-        steps += s.rb_rounds * 2;
+        steps += s.placements.len() * s.rb_rounds * 2;
     }
     if s.runs(Item::Spin) {
         steps += s.spin_us.len();
@@ -354,13 +349,12 @@ fn cpu_split(s: &Settings, report: &mut Report) -> Option<(usize, Vec<usize>)> {
     let split = affinity::split();
     match &split {
         Some((client, server)) => report.notes.push(format!(
-            "pinned: client on CPU {client}, server on CPUs {server:?}; round trips {}; other items {}",
-            s.placements.iter().map(|p| p.name()).collect::<Vec<_>>().join(" and "),
-            if s.pin { "pinned" } else { "free" }
+            "pinned placement: client on CPU {client}, servers on CPUs {server:?}"
         )),
-        None => report
+        None if s.placements.contains(&Placement::Pinned) => report
             .notes
-            .push("fewer than two CPUs: nothing pinned".into()),
+            .push("fewer than two CPUs: the pinned placement is skipped".into()),
+        None => {}
     }
     split
 }
@@ -377,6 +371,26 @@ fn pinned(
         .context("pinning client and server to CPUs")
 }
 
+/// The CPUs of a placement: the split when pinned (None when there is no split), nothing when free.
+fn split_of(
+    placement: Placement,
+    split: &Option<(usize, Vec<usize>)>,
+) -> Option<(usize, Vec<usize>)> {
+    match placement {
+        Placement::Pinned => split.clone(),
+        Placement::Free => None,
+    }
+}
+
+/// The placements that can run here: pinned needs two CPUs.
+fn usable_placements(s: &Settings, split: &Option<(usize, Vec<usize>)>) -> Vec<Placement> {
+    s.placements
+        .iter()
+        .copied()
+        .filter(|&p| p == Placement::Free || split.is_some())
+        .collect()
+}
+
 fn run_items(
     s: &Settings,
     bin: &Path,
@@ -387,8 +401,10 @@ fn run_items(
     let value = vec![b'x'; s.value_bytes];
     let key: &[u8] = b"bench:transports";
     let split = cpu_split(s, report);
-    // The items after the round trips: pinned unless --no-pin.
-    let later_split = if s.pin { split.clone() } else { None };
+    let placements = usable_placements(s, &split);
+    // The one-connection items after the round trips run in the first placement.
+    let single = placements.first().copied().unwrap_or(Placement::Free);
+    let single_split = split_of(single, &split);
     let needs_fallow = [
         Item::Latency,
         Item::Throughput,
@@ -399,21 +415,15 @@ fn run_items(
         let fallow = spawn_fallow(bin, &ring_flags(s))?;
         let endpoints = Endpoints::of(&fallow, SpinPolicy::from_env(), s.ring_bytes);
         Conn::tcp(&endpoints.tcp_addr)?.call(&Op::Set.request(key, &value))?;
+        let started = Instant::now();
         if s.runs(Item::Latency) {
             step(bar, "in-process GET".into());
             {
-                let _pinned = pinned(&split, &[fallow.pid])?;
+                let _pinned = pinned(&single_split, &[fallow.pid])?;
                 report.inproc = Some(inproc::measure(s.value_bytes, s.inproc_iterations)?);
             }
-            for &placement in &s.placements {
-                let split = if placement == Placement::Pinned {
-                    split.clone()
-                } else {
-                    None
-                };
-                if placement == Placement::Pinned && split.is_none() {
-                    continue;
-                }
+            for &placement in &placements {
+                let split = split_of(placement, &split);
                 let _pinned = pinned(&split, &[fallow.pid])?;
                 let server_cpus = split.as_ref().map(|(_, server)| server.clone());
                 report.latency.extend(latency_item(
@@ -427,29 +437,46 @@ fn run_items(
                 )?);
             }
         }
+        report.timed(Item::Latency, started);
+        let started = Instant::now();
         if s.runs(Item::Throughput) {
-            let _pinned = pinned(&later_split, &[fallow.pid])?;
-            let client_cpus = later_split.as_ref().map_or(2, |_| 1);
-            let threads = s.client_threads.unwrap_or(client_cpus);
-            report.throughput_client_threads = threads;
-            report.throughput = throughput_item(s, &endpoints, &fallow, key, threads, bar)?;
+            for &placement in &placements {
+                let split = split_of(placement, &split);
+                let _pinned = pinned(&split, &[fallow.pid])?;
+                // Pinned: one thread per client CPU (two spinning clients on one CPU take turns by
+                // spinning out their budgets).
+                let threads = s
+                    .client_threads
+                    .unwrap_or(if split.is_some() { 1 } else { 2 });
+                report.throughput.extend(throughput_item(
+                    s, &endpoints, &fallow, key, placement, threads, bar,
+                )?);
+            }
         }
+        report.timed(Item::Throughput, started);
+        let started = Instant::now();
         if s.runs(Item::Large) {
-            let _pinned = pinned(&later_split, &[fallow.pid])?;
+            let _pinned = pinned(&single_split, &[fallow.pid])?;
+            report.large_placement = Some(single);
             report.large = large_item(s, &endpoints, report.memcpy_bytes_per_s(), bar)?;
         }
+        report.timed(Item::Large, started);
+        let started = Instant::now();
         if s.runs(Item::RedisBenchmark) {
-            redis_benchmark_item(s, &fallow, args, report, bar)?;
+            redis_benchmark_item(s, &fallow, args, &placements, &split, report, bar)?;
         }
+        report.timed(Item::RedisBenchmark, started);
     }
+    let started = Instant::now();
     if s.runs(Item::Spin) {
+        report.spin_placement = Some(single);
         for &spin_us in &s.spin_us {
             step(bar, format!("spin {spin_us} us"));
             let mut flags = ring_flags(s);
             flags.extend(["--shm-spin-us".to_string(), spin_us.to_string()]);
             let fallow = spawn_fallow(bin, &flags)?;
             Conn::tcp(&fallow.tcp_addr())?.call(&Op::Set.request(key, &value))?;
-            let _pinned = pinned(&later_split, &[fallow.pid])?;
+            let _pinned = pinned(&single_split, &[fallow.pid])?;
             report.spin.push(measure::spin_cost(
                 &fallow,
                 spin_us,
@@ -460,6 +487,7 @@ fn run_items(
             )?);
         }
     }
+    report.timed(Item::Spin, started);
     Ok(())
 }
 
@@ -567,6 +595,7 @@ fn throughput_item(
     endpoints: &Endpoints,
     fallow: &Spawned,
     key: &[u8],
+    placement: Placement,
     client_threads: usize,
     bar: &ProgressBar,
 ) -> anyhow::Result<Vec<measure::ThroughputCell>> {
@@ -576,11 +605,9 @@ fn throughput_item(
     for &connections in &s.connections {
         for &pipeline in &s.pipelines {
             for transport in measure::rotated(&transports, turn) {
-                step(
-                    bar,
-                    format!("{} c{connections} P{pipeline}", transport.name()),
-                );
-                cells.push(measure::throughput_cell(
+                let what = format!("{} c{connections} P{pipeline}", transport.name());
+                step(bar, format!("{} {what}", placement.name()));
+                let mut cell = measure::throughput_cell(
                     endpoints,
                     fallow,
                     transport,
@@ -590,7 +617,9 @@ fn throughput_item(
                     key,
                     s.value_bytes,
                     s.cell_s,
-                )?);
+                )?;
+                cell.placement = placement;
+                cells.push(cell);
             }
             turn += 1;
         }
@@ -636,6 +665,8 @@ fn redis_benchmark_item(
     s: &Settings,
     fallow: &Spawned,
     args: &TransportsArgs,
+    placements: &[Placement],
+    split: &Option<(usize, Vec<usize>)>,
     report: &mut Report,
     bar: &ProgressBar,
 ) -> anyhow::Result<()> {
@@ -667,19 +698,26 @@ fn redis_benchmark_item(
             .notes
             .push("redis-server is not installed: no Redis beside fallow".into()),
     }
-    for round in 0..s.rb_rounds {
-        for clients in [1usize, 50] {
-            step(
-                bar,
-                format!("redis-benchmark c{clients} round {}", round + 1),
-            );
-            for target in measure::rotated(&(0..targets.len()).collect::<Vec<_>>(), round) {
-                report.redis_benchmark.extend(redisbench::run(
-                    &targets[target],
-                    clients,
-                    s.rb_requests,
-                    s.value_bytes,
-                )?);
+    // redis-benchmark inherits this thread's CPU; both servers go to the server CPUs.
+    let pids: Vec<u32> = [Some(fallow.pid), redis.as_ref().map(|r| r.pid)]
+        .into_iter()
+        .flatten()
+        .collect();
+    for &placement in placements {
+        let _pinned = pinned(&split_of(placement, split), &pids)?;
+        for round in 0..s.rb_rounds {
+            for clients in [1usize, 50] {
+                let what = format!("c{clients} round {}", round + 1);
+                step(bar, format!("redis-benchmark {} {what}", placement.name()));
+                for target in measure::rotated(&(0..targets.len()).collect::<Vec<_>>(), round) {
+                    let target = &targets[target];
+                    let results = redisbench::run(target, clients, s.rb_requests, s.value_bytes)?;
+                    report.redis_benchmark.extend(
+                        results
+                            .into_iter()
+                            .map(|r| redisbench::RbResult { placement, ..r }),
+                    );
+                }
             }
         }
     }

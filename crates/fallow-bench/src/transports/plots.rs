@@ -138,7 +138,7 @@ fn latency_panel(report: &Report, op: Op, placement: Placement) -> Panel<'static
     }
 }
 
-fn throughput_panel(report: &Report, pipeline: usize) -> Panel<'static> {
+fn throughput_panel(report: &Report, pipeline: usize, placement: Placement) -> Panel<'static> {
     let series = [Transport::Tcp, Transport::Unix, Transport::Shm]
         .into_iter()
         .map(|t| Series {
@@ -147,13 +147,13 @@ fn throughput_panel(report: &Report, pipeline: usize) -> Panel<'static> {
             points: report
                 .throughput
                 .iter()
-                .filter(|c| c.transport == t && c.pipeline == pipeline)
+                .filter(|c| c.transport == t && c.pipeline == pipeline && c.placement == placement)
                 .map(|c| (c.connections as f64, c.ops_per_s))
                 .collect(),
         })
         .collect();
     Panel {
-        caption: format!("GET throughput, pipeline {pipeline}"),
+        caption: format!("GET throughput, pipeline {pipeline}, {}", placement.name()),
         x_desc: "connections (log scale)",
         y_desc: "ops/s",
         series,
@@ -208,15 +208,18 @@ pub fn write_all(report: &Report, out: &Path) -> anyhow::Result<()> {
             |area| draw(area, latency_panel(report, right.0, right.1)),
         )?;
     }
-    if !report.throughput.is_empty() {
+    let mut placements: Vec<Placement> = report.throughput.iter().map(|c| c.placement).collect();
+    placements.sort();
+    placements.dedup();
+    for placement in placements {
         let pipelines = &report.settings.pipelines;
         let first = pipelines[0];
         let second = *pipelines.get(1).unwrap_or(&first);
         write_side_by_side(
-            &out.join("transports-throughput.png"),
+            &out.join(format!("transports-throughput-{}.png", placement.name())),
             "fallow throughput by transport",
-            |left| draw(left, throughput_panel(report, first)),
-            |right| draw(right, throughput_panel(report, second)),
+            |left| draw(left, throughput_panel(report, first, placement)),
+            |right| draw(right, throughput_panel(report, second, placement)),
         )?;
     }
     if !report.large.is_empty() {

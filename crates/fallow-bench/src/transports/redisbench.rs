@@ -19,6 +19,8 @@ pub struct Target {
 /// One redis-benchmark test's figures.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct RbResult {
+    /// Set by the caller (the run does not know where it was placed).
+    pub placement: super::Placement,
     pub target: String,
     pub clients: usize,
     pub test: String,
@@ -139,6 +141,7 @@ pub fn parse_csv(text: &str, target: &str, clients: usize) -> anyhow::Result<Vec
                     .with_context(|| format!("bad row {line:?}"))
             };
             Ok(RbResult {
+                placement: super::Placement::Free,
                 target: target.to_string(),
                 clients,
                 test: fields.first().cloned().unwrap_or_default(),

@@ -8,7 +8,7 @@ use super::inproc::InprocCost;
 use super::measure::{histogram, LargeCell, Op, SpinCost, ThroughputCell};
 use super::redisbench::RbResult;
 use super::wire::Transport;
-use super::{Placement, Settings};
+use super::{Item, Placement, Settings};
 
 /// Issue 20's goals for the shared-memory GET.
 pub const GOAL_SHM_GET_P50_NS: f64 = 1000.0;
@@ -110,11 +110,15 @@ pub struct Report {
     pub latency: Vec<LatencyResult>,
     /// One per placement of the round trips.
     pub goals: Vec<Goals>,
-    pub throughput_client_threads: usize,
     pub throughput: Vec<ThroughputCell>,
+    /// Where the large-value and spin items ran.
+    pub large_placement: Option<Placement>,
+    pub spin_placement: Option<Placement>,
     pub large: Vec<LargeCell>,
     pub spin: Vec<SpinCost>,
     pub redis_benchmark: Vec<RbResult>,
+    /// Wall-clock seconds each item that ran took.
+    pub item_seconds: Vec<(Item, f64)>,
     pub notes: Vec<String>,
 }
 
@@ -135,12 +139,22 @@ impl Report {
             inproc: None,
             latency: Vec::new(),
             goals: Vec::new(),
-            throughput_client_threads: 0,
             throughput: Vec::new(),
+            large_placement: None,
+            spin_placement: None,
             large: Vec::new(),
             spin: Vec::new(),
             redis_benchmark: Vec::new(),
+            item_seconds: Vec::new(),
             notes: Vec::new(),
+        }
+    }
+
+    /// Records how long `item` took since `started`, when it ran.
+    pub fn timed(&mut self, item: Item, started: std::time::Instant) {
+        if self.settings.items.contains(&item) {
+            self.item_seconds
+                .push((item, started.elapsed().as_secs_f64()));
         }
     }
 
@@ -207,6 +221,14 @@ impl Report {
         out += &self.large_table();
         out += &self.spin_table();
         out += &self.redis_benchmark_table();
+        if !self.item_seconds.is_empty() {
+            let times: Vec<String> = self
+                .item_seconds
+                .iter()
+                .map(|(item, seconds)| format!("{item:?} {seconds:.0} s"))
+                .collect();
+            out += &format!("Item times: {}\n", times.join(", "));
+        }
         for note in &self.notes {
             out += &format!("Note: {note}\n");
         }
@@ -269,15 +291,18 @@ impl Report {
             return String::new();
         }
         let mut out = format!(
-            "### Throughput, GET {} B, {} client threads, {} s per cell\n\n\
-             | conns | pipeline | transport | ops/s | server CPU µs/op | client CPU µs/op |\n|---|---|---|---|---|---|\n",
-            self.settings.value_bytes, self.throughput_client_threads, self.settings.cell_s
+            "### Throughput, GET {} B, {} s per cell\n\n\
+             | placement | client threads | conns | pipeline | transport | ops/s | server CPU µs/op | client CPU µs/op |\n\
+             |---|---|---|---|---|---|---|---|\n",
+            self.settings.value_bytes, self.settings.cell_s
         );
         let mut cells: Vec<&ThroughputCell> = self.throughput.iter().collect();
-        cells.sort_by_key(|c| (c.connections, c.pipeline, c.transport));
+        cells.sort_by_key(|c| (c.placement, c.connections, c.pipeline, c.transport));
         for c in cells {
             out += &format!(
-                "| {} | {} | {} | {:.0} | {} | {:.2} |\n",
+                "| {} | {} | {} | {} | {} | {:.0} | {} | {:.2} |\n",
+                c.placement.name(),
+                c.client_threads,
                 c.connections,
                 c.pipeline,
                 c.transport.name(),
@@ -298,8 +323,9 @@ impl Report {
             .memcpy_bytes_per_s()
             .map_or("no calibration".into(), |m| format!("{:.2} GB/s", m / 1e9));
         let mut out = format!(
-            "### Large values, one connection (memcpy, one thread, from the calibration: {memcpy})\n\n\
-             | bytes | op | transport | GB/s | of memcpy |\n|---|---|---|---|---|\n"
+            "### Large values, one connection, {} (memcpy, one thread, from the calibration: {memcpy})\n\n\
+             | bytes | op | transport | GB/s | of memcpy |\n|---|---|---|---|---|\n",
+            self.large_placement.map_or("", |p| p.name())
         );
         let mut cells: Vec<&LargeCell> = self.large.iter().collect();
         cells.sort_by_key(|c| (c.value_bytes, c.op == Op::Get, c.transport));
@@ -322,11 +348,13 @@ impl Report {
             return String::new();
         }
         let cores = |v: Option<f64>| v.map_or("-".into(), |c| format!("{:.1}%", c * 100.0));
-        let mut out = "### Spin policy: fallow's CPU (% of a core) with no client and with one idle channel; \
+        let mut out = format!(
+            "### Spin policy ({}): fallow's CPU (% of a core) with no client and with one idle channel; \
              CPU per GET at one GET per interval\n\n\
              | shm-spin-us | no client | idle channel | interval µs | server CPU µs/GET | client CPU µs/GET |\n\
-             |---|---|---|---|---|---|\n"
-            .to_string();
+             |---|---|---|---|---|---|\n",
+            self.spin_placement.map_or("", |p| p.name())
+        );
         for c in &self.spin {
             out += &format!(
                 "| {} | {} | {} | {} | {} | {:.1} |\n",
@@ -348,27 +376,32 @@ impl Report {
         }
         let mut out = format!(
             "### redis-benchmark -t get,set -P 1 -d {} -n {} (median of {} rounds)\n\n\
-             | target | clients | test | requests/s | p50 ms | p99 ms |\n|---|---|---|---|---|---|\n",
+             | placement | target | clients | test | requests/s | p50 ms | p99 ms |\n|---|---|---|---|---|---|---|\n",
             self.settings.value_bytes, self.settings.rb_requests, self.settings.rb_rounds
         );
-        let mut keys: Vec<(String, usize, String)> = self
+        let mut keys: Vec<(Placement, usize, String, String)> = self
             .redis_benchmark
             .iter()
-            .map(|r| (r.target.clone(), r.clients, r.test.clone()))
+            .map(|r| (r.placement, r.clients, r.test.clone(), r.target.clone()))
             .collect();
         keys.sort();
         keys.dedup();
-        keys.sort_by_key(|(target, clients, test)| (*clients, test.clone(), target.clone()));
-        for (target, clients, test) in keys {
+        for (placement, clients, test, target) in keys {
             let runs: Vec<&RbResult> = self
                 .redis_benchmark
                 .iter()
-                .filter(|r| r.target == target && r.clients == clients && r.test == test)
+                .filter(|r| {
+                    r.placement == placement
+                        && r.target == target
+                        && r.clients == clients
+                        && r.test == test
+                })
                 .collect();
             let med =
                 |f: fn(&RbResult) -> f64| median(&runs.iter().map(|r| f(r)).collect::<Vec<_>>());
             out += &format!(
-                "| {target} | {clients} | {test} | {:.0} | {:.3} | {:.3} |\n",
+                "| {} | {target} | {clients} | {test} | {:.0} | {:.3} | {:.3} |\n",
+                placement.name(),
                 med(|r| r.requests_per_s),
                 med(|r| r.p50_ms),
                 med(|r| r.p99_ms)
