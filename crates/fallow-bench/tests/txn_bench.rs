@@ -158,8 +158,8 @@ fn quick_transports_run_reports_every_item() {
     let throughput = report["throughput"].as_array().unwrap();
     assert_eq!(
         throughput.len(),
-        2 * 2 * 3,
-        "connections 1,4 x pipelines 1,16 x 3 transports"
+        placements * 2 * 2 * 3,
+        "placements x connections 1,4 x pipelines 1,16 x 3 transports"
     );
     for cell in throughput {
         positive_at(cell, "ops_per_s");
