@@ -20,7 +20,7 @@ FALLOW_EXTRA = {
     "lua-strict-keys", "auth-failures-before-delay", "auth-failure-delay-ms", "auth-failure-delay-max-ms",
     "tier2-size", "tier2-path", "tier2-fsync", "tier2-admission", "tier2-reads", "tier2-admit-hits",
     "tier2-region-size", "tier2-clean-ahead-bytes-per-sec", "tracking-table-max-bytes",
-    "shm-channels", "shm-ring-bytes", "shm-ring-bytes-max", "shm-spin-us", "shm-allowed-uids",
+    "shm-channels", "shm-ring-bytes", "shm-ring-bytes-max", "shm-spin-us", "shm-allowed-uids", "vsock-port",
 }
 # Values that describe the server itself (addresses, paths, how it was started).
 SERVER_DESCRIBING = {"bind", "port", "dir", "unixsocket", "unixsocketperm", "daemonize", "pidfile", "logfile",

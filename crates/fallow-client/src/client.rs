@@ -45,6 +45,9 @@ pub struct ClientConfig {
     /// client and server added that much to each round trip (0 = off). Lets a loopback benchmark model a
     /// cluster's round trips (Claret's were 150 µs), where the kernel has no netem.
     pub emulated_link_delay_us: u64,
+    /// Reach `unix:` nodes over a shared-memory channel when the server grants one (docs/shm.md, "Rust
+    /// client"); a refusal or a failed open falls back to the plain Unix socket. Off: the socket always.
+    pub shm_channels: bool,
 }
 
 impl Default for ClientConfig {
@@ -59,6 +62,7 @@ impl Default for ClientConfig {
             retry_operations: false,
             operation_retry_max_ms: 500,
             emulated_link_delay_us: 0,
+            shm_channels: true,
         }
     }
 }
@@ -82,6 +86,7 @@ impl Client {
         let settings = ConnectionSettings {
             limits: ReplyLimits::default(),
             link_delay: Duration::from_micros(config.emulated_link_delay_us),
+            shm_channels: config.shm_channels,
         };
         let idle_max = config.connections_per_node.max(1);
         let pools: Vec<Pool> = config

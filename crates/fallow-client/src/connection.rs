@@ -1,4 +1,11 @@
-//! Blocking RESP2 connections over TCP or a Unix socket, and the per-node pools that keep them.
+//! Blocking RESP2 connections over TCP, a Unix socket or a shared-memory channel opened on the Unix
+//! socket (docs/shm.md), and the per-node pools that keep them.
+//!
+//! A node given as `unix:...` is reached over a shared-memory channel when `ConnectionSettings::shm_channels`
+//! is on (the default) and the server grants one: the same RESP bytes then cross two rings in a memfd
+//! instead of the kernel's socket buffers. When the server refuses (`shm-channels no`, a server without
+//! SHM.OPEN, a peer it does not allow) or the open fails, the connection falls back to the plain socket,
+//! so turning channels on never costs a working connection.
 //!
 //! A connection carries at most one server transaction at a time, so a transaction holds its connections
 //! from TXN.BEGIN to TXN.COMMIT/TXN.ABORT and gives them back only in a clean state. A connection whose
@@ -7,8 +14,10 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use fallow_shm::layout::Protocol;
+use fallow_shm::{ClientChannel, OpenOptions, SpinPolicy};
 use parking_lot::Mutex;
 
 use crate::error::ClientError;
@@ -20,12 +29,37 @@ pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
 
 const READ_CHUNK_BYTES: usize = 16 << 10;
 
+/// How often a reader waiting on a channel looks at its lifeline.
+const LIFELINE_CHECK_INTERVAL: Duration = Duration::from_millis(100);
+
 /// What every connection of a client is opened with.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct ConnectionSettings {
     pub limits: ReplyLimits,
     /// `ClientConfig::emulated_link_delay_us`: each flush sleeps this long first.
     pub link_delay: Duration,
+    /// `ClientConfig::shm_channels`: open a shared-memory channel on `unix:` nodes when the server grants
+    /// one (else the plain socket).
+    pub shm_channels: bool,
+}
+
+impl Default for ConnectionSettings {
+    fn default() -> ConnectionSettings {
+        ConnectionSettings {
+            limits: ReplyLimits::default(),
+            link_delay: Duration::ZERO,
+            shm_channels: true,
+        }
+    }
+}
+
+/// What a connection runs over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    Tcp,
+    Unix,
+    /// A shared-memory channel (its Unix socket kept open as the lifeline).
+    Shm,
 }
 
 /// A node's address: `host:port` (TCP), `unix:/path`, or `unix:` alone for the local server's socket as
@@ -43,32 +77,67 @@ pub fn unix_socket_of(address: &str) -> Option<PathBuf> {
 enum Stream {
     Tcp(TcpStream),
     Unix(UnixStream),
+    Shm(Box<ShmStream>),
+}
+
+/// A channel and this client's spin budget for it.
+struct ShmStream {
+    channel: ClientChannel,
+    spin: AdaptiveSpin,
 }
 
 impl Stream {
-    fn open(address: &str) -> std::io::Result<Stream> {
-        let stream = match unix_socket_of(address) {
-            Some(path) => {
-                let stream = UnixStream::connect(path)?;
-                stream.set_read_timeout(Some(IO_TIMEOUT))?;
-                stream.set_write_timeout(Some(IO_TIMEOUT))?;
-                Stream::Unix(stream)
-            }
-            None => {
-                let stream = TcpStream::connect(address)?;
-                stream.set_nodelay(true)?;
-                stream.set_read_timeout(Some(IO_TIMEOUT))?;
-                stream.set_write_timeout(Some(IO_TIMEOUT))?;
-                Stream::Tcp(stream)
-            }
+    /// Opens `address`; `shm_refusal` gets why a channel was not used on a `unix:` node, if it was tried.
+    fn open(
+        address: &str,
+        shm_channels: bool,
+        shm_refusal: &mut Option<String>,
+    ) -> std::io::Result<Stream> {
+        let Some(path) = unix_socket_of(address) else {
+            let stream = TcpStream::connect(address)?;
+            stream.set_nodelay(true)?;
+            stream.set_read_timeout(Some(IO_TIMEOUT))?;
+            stream.set_write_timeout(Some(IO_TIMEOUT))?;
+            return Ok(Stream::Tcp(stream));
         };
-        Ok(stream)
+        if shm_channels {
+            let options = OpenOptions {
+                // RESP whatever the socket: this client speaks nothing else, even to the memcached
+                // port's control socket (whose channels default to memcached).
+                protocol: Some(Protocol::Resp),
+                // The channel's own waits sleep at once: reads spin here first (`AdaptiveSpin`).
+                spin: SpinPolicy { spin_ns: 0 },
+                ..OpenOptions::default()
+            };
+            // Any failure (refused, an old server, descriptors that do not make a channel) falls back:
+            // the plain socket works wherever the channel does not.
+            match ClientChannel::open(&path, &options) {
+                Ok(channel) => {
+                    let spin = AdaptiveSpin::new(SpinPolicy::from_env().spin_ns);
+                    return Ok(Stream::Shm(Box::new(ShmStream { channel, spin })));
+                }
+                Err(error) => *shm_refusal = Some(error.to_string()),
+            }
+        }
+        let stream = UnixStream::connect(path)?;
+        stream.set_read_timeout(Some(IO_TIMEOUT))?;
+        stream.set_write_timeout(Some(IO_TIMEOUT))?;
+        Ok(Stream::Unix(stream))
+    }
+
+    fn transport(&self) -> Transport {
+        match self {
+            Stream::Tcp(_) => Transport::Tcp,
+            Stream::Unix(_) => Transport::Unix,
+            Stream::Shm(_) => Transport::Shm,
+        }
     }
 
     fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         match self {
             Stream::Tcp(stream) => stream.write_all(bytes),
             Stream::Unix(stream) => stream.write_all(bytes),
+            Stream::Shm(shm) => shm_write_all(&mut shm.channel, bytes),
         }
     }
 
@@ -76,8 +145,138 @@ impl Stream {
         match self {
             Stream::Tcp(stream) => stream.read(buf),
             Stream::Unix(stream) => stream.read(buf),
+            Stream::Shm(shm) => shm_read(shm, buf),
         }
     }
+}
+
+/// Writes all of `bytes` to the request ring, waiting (spin, then sleep) while it is full; a server that
+/// takes nothing for `IO_TIMEOUT` is an error, as a socket's write timeout would be.
+fn shm_write_all(channel: &mut ClientChannel, mut bytes: &[u8]) -> std::io::Result<()> {
+    while !bytes.is_empty() {
+        let written = channel.try_write(bytes)?;
+        bytes = &bytes[written..];
+        if !bytes.is_empty() && !channel.wait_writable(Some(IO_TIMEOUT))? {
+            return Err(std::io::ErrorKind::TimedOut.into());
+        }
+    }
+    Ok(())
+}
+
+/// Reads at least one byte of replies, waiting up to `IO_TIMEOUT`; Ok(0) when the server closed the
+/// channel or its end of the lifeline (a server that died marks nothing in the header).
+fn shm_read(shm: &mut ShmStream, buf: &mut [u8]) -> std::io::Result<usize> {
+    let ShmStream { channel, spin } = shm;
+    if !channel.read_ready() {
+        spin.wait(|| channel.read_ready());
+    }
+    let deadline = Instant::now() + IO_TIMEOUT;
+    loop {
+        match channel.try_read(buf) {
+            Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {
+                let now = Instant::now();
+                if now >= deadline {
+                    return Err(std::io::ErrorKind::TimedOut.into());
+                }
+                // In slices, looking at the lifeline between them: a long wait (BLPOP 0, a subscriber)
+                // on a dead server ends within a slice instead of at the timeout.
+                let slice = (deadline - now).min(LIFELINE_CHECK_INTERVAL);
+                if !channel.wait_readable(Some(slice))? && lifeline_closed(channel.lifeline_fd()) {
+                    return Ok(0);
+                }
+            }
+            other => return other,
+        }
+    }
+}
+
+/// How long a reader spins before it sleeps on its doorbell, adapted to what spinning achieves. A spin pays
+/// off when the server's poller runs on another core (a reply in about a microsecond); where the two share a
+/// core, each spinner holds the core the other needs and a round trip costs the whole budget and more
+/// (measured: 110 µs against 13 µs without spinning, docs/shm.md). So: a spin that sees the reply restores
+/// the full budget; one that runs out halves it; and every `PROBE_INTERVAL`th wait spins the full budget
+/// again, to notice when spinning starts paying off.
+struct AdaptiveSpin {
+    max_ns: u64,
+    budget_ns: u64,
+    waits: u32,
+}
+
+impl AdaptiveSpin {
+    /// Waits between two full-budget spins while the budget is reduced.
+    const PROBE_INTERVAL: u32 = 64;
+    /// Budgets below this are not worth a clock read: spin none.
+    const BUDGET_NS_MIN: u64 = 1_000;
+
+    fn new(max_ns: u64) -> AdaptiveSpin {
+        AdaptiveSpin {
+            max_ns,
+            budget_ns: max_ns,
+            waits: 0,
+        }
+    }
+
+    /// Spins until `ready()` or the budget runs out; adapts the budget to which came first.
+    fn wait(&mut self, mut ready: impl FnMut() -> bool) {
+        self.waits = self.waits.wrapping_add(1);
+        let budget_ns = if self.waits.is_multiple_of(Self::PROBE_INTERVAL) {
+            self.max_ns
+        } else {
+            self.budget_ns
+        };
+        if budget_ns == 0 {
+            return;
+        }
+        let budget = Duration::from_nanos(budget_ns);
+        let started = Instant::now();
+        let mut polls: u32 = 0;
+        loop {
+            if ready() {
+                self.budget_ns = self.max_ns;
+                return;
+            }
+            polls = polls.wrapping_add(1);
+            // A poll is a few nanoseconds, a clock read tens: read it every 64 polls.
+            if polls.is_multiple_of(64) && started.elapsed() >= budget {
+                break;
+            }
+            std::hint::spin_loop();
+        }
+        self.budget_ns /= 2;
+        if self.budget_ns < Self::BUDGET_NS_MIN {
+            self.budget_ns = 0;
+        }
+        debug_assert!(self.budget_ns <= self.max_ns);
+    }
+}
+
+/// True when the server's end of the lifeline socket is closed (it exited, or dropped the connection).
+fn lifeline_closed(fd: i32) -> bool {
+    let mut poll = libc::pollfd {
+        fd,
+        events: libc::POLLIN | libc::POLLRDHUP,
+        revents: 0,
+    };
+    // SAFETY: one pollfd, zero timeout; `fd` is the channel's open lifeline.
+    let ready = unsafe { libc::poll(&mut poll, 1, 0) };
+    if ready <= 0 {
+        return false;
+    }
+    if poll.revents & (libc::POLLHUP | libc::POLLRDHUP | libc::POLLERR) != 0 {
+        return true;
+    }
+    // Readable without a hang-up: the server wrote on the lifeline, which ends the channel as well.
+    let mut byte = 0u8;
+    // SAFETY: peeks at most one byte into a local.
+    let peeked = unsafe {
+        libc::recv(
+            fd,
+            (&mut byte as *mut u8).cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    peeked >= 0
 }
 
 pub struct Connection {
@@ -88,19 +287,34 @@ pub struct Connection {
     out: Vec<u8>,
     limits: ReplyLimits,
     link_delay: Duration,
+    /// Why a shared-memory channel was not used, when one was tried (`shm_refusal`).
+    shm_refusal: Option<String>,
 }
 
 impl Connection {
     pub fn open(address: &str, settings: ConnectionSettings) -> Result<Connection, ClientError> {
-        let stream = Stream::open(address)?;
+        let mut shm_refusal = None;
+        let stream = Stream::open(address, settings.shm_channels, &mut shm_refusal)?;
         Ok(Connection {
             stream,
+            shm_refusal,
             buf: Vec::with_capacity(READ_CHUNK_BYTES),
             start: 0,
             out: Vec::new(),
             limits: settings.limits,
             link_delay: settings.link_delay,
         })
+    }
+
+    /// What this connection runs over (`Transport::Shm` when a channel was granted).
+    pub fn transport(&self) -> Transport {
+        self.stream.transport()
+    }
+
+    /// Why the server's shared-memory channel was not used on this `unix:` connection (the refusal or
+    /// the failure, e.g. "shared-memory channel refused: ERR ..."); None when it was used or not tried.
+    pub fn shm_refusal(&self) -> Option<&str> {
+        self.shm_refusal.as_deref()
     }
 
     /// Queues one command; `flush` sends every queued command in one write (a pipeline).
@@ -230,6 +444,34 @@ impl Pool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_spin_budget_halves_on_misses_and_comes_back_on_a_hit() {
+        let mut spin = AdaptiveSpin::new(8_000);
+        spin.wait(|| false);
+        assert_eq!(spin.budget_ns, 4_000, "a miss halves it");
+        spin.wait(|| false);
+        spin.wait(|| false);
+        assert_eq!(spin.budget_ns, 1_000);
+        spin.wait(|| false);
+        assert_eq!(spin.budget_ns, 0, "below a microsecond: no spin");
+        let mut polls = 0;
+        spin.wait(|| {
+            polls += 1;
+            true
+        });
+        assert_eq!(polls, 0, "a zero budget does not poll");
+        assert_eq!(spin.budget_ns, 0);
+        // The probe every PROBE_INTERVAL waits spins the full budget, and a hit there restores it.
+        while !(spin.waits + 1).is_multiple_of(AdaptiveSpin::PROBE_INTERVAL) {
+            spin.wait(|| true);
+        }
+        spin.wait(|| true);
+        assert_eq!(spin.budget_ns, 8_000);
+        let mut off = AdaptiveSpin::new(0);
+        off.wait(|| false);
+        assert_eq!(off.budget_ns, 0, "FALLOW_SHM_SPIN_US=0 never spins");
+    }
 
     #[test]
     fn unix_addresses() {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use fallow_client::connection::{Connection, ConnectionSettings};
+use fallow_client::connection::{Connection, ConnectionSettings, Transport};
 use fallow_client::{AbortCause, Client, ClientConfig, ClientError, Reply};
 
 fn fallow_bin() -> PathBuf {
@@ -827,48 +827,68 @@ fn declared_locks_make_read_modify_write_queue_instead_of_deadlocking() {
     assert_eq!(stats.round_trips, 2 * (THREADS * INCREMENTS) as u64 + 1);
 }
 
-/// A node given as `unix:/path` is reached over the server's Unix socket, transactions included.
-#[test]
-fn a_node_on_the_unix_socket() {
+/// A server listening on a Unix socket of its own (with `extra` flags), its address `unix:/path`, and
+/// its directory (removed on drop); None when the binary is not built.
+struct UnixServer {
+    server: Server,
+    dir: PathBuf,
+}
+
+impl Drop for UnixServer {
+    fn drop(&mut self) {
+        let _ = self.server.child.kill();
+        let _ = self.server.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn start_on_unix_socket(name: &str, extra: &[&str]) -> Option<UnixServer> {
     let program = fallow_bin();
     if !program.is_file() {
         eprintln!("note: {} is not built; skipping", program.display());
-        return;
+        return None;
     }
-    let dir = std::env::temp_dir().join(format!("fallow-client-unix-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("fallow-client-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
     let socket = dir.join("s.sock");
     std::fs::create_dir_all(&dir).unwrap();
     let child = Command::new(&program)
         .args(["--bind", "127.0.0.1", "--port", &free_port().to_string()])
         .arg("--dir")
         .arg(dir.join("data"))
-        .args([
-            "--memcache-port",
-            "0",
-            "--log-level",
-            "warn",
-            "--unixsocket",
-        ])
+        .args(["--memcache-port", "0", "--log-level", "warn"])
+        .args(extra)
+        .arg("--unixsocket")
         .arg(&socket)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap_or_else(|e| panic!("starting {}: {e}", program.display()));
     let address = format!("unix:{}", socket.display());
-    let _server = Server {
-        child,
-        address: address.clone(),
+    let server = UnixServer {
+        server: Server { child, address },
+        dir,
     };
     let deadline = Instant::now() + Duration::from_secs(10);
     while std::os::unix::net::UnixStream::connect(&socket).is_err() {
         assert!(
             Instant::now() < deadline,
-            "fallow did not listen on {address}"
+            "fallow did not listen on {}",
+            server.server.address
         );
         thread::sleep(Duration::from_millis(10));
     }
+    Some(server)
+}
+
+/// A node given as `unix:/path` is reached over the server's Unix socket, transactions included.
+#[test]
+fn a_node_on_the_unix_socket() {
+    let Some(unix) = start_on_unix_socket("unix", &[]) else {
+        return;
+    };
     let client = Client::connect(ClientConfig {
-        nodes: vec![address],
+        nodes: vec![unix.server.address.clone()],
         ..ClientConfig::default()
     })
     .expect("connect over the Unix socket");
@@ -879,5 +899,142 @@ fn a_node_on_the_unix_socket() {
         })
         .unwrap();
     assert_eq!(int(&client, &[b"GET", b"c"]), 3);
-    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// On a `unix:` node the client opens a shared-memory channel: the connection's transport says so, the
+/// server lists it as the same client, and values larger than a ring, long pipelines and transactions
+/// cross it intact.
+#[test]
+fn a_unix_node_is_reached_over_a_shared_memory_channel() {
+    let Some(unix) = start_on_unix_socket("shm", &["--shm-ring-bytes", "65536"]) else {
+        return;
+    };
+    let address = unix.server.address.clone();
+    let mut connection =
+        Connection::open(&address, ConnectionSettings::default()).expect("connect");
+    assert_eq!(
+        connection.transport(),
+        Transport::Shm,
+        "refused: {:?}",
+        connection.shm_refusal()
+    );
+    // Larger than the 64 KiB rings in both directions: it crosses in pieces while the server drains.
+    let value: Vec<u8> = (0..300_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+    assert_eq!(
+        connection.call(&[b"SET", b"big", &value]).unwrap(),
+        Reply::Simple("OK".into())
+    );
+    assert_eq!(
+        connection.call(&[b"GET", b"big"]).unwrap(),
+        Reply::Bulk(value.clone())
+    );
+    const PIPELINE: i64 = 2_000;
+    for _ in 0..PIPELINE {
+        connection.push(&[b"INCR", b"n"]);
+    }
+    connection.flush().unwrap();
+    for expected in 1..=PIPELINE {
+        assert_eq!(connection.read_reply().unwrap(), Reply::Int(expected));
+    }
+    let client = Client::connect(ClientConfig {
+        nodes: vec![address],
+        ..ClientConfig::default()
+    })
+    .expect("connect");
+    client
+        .transaction(|txn| {
+            txn.call(&[b"INCRBY", b"n", b"5"])?;
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(int(&client, &[b"GET", b"n"]), PIPELINE + 5);
+    assert_eq!(
+        int(&client, &[b"STRLEN", b"big"]),
+        value.len() as i64,
+        "the other connection sees the value"
+    );
+}
+
+/// A server with `shm-channels no` refuses SHM.OPEN: the client says why and works over the socket.
+#[test]
+fn a_refused_channel_falls_back_to_the_unix_socket() {
+    let Some(unix) = start_on_unix_socket("shm-off", &["--shm-channels", "no"]) else {
+        return;
+    };
+    let address = unix.server.address.clone();
+    let mut connection =
+        Connection::open(&address, ConnectionSettings::default()).expect("connect");
+    assert_eq!(connection.transport(), Transport::Unix);
+    let refusal = connection.shm_refusal().expect("a channel was tried");
+    assert!(refusal.contains("refused"), "{refusal}");
+    assert_eq!(
+        connection.call(&[b"SET", b"k", b"v"]).unwrap(),
+        Reply::Simple("OK".into())
+    );
+    let client = Client::connect(ClientConfig {
+        nodes: vec![address],
+        ..ClientConfig::default()
+    })
+    .expect("connect");
+    client
+        .transaction(|txn| {
+            txn.call(&[b"APPEND", b"k", b"w"])?;
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(
+        client.command(&[b"GET", b"k"]).unwrap(),
+        Reply::Bulk(b"vw".to_vec())
+    );
+}
+
+/// `shm_channels: false` keeps a `unix:` node on the socket without asking.
+#[test]
+fn channels_turned_off_in_the_client_use_the_socket() {
+    let Some(unix) = start_on_unix_socket("shm-client-off", &[]) else {
+        return;
+    };
+    let settings = ConnectionSettings {
+        shm_channels: false,
+        ..ConnectionSettings::default()
+    };
+    let mut connection = Connection::open(&unix.server.address, settings).expect("connect");
+    assert_eq!(connection.transport(), Transport::Unix);
+    assert_eq!(connection.shm_refusal(), None, "no channel was asked for");
+    assert_eq!(
+        connection.call(&[b"PING"]).unwrap(),
+        Reply::Simple("PONG".into())
+    );
+}
+
+/// A server that dies while a channel's reader waits (BLPOP 0) ends that read with an error soon, not at
+/// the I/O timeout: the client watches the lifeline socket.
+#[test]
+fn a_dead_server_ends_a_blocked_channel_read() {
+    let Some(mut unix) = start_on_unix_socket("shm-dies", &[]) else {
+        return;
+    };
+    let mut connection =
+        Connection::open(&unix.server.address, ConnectionSettings::default()).expect("connect");
+    assert_eq!(connection.transport(), Transport::Shm);
+    connection.push(&[b"BLPOP", b"never", b"0"]);
+    connection.flush().unwrap();
+    let killer = thread::spawn({
+        let pid = unix.server.child.id();
+        move || {
+            thread::sleep(Duration::from_millis(200));
+            // SIGKILL: the server marks nothing in the channel's header.
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        }
+    });
+    let started = Instant::now();
+    let result = connection.read_reply();
+    killer.join().unwrap();
+    let _ = unix.server.child.wait();
+    assert!(result.is_err(), "{result:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "noticed after {:?}",
+        started.elapsed()
+    );
 }

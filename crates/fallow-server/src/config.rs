@@ -84,6 +84,9 @@ pub struct Cli {
     /// Port of the Prometheus endpoint (GET /metrics); 0 disables it.
     #[arg(long, env = "FALLOW_METRICS_PORT")]
     pub metrics_port: Option<u16>,
+    /// AF_VSOCK port serving RESP to clients in virtual machines on this host (any CID); 0 disables it.
+    #[arg(long, env = "FALLOW_VSOCK_PORT")]
+    pub vsock_port: Option<u32>,
     /// What happens at maxmemory: noeviction, allkeys-lru, allkeys-lfu, allkeys-random, volatile-lru,
     /// volatile-lfu, volatile-random, volatile-ttl. Changeable with CONFIG SET.
     #[arg(long, env = "FALLOW_MAXMEMORY_POLICY")]
@@ -273,6 +276,8 @@ pub struct Config {
     pub reclaim_fast_threshold_bytes: u64,
     pub host_memory_trace: String,
     pub metrics_port: u16,
+    /// AF_VSOCK port of the RESP listener for virtual machines (net/vsock.rs); 0 = off.
+    pub vsock_port: u32,
     pub requirepass: String,
     pub maxclients: usize,
     #[serde(rename = "timeout")]
@@ -391,6 +396,7 @@ impl Default for Config {
             reclaim_fast_threshold_bytes: 1 << 30,
             host_memory_trace: String::new(),
             metrics_port: 0,
+            vsock_port: 0,
             requirepass: String::new(),
             maxclients: 10000,
             timeout_s: 0,
@@ -554,6 +560,7 @@ impl Config {
         );
         plain!(elastic_poll_interval_ms, host_memory_trace, metrics_port);
         plain!(shm_spin_us, shm_allowed_uids);
+        plain!(vsock_port);
         plain!(
             acllog_max_len,
             auth_failures_before_delay,
@@ -853,6 +860,7 @@ impl Config {
             ),
             ("host-memory-trace", self.host_memory_trace.clone()),
             ("metrics-port", self.metrics_port.to_string()),
+            ("vsock-port", self.vsock_port.to_string()),
             ("requirepass", self.requirepass.clone()),
             ("maxclients", self.maxclients.to_string()),
             ("timeout", self.timeout_s.to_string()),
@@ -1398,6 +1406,10 @@ mod tests {
         assert!(config.set("memory-mode", "auto").is_err());
         assert!(config.set("host-memory-trace", "/tmp/x").is_err());
         assert!(config.set("metrics-port", "9100").is_err());
+        assert!(
+            config.set("vsock-port", "6379").is_err(),
+            "a listener is bound at start only"
+        );
         let entries = config.entries();
         let get = |name: &str| {
             entries
@@ -1409,5 +1421,22 @@ mod tests {
         };
         assert_eq!(get("elastic-reserve"), (2u64 << 30).to_string());
         assert_eq!(get("memory-mode"), "elastic");
+    }
+
+    #[test]
+    fn vsock_port_from_the_flag_and_the_file() {
+        let config = Config::default();
+        assert_eq!(config.vsock_port, 0, "off unless asked for");
+        assert!(config.entries().contains(&("vsock-port", "0".into())));
+        let given = Config::load(&Cli {
+            vsock_port: Some(6379),
+            ..Cli::default()
+        })
+        .unwrap();
+        assert_eq!(given.vsock_port, 6379);
+        assert!(given.entries().contains(&("vsock-port", "6379".into())));
+        let file: Config = toml::from_str("vsock-port = 4000000000\n").unwrap();
+        assert_eq!(file.vsock_port, 4_000_000_000, "vsock ports are 32-bit");
+        assert!(toml::from_str::<Config>("vsock-port = -1\n").is_err());
     }
 }

@@ -137,6 +137,7 @@ impl ClientBackend {
             retry_operations,
             operation_retry_max_ms: 500,
             emulated_link_delay_us: link_delay_us,
+            shm_channels: true,
         };
         let client =
             Client::connect(config).map_err(|e| anyhow::anyhow!("connecting to {server}: {e}"))?;

@@ -656,6 +656,10 @@ mod tests {
             ],
             "maxmemory-clients" => &["", "abc", "0%", "101%", "-1", "10xb", "1.5%"],
             "latency-tracking-info-percentiles" => &["abc", "50 101", "-1", "50 x"],
+            "shm-ring-bytes" | "shm-ring-bytes-max" => {
+                &["", "abc", "5000", "2kb", "128mb", "-4096", "1xb"]
+            }
+            "shm-allowed-uids" => &["abc", "1,x", "-1", "1.5", "4294967296"],
             _ => &[],
         }
     }
@@ -718,6 +722,8 @@ mod tests {
                 "client-output-buffer-limit" => "pubsub 64mb 16mb 60".into(),
                 "maxmemory-clients" => "5%".into(),
                 "latency-tracking-info-percentiles" => "50 99.99".into(),
+                "shm-ring-bytes" | "shm-ring-bytes-max" => "1mb".into(),
+                "shm-allowed-uids" => "1000, 1001".into(),
                 _ => "tenant1".into(),
             },
         }

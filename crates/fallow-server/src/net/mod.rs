@@ -6,6 +6,7 @@ pub mod protected;
 pub mod resp;
 mod shm;
 mod unix_socket;
+pub mod vsock;
 
 use crate::clients::ClientKind;
 use crate::connection::Transport;
@@ -72,6 +73,9 @@ pub async fn serve(
                 tracing::warn!(path = %path.display(), %error, "no control socket for memcached channels")
             }
         }
+    }
+    if config.vsock_port != 0 {
+        tasks.push(vsock::start(&server, config.vsock_port)?);
     }
     if config.metrics_port != 0 {
         let listener = bind_tcp(&config.bind, config.metrics_port).await?;

@@ -33,11 +33,16 @@ const SLEEP_MS_MAX: i32 = 100;
 const EVENTS_PER_WAIT: usize = 64;
 /// How often the thread's CPU time is published to INFO.
 const CPU_REPORT_INTERVAL: Duration = Duration::from_millis(100);
+/// Idle turns between two reads of the clock (for the spin budget).
+const IDLE_TURNS_PER_CLOCK_READ: u32 = 16;
 /// Token of the poller's own doorbell in epoll.
 const OWN_BELL_TOKEN: u64 = u64::MAX;
 
 struct Shared {
     incoming: Mutex<Vec<Arc<Task>>>,
+    /// Set after a push to `incoming` / `ready`: the spinning poller checks these, not the locks.
+    has_incoming: AtomicBool,
+    has_ready: AtomicBool,
     ready: Mutex<VecDeque<Arc<Task>>>,
     sleeping: AtomicBool,
     bell: Doorbell,
@@ -64,6 +69,7 @@ impl Wake for Task {
             return;
         }
         self.shared.ready.lock().push_back(self.clone());
+        self.shared.has_ready.store(true, Ordering::Release);
         self.shared.ring_if_sleeping();
     }
 }
@@ -102,7 +108,9 @@ pub(crate) fn submit(
         shared: shared.clone(),
     });
     shared.incoming.lock().push(task.clone());
+    shared.has_incoming.store(true, Ordering::Release);
     shared.ready.lock().push_back(task);
+    shared.has_ready.store(true, Ordering::Release);
     shared.ring_if_sleeping();
     Ok(())
 }
@@ -115,6 +123,8 @@ fn start() -> std::io::Result<Arc<Shared>> {
     }
     let shared = Arc::new(Shared {
         incoming: Mutex::new(Vec::new()),
+        has_incoming: AtomicBool::new(false),
+        has_ready: AtomicBool::new(false),
         ready: Mutex::new(VecDeque::new()),
         sleeping: AtomicBool::new(false),
         bell: Doorbell::new()?,
@@ -151,24 +161,32 @@ impl Poller {
 
     fn run(mut self) {
         let mut spinning_since: Option<Instant> = None;
+        let mut idle_turns: u32 = 0;
         loop {
             if self.turn() {
                 if let Some(since) = spinning_since.take() {
                     count_idle_spin(since);
                 }
+                idle_turns = 0;
                 self.last_work = Instant::now();
+                continue;
+            }
+            // The clock is read every few idle turns: a turn is tens of nanoseconds, a clock read 20.
+            idle_turns = idle_turns.wrapping_add(1);
+            if !idle_turns.is_multiple_of(IDLE_TURNS_PER_CLOCK_READ) {
+                std::hint::spin_loop();
                 continue;
             }
             let now = Instant::now();
             let spin = Duration::from_nanos(self.shared.spin_ns.load(Ordering::Relaxed));
             if now.duration_since(self.last_work) < spin {
                 spinning_since.get_or_insert(now);
-                std::hint::spin_loop();
                 continue;
             }
             if let Some(since) = spinning_since.take() {
                 count_idle_spin(since);
             }
+            self.report_cpu();
             self.sleep();
             self.last_work = Instant::now();
         }
@@ -180,6 +198,9 @@ impl Poller {
         for task in &self.tasks {
             worked |= task.channel.wake_if_moved();
         }
+        if !self.shared.has_ready.swap(false, Ordering::AcqRel) {
+            return worked;
+        }
         loop {
             let Some(task) = self.shared.ready.lock().pop_front() else {
                 break;
@@ -189,14 +210,23 @@ impl Poller {
                 self.remove(&task);
             }
         }
-        if self.cpu_reported.elapsed() >= CPU_REPORT_INTERVAL {
-            self.cpu_reported = Instant::now();
-            SHM_POLLER.cpu_us.store(thread_cpu_us(), Ordering::Relaxed);
+        if self.last_work.duration_since(self.cpu_reported) >= CPU_REPORT_INTERVAL {
+            self.report_cpu();
         }
         worked
     }
 
+    /// Publishes the thread's CPU time (before each sleep, and at least every `CPU_REPORT_INTERVAL`
+    /// while busy: `poll` calls it too).
+    fn report_cpu(&mut self) {
+        self.cpu_reported = Instant::now();
+        SHM_POLLER.cpu_us.store(thread_cpu_us(), Ordering::Relaxed);
+    }
+
     fn adopt(&mut self) -> bool {
+        if !self.shared.has_incoming.swap(false, Ordering::AcqRel) {
+            return false;
+        }
         let incoming = std::mem::take(&mut *self.shared.incoming.lock());
         let adopted = !incoming.is_empty();
         for task in incoming {

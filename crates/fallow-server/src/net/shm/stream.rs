@@ -12,7 +12,7 @@ use fallow_shm::RingError;
 use parking_lot::Mutex;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -29,6 +29,11 @@ pub(crate) struct Channel {
     pub(crate) mapping: Arc<Mapping>,
     rings: Mutex<ServerChannel>,
     watch: Mutex<Watch>,
+    /// Mirrors of `watch` the poller reads without the lock on every spin (set after `watch`).
+    read_waiting: AtomicBool,
+    read_seen: AtomicU64,
+    write_waiting: AtomicBool,
+    write_seen: AtomicU64,
     /// The Unix socket closed or carried bytes: the channel is over.
     pub(crate) lifeline_closed: AtomicBool,
     /// Notified once when the connection on the channel has finished (the lifeline socket then closes).
@@ -46,6 +51,10 @@ impl Channel {
             server_bell_fd: rings.server_bell.fd(),
             rings: Mutex::new(rings),
             watch: Mutex::new(Watch::default()),
+            read_waiting: AtomicBool::new(false),
+            read_seen: AtomicU64::new(0),
+            write_waiting: AtomicBool::new(false),
+            write_seen: AtomicU64::new(0),
             lifeline_closed: AtomicBool::new(false),
             ended: tokio::sync::Notify::new(),
             server,
@@ -66,7 +75,12 @@ impl Channel {
     /// Wakes a waiting reader whose ring got data (or whose peer closed), and a waiting writer whose
     /// ring got room. True when it woke one.
     pub(crate) fn wake_if_moved(&self) -> bool {
+        if !self.moved() {
+            return false;
+        }
         let mut watch = self.watch.lock();
+        self.read_waiting.store(false, Ordering::Relaxed);
+        self.write_waiting.store(false, Ordering::Relaxed);
         let over = self.lifeline_closed.load(Ordering::Relaxed);
         let mut woke = false;
         if let Some((_, seen)) = &watch.read {
@@ -82,12 +96,48 @@ impl Channel {
                 woke = true;
             }
         }
+        // A waiter whose ring did not move stays registered (the mirrors with it).
+        if let Some((_, seen)) = &watch.read {
+            self.read_seen.store(*seen, Ordering::Relaxed);
+            self.read_waiting.store(true, Ordering::Release);
+        }
+        if let Some((_, seen)) = &watch.write {
+            self.write_seen.store(*seen, Ordering::Relaxed);
+            self.write_waiting.store(true, Ordering::Release);
+        }
         woke
+    }
+
+    /// Whether a waiter may have to be woken: the lock-free check the poller makes on every spin.
+    fn moved(&self) -> bool {
+        let reading = self.read_waiting.load(Ordering::Acquire);
+        let writing = self.write_waiting.load(Ordering::Acquire);
+        if !reading && !writing {
+            return false;
+        }
+        let ended =
+            self.lifeline_closed.load(Ordering::Relaxed) || self.mapping.is_closed(Side::Client);
+        ended
+            || (reading && self.mapping.request_tail() != self.read_seen.load(Ordering::Relaxed))
+            || (writing && self.mapping.reply_head() != self.write_seen.load(Ordering::Relaxed))
+    }
+
+    fn watch_read(&self, waker: &Waker, seen: u64) {
+        self.watch.lock().read = Some((waker.clone(), seen));
+        self.read_seen.store(seen, Ordering::Relaxed);
+        self.read_waiting.store(true, Ordering::Release);
+    }
+
+    fn watch_write(&self, waker: &Waker, seen: u64) {
+        self.watch.lock().write = Some((waker.clone(), seen));
+        self.write_seen.store(seen, Ordering::Relaxed);
+        self.write_waiting.store(true, Ordering::Release);
     }
 
     /// The lifeline is gone: every waiter wakes to find the channel over.
     pub(crate) fn close_from_lifeline(&self) {
         self.lifeline_closed.store(true, Ordering::Release);
+        self.read_waiting.store(true, Ordering::Release);
         self.wake_if_moved();
     }
 
@@ -138,7 +188,7 @@ impl AsyncRead for ShmStream {
             }
             // The tail equalled this head just now: any publication after the check moves it.
             let seen = rings.requests.position();
-            channel.watch.lock().read = Some((cx.waker().clone(), seen));
+            channel.watch_read(cx.waker(), seen);
             return Poll::Pending;
         }
         // Only the bytes there are zeroed and copied (not the buffer's whole spare capacity).
@@ -175,7 +225,7 @@ impl AsyncWrite for ShmStream {
                     // Register, then try once more: room made between the try and the registration
                     // moved the head before `seen` was read, so it would wake nobody.
                     let seen = channel.mapping.reply_head();
-                    channel.watch.lock().write = Some((cx.waker().clone(), seen));
+                    channel.watch_write(cx.waker(), seen);
                 }
                 Ok(0) => return Poll::Pending,
                 Ok(written) => {
