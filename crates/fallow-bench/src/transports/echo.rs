@@ -169,7 +169,7 @@ fn write_reply(channel: &mut ServerChannel, mut reply: &[u8]) -> anyhow::Result<
 mod tests {
     use super::*;
     use crate::transports::measure::Op;
-    use crate::transports::wire::Conn;
+    use crate::transports::wire::{ClientSpin, Conn};
 
     #[test]
     fn the_echo_answers_each_request_through_the_client_channel() {
@@ -187,7 +187,7 @@ mod tests {
             None,
         )
         .unwrap();
-        let mut conn = Conn::shm(&path, None, spin).unwrap();
+        let mut conn = Conn::shm(&path, None, spin, ClientSpin::Adaptive).unwrap();
         for _ in 0..1000 {
             assert_eq!(conn.call(&request).unwrap(), Op::Get.expected(64));
         }

@@ -8,7 +8,7 @@ use anyhow::{bail, Context};
 use hdrhistogram::Histogram;
 
 use super::servers::{self_cpu_seconds, Spawned};
-use super::wire::{request, Conn, Reply, Transport};
+use super::wire::{request, ClientSpin, Conn, Reply, Transport};
 use fallow_shm::SpinPolicy;
 
 /// Longest round trip the histograms hold (a minute, in nanoseconds).
@@ -72,15 +72,22 @@ pub struct Endpoints {
     pub spin: SpinPolicy,
     /// Ring bytes asked with SHM.OPEN; None takes the server's.
     pub ring_bytes: Option<usize>,
+    pub client_spin: ClientSpin,
 }
 
 impl Endpoints {
-    pub fn of(server: &Spawned, spin: SpinPolicy, ring_bytes: Option<usize>) -> Endpoints {
+    pub fn of(
+        server: &Spawned,
+        spin: SpinPolicy,
+        ring_bytes: Option<usize>,
+        client_spin: ClientSpin,
+    ) -> Endpoints {
         Endpoints {
             tcp_addr: server.tcp_addr(),
             socket: server.socket.clone(),
             spin,
             ring_bytes,
+            client_spin,
         }
     }
 
@@ -88,7 +95,9 @@ impl Endpoints {
         match transport {
             Transport::Tcp => Conn::tcp(&self.tcp_addr),
             Transport::Unix => Conn::unix(&self.socket),
-            Transport::Shm | Transport::Ring => Conn::shm(&self.socket, self.ring_bytes, self.spin),
+            Transport::Shm | Transport::Ring => {
+                Conn::shm(&self.socket, self.ring_bytes, self.spin, self.client_spin)
+            }
         }
     }
 }
@@ -311,6 +320,7 @@ pub fn spin_cost(
     value_bytes: usize,
     seconds: f64,
     sparse_interval: Duration,
+    client_spin: ClientSpin,
 ) -> anyhow::Result<SpinCost> {
     let cores = |f: &dyn Fn() -> anyhow::Result<()>| -> anyhow::Result<Option<f64>> {
         let start = server.cpu_seconds();
@@ -329,7 +339,7 @@ pub fn spin_cost(
     let spin = SpinPolicy {
         spin_ns: spin_us * 1000,
     };
-    let mut conn = Conn::shm(&server.socket, None, spin)?;
+    let mut conn = Conn::shm(&server.socket, None, spin, client_spin)?;
     let request = Op::Get.request(key, &[]);
     let expected = Op::Get.expected(value_bytes);
     round_trip(&mut conn, &request, &expected)?;

@@ -25,7 +25,7 @@ use indicatif::ProgressBar;
 use measure::{Endpoints, Op};
 use report::{LatencyResult, Report};
 use servers::{spawn_fallow, Spawned};
-use wire::{Conn, Transport};
+use wire::{ClientSpin, Conn, Transport};
 
 /// The benchmark's items, in the order they run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize)]
@@ -89,6 +89,10 @@ pub struct TransportsArgs {
     /// Ring bytes the shared-memory client asks for (SHM.OPEN RING-BYTES); default: the server's.
     #[arg(long)]
     pub ring_bytes: Option<usize>,
+    /// How the shared-memory client (and the ring's) waits for a reply: `adaptive` as fallow-client, or
+    /// `fixed`, the channel's own spin-then-sleep. `FALLOW_SHM_SPIN_US` sets the budget (default 50).
+    #[arg(long, value_enum, default_value_t = ClientSpin::Adaptive)]
+    pub client_spin: ClientSpin,
     /// shm-spin-us settings of the spin item (fallow restarted for each).
     #[arg(long, value_delimiter = ',', default_values_t = [0u64, 50, 1000])]
     pub spin_us: Vec<u64>,
@@ -156,6 +160,9 @@ pub struct Settings {
     pub large_bytes: Vec<usize>,
     pub large_s: f64,
     pub ring_bytes: Option<usize>,
+    pub client_spin: ClientSpin,
+    /// The client's spin budget (`FALLOW_SHM_SPIN_US`).
+    pub client_spin_ns: u64,
     pub spin_us: Vec<u64>,
     pub idle_s: f64,
     pub sparse_interval_us: u64,
@@ -193,6 +200,8 @@ impl TransportsArgs {
             }),
             large_s: self.large_s.unwrap_or(if q { 0.1 } else { 0.4 }),
             ring_bytes: self.ring_bytes,
+            client_spin: self.client_spin,
+            client_spin_ns: SpinPolicy::from_env().spin_ns,
             spin_us: self.spin_us.clone(),
             idle_s: self.idle_s.unwrap_or(if q { 0.5 } else { 2.0 }),
             sparse_interval_us: self.sparse_interval_us,
@@ -413,7 +422,7 @@ fn run_items(
     ];
     if needs_fallow.iter().any(|&item| s.runs(item)) {
         let fallow = spawn_fallow(bin, &ring_flags(s))?;
-        let endpoints = Endpoints::of(&fallow, SpinPolicy::from_env(), s.ring_bytes);
+        let endpoints = Endpoints::of(&fallow, SpinPolicy::from_env(), s.ring_bytes, s.client_spin);
         Conn::tcp(&endpoints.tcp_addr)?.call(&Op::Set.request(key, &value))?;
         let started = Instant::now();
         if s.runs(Item::Latency) {
@@ -484,6 +493,7 @@ fn run_items(
                 s.value_bytes,
                 s.idle_s,
                 Duration::from_micros(s.sparse_interval_us),
+                s.client_spin,
             )?);
         }
     }
@@ -534,7 +544,7 @@ fn latency_item(
                     endpoints.spin,
                     server_cpus.clone(),
                 )?;
-                let conn = Conn::shm(&echo.path, None, endpoints.spin)?;
+                let conn = Conn::shm(&echo.path, None, endpoints.spin, endpoints.client_spin)?;
                 echoes.push(echo);
                 conn
             } else {

@@ -5,6 +5,7 @@ use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
+use std::time::Instant;
 
 use anyhow::{bail, Context};
 use fallow_shm::{ClientChannel, OpenOptions, SpinPolicy};
@@ -36,10 +37,66 @@ impl Transport {
     }
 }
 
+/// How the shared-memory client waits for a reply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClientSpin {
+    /// The channel's own wait: spin the whole budget, then sleep on the doorbell.
+    Fixed,
+    /// As fallow-client: a spin that runs out halves the next budget, one that sees the reply restores it,
+    /// and every 64th wait spins the whole budget again.
+    Adaptive,
+}
+
+/// fallow-client's adaptive spin (crates/fallow-client/src/connection.rs, private there), so the benchmark
+/// can measure what that client does without its reply parsing.
+struct AdaptiveSpin {
+    max_ns: u64,
+    budget_ns: u64,
+    waits: u32,
+}
+
+impl AdaptiveSpin {
+    const PROBE_INTERVAL: u32 = 64;
+    const BUDGET_NS_MIN: u64 = 1_000;
+
+    /// Spins until `ready()` or the budget runs out, and adapts the budget to which came first.
+    fn wait(&mut self, mut ready: impl FnMut() -> bool) {
+        self.waits = self.waits.wrapping_add(1);
+        let budget_ns = if self.waits.is_multiple_of(Self::PROBE_INTERVAL) {
+            self.max_ns
+        } else {
+            self.budget_ns
+        };
+        if budget_ns == 0 {
+            return;
+        }
+        let started = Instant::now();
+        let mut polls: u32 = 0;
+        loop {
+            if ready() {
+                self.budget_ns = self.max_ns;
+                return;
+            }
+            polls = polls.wrapping_add(1);
+            if polls.is_multiple_of(64) && started.elapsed().as_nanos() as u64 >= budget_ns {
+                break;
+            }
+            std::hint::spin_loop();
+        }
+        self.budget_ns /= 2;
+        if self.budget_ns < Self::BUDGET_NS_MIN {
+            self.budget_ns = 0;
+        }
+    }
+}
+
 enum Stream {
     Tcp(TcpStream),
     Unix(UnixStream),
-    Shm(Box<ClientChannel>),
+    /// The channel, and the adaptive spin when the client uses it (the channel's own wait then sleeps at
+    /// once).
+    Shm(Box<ClientChannel>, Option<AdaptiveSpin>),
 }
 
 /// A connection with its reply buffer.
@@ -77,15 +134,31 @@ impl Conn {
     }
 
     /// Opens a shared-memory channel on the server's Unix socket; `ring_bytes` None takes the server's.
-    pub fn shm(path: &Path, ring_bytes: Option<usize>, spin: SpinPolicy) -> anyhow::Result<Conn> {
+    pub fn shm(
+        path: &Path,
+        ring_bytes: Option<usize>,
+        spin: SpinPolicy,
+        client_spin: ClientSpin,
+    ) -> anyhow::Result<Conn> {
+        let (channel_spin, adaptive) = match client_spin {
+            ClientSpin::Fixed => (spin, None),
+            ClientSpin::Adaptive => (
+                SpinPolicy { spin_ns: 0 },
+                Some(AdaptiveSpin {
+                    max_ns: spin.spin_ns,
+                    budget_ns: spin.spin_ns,
+                    waits: 0,
+                }),
+            ),
+        };
         let options = OpenOptions {
             ring_bytes,
-            spin,
+            spin: channel_spin,
             ..OpenOptions::default()
         };
         let channel = ClientChannel::open(path, &options)
             .with_context(|| format!("SHM.OPEN on {}", path.display()))?;
-        Ok(Conn::new(Stream::Shm(Box::new(channel))))
+        Ok(Conn::new(Stream::Shm(Box::new(channel), adaptive)))
     }
 
     fn new(stream: Stream) -> Conn {
@@ -101,7 +174,7 @@ impl Conn {
         match &mut self.stream {
             Stream::Tcp(s) => s.write_all(bytes),
             Stream::Unix(s) => s.write_all(bytes),
-            Stream::Shm(c) => c.write_all(bytes),
+            Stream::Shm(c, _) => c.write_all(bytes),
         }
     }
 
@@ -125,7 +198,12 @@ impl Conn {
         let n = match &mut self.stream {
             Stream::Tcp(s) => s.read(room)?,
             Stream::Unix(s) => s.read(room)?,
-            Stream::Shm(c) => c.read(room)?,
+            Stream::Shm(c, adaptive) => {
+                if let Some(adaptive) = adaptive {
+                    adaptive.wait(|| c.read_ready());
+                }
+                c.read(room)?
+            }
         };
         if n == 0 {
             return Err(io::ErrorKind::UnexpectedEof.into());
