@@ -292,6 +292,31 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_adaptive_spin_halves_on_misses_and_recovers_on_a_hit() {
+        let mut spin = AdaptiveSpin {
+            max_ns: 8_000,
+            budget_ns: 8_000,
+            waits: 0,
+        };
+        spin.wait(|| false);
+        assert_eq!(spin.budget_ns, 4_000);
+        spin.wait(|| false);
+        spin.wait(|| false);
+        assert_eq!(spin.budget_ns, 1_000);
+        spin.wait(|| false);
+        assert_eq!(spin.budget_ns, 0, "below the minimum: no spin at all");
+        spin.wait(|| panic!("a zero budget does not poll"));
+        while !(spin.waits + 1).is_multiple_of(AdaptiveSpin::PROBE_INTERVAL) {
+            spin.wait(|| panic!("still no spin"));
+        }
+        spin.wait(|| true);
+        assert_eq!(
+            spin.budget_ns, 8_000,
+            "the probe saw the reply: full budget again"
+        );
+    }
+
+    #[test]
     fn replies_parse_whole_and_wait_when_cut() {
         let bulk = b"$5\r\nhello\r\n";
         for cut in 0..bulk.len() {
