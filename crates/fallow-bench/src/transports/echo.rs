@@ -201,4 +201,40 @@ mod tests {
         drop(conn);
         assert_eq!(echo.finish().unwrap(), 1100);
     }
+
+    /// A server that hands out a channel and then dies without marking it closed: the client errors
+    /// (the lifeline is closed) instead of waiting for ever.
+    #[test]
+    fn a_server_that_dies_is_an_error_not_a_hang() {
+        let path =
+            std::env::temp_dir().join(format!("fallow-dead-echo-{}.sock", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let listener = UnixListener::bind(&path).unwrap();
+        let layout = Layout {
+            request_ring_bytes: 4096,
+            reply_ring_bytes: 4096,
+            protocol: Protocol::Resp,
+            server_spin_ns: 0,
+        };
+        let server = std::thread::spawn(move || {
+            let (mut socket, _) = listener.accept().unwrap();
+            read_handshake(&mut socket).unwrap();
+            let mut channel = ServerChannel::create(layout).unwrap();
+            let reply = open_reply(&layout, false);
+            fallow_shm::sys::send_with_fds(socket.as_raw_fd(), &reply, &channel.fds_to_pass())
+                .unwrap();
+            channel.forget_memfd();
+            // Dropped here: the socket closes, the channel is never marked closed.
+        });
+        let spin = SpinPolicy { spin_ns: 1_000 };
+        let mut conn = Conn::shm(&path, None, spin, ClientSpin::Fixed).unwrap();
+        server.join().unwrap();
+        let started = std::time::Instant::now();
+        let error = conn.call(&Op::Get.request(b"k", b"")).unwrap_err();
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "{error:#}"
+        );
+        let _ = std::fs::remove_file(&path);
+    }
 }

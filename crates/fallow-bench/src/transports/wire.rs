@@ -5,7 +5,7 @@ use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use fallow_shm::{ClientChannel, OpenOptions, SpinPolicy};
@@ -124,12 +124,16 @@ impl Conn {
     pub fn tcp(addr: &str) -> anyhow::Result<Conn> {
         let stream = TcpStream::connect(addr).with_context(|| format!("connecting to {addr}"))?;
         stream.set_nodelay(true)?;
+        stream.set_read_timeout(Some(IO_TIMEOUT))?;
+        stream.set_write_timeout(Some(IO_TIMEOUT))?;
         Ok(Conn::new(Stream::Tcp(stream)))
     }
 
     pub fn unix(path: &Path) -> anyhow::Result<Conn> {
         let stream = UnixStream::connect(path)
             .with_context(|| format!("connecting to {}", path.display()))?;
+        stream.set_read_timeout(Some(IO_TIMEOUT))?;
+        stream.set_write_timeout(Some(IO_TIMEOUT))?;
         Ok(Conn::new(Stream::Unix(stream)))
     }
 
@@ -174,7 +178,7 @@ impl Conn {
         match &mut self.stream {
             Stream::Tcp(s) => s.write_all(bytes),
             Stream::Unix(s) => s.write_all(bytes),
-            Stream::Shm(c, _) => c.write_all(bytes),
+            Stream::Shm(c, _) => shm_write_all(c, bytes),
         }
     }
 
@@ -202,7 +206,7 @@ impl Conn {
                 if let Some(adaptive) = adaptive {
                     adaptive.wait(|| c.read_ready());
                 }
-                c.read(room)?
+                shm_read(c, room)?
             }
         };
         if n == 0 {
@@ -231,6 +235,70 @@ impl Conn {
             reply => Ok(reply),
         }
     }
+}
+
+/// How long a connection waits for a server that neither answers nor closes before it errors.
+pub const IO_TIMEOUT: Duration = Duration::from_secs(30);
+/// A shared-memory wait sleeps this long at most before it looks at the lifeline socket again.
+const SHM_WAIT_SLICE: Duration = Duration::from_millis(100);
+
+/// True when the server's end of the lifeline is closed (it exited without marking the channel closed).
+fn lifeline_closed(fd: i32) -> bool {
+    let mut poll = libc::pollfd {
+        fd,
+        events: libc::POLLIN | libc::POLLRDHUP,
+        revents: 0,
+    };
+    // SAFETY: one pollfd and a zero timeout; `fd` is the channel's open lifeline.
+    let ready = unsafe { libc::poll(&mut poll, 1, 0) };
+    ready > 0 && poll.revents & (libc::POLLHUP | libc::POLLRDHUP | libc::POLLERR) != 0
+}
+
+/// Waits in slices while `wait` says not ready, erroring when the server died or `IO_TIMEOUT` passed.
+fn shm_wait(
+    channel: &mut ClientChannel,
+    mut wait: impl FnMut(&mut ClientChannel) -> io::Result<bool>,
+) -> io::Result<()> {
+    let started = Instant::now();
+    while !wait(channel)? {
+        if lifeline_closed(channel.lifeline_fd()) {
+            return Err(io::Error::new(
+                io::ErrorKind::BrokenPipe,
+                "the server closed the channel's socket",
+            ));
+        }
+        if started.elapsed() > IO_TIMEOUT {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "no reply from the server",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `ClientChannel::read` that gives up on a dead or stuck server.
+fn shm_read(channel: &mut ClientChannel, out: &mut [u8]) -> io::Result<usize> {
+    loop {
+        match channel.try_read(out) {
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
+                shm_wait(channel, |c| c.wait_readable(Some(SHM_WAIT_SLICE)))?;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// `ClientChannel::write_all` that gives up on a dead or stuck server.
+fn shm_write_all(channel: &mut ClientChannel, mut bytes: &[u8]) -> io::Result<()> {
+    while !bytes.is_empty() {
+        let n = channel.try_write(bytes)?;
+        bytes = &bytes[n..];
+        if !bytes.is_empty() {
+            shm_wait(channel, |c| c.wait_writable(Some(SHM_WAIT_SLICE)))?;
+        }
+    }
+    Ok(())
 }
 
 /// A RESP request from its arguments.
