@@ -15,6 +15,7 @@ pub mod plot;
 pub mod protocol;
 pub mod report;
 pub mod runner;
+pub mod transports;
 pub mod txn;
 pub mod workload;
 

@@ -1,5 +1,5 @@
 //! `fallow-bench`: the load generator (`run`), the null server (`null-server`), the sort-benchmark
-//! record generator (`gensort`) and the experiment drivers (`elastic`, `txn`).
+//! record generator (`gensort`) and the experiment drivers (`elastic`, `txn`, `transports`).
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -29,6 +29,9 @@ enum Command {
     Elastic(fallow_bench::experiments::ElasticArgs),
     /// Transactions (issue 5, Claret §6): raw operation mix, RUBiS or Retwis, every concurrency-control mode.
     Txn(Box<fallow_bench::txn::TxnArgs>),
+    /// Transports (issue 20): TCP, Unix socket and shared-memory channels; round trips, throughput, large
+    /// values, the spin policy and redis-benchmark with the preload library.
+    Transports(Box<fallow_bench::transports::TransportsArgs>),
 }
 
 fn main() -> ExitCode {
@@ -39,6 +42,7 @@ fn main() -> ExitCode {
         Command::Gensort(args) => fallow_bench::bulk::run_gensort(args),
         Command::Elastic(args) => fallow_bench::experiments::run_elastic(args),
         Command::Txn(args) => fallow_bench::txn::run_txn(args),
+        Command::Transports(args) => fallow_bench::transports::run_transports(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
