@@ -692,11 +692,16 @@ fn redis_benchmark_item(
         redisbench::Target::unix("fallow unix", &fallow.socket),
     ];
     match args.preload.clone().or_else(redisbench::default_preload) {
-        Some(library) if library.is_file() => targets.push(redisbench::Target::preload(
-            &library,
-            fallow.port,
-            &fallow.socket,
-        )),
+        Some(library) if library.is_file() => {
+            report
+                .notes
+                .push(format!("preload library: {}", library.display()));
+            targets.push(redisbench::Target::preload(
+                &library,
+                fallow.port,
+                &fallow.socket,
+            ));
+        }
         _ => report.notes.push(
             "libfallow_preload.so is not built: redis-benchmark ran without the preload library"
                 .into(),
