@@ -16,6 +16,9 @@ const OPEN_REPLY_BYTES_MAX: usize = 4096;
 pub struct OpenOptions {
     /// The protocol on the rings; None lets the server pick by the socket it was asked on.
     pub protocol: Option<Protocol>,
+    /// The TCP port the client meant (`PORT p`): the server picks RESP or memcached by it, so one
+    /// socket (`$FALLOW_SOCKET`) serves both. None leaves it to the socket asked on.
+    pub port: Option<u16>,
     /// Ring sizes to ask for (both rings); None takes the server's.
     pub ring_bytes: Option<usize>,
     /// Sent as `AUTH` before SHM.OPEN: (user, password). The channel starts as the socket's connection
@@ -208,6 +211,10 @@ impl ClientChannel {
             Some(Protocol::Resp) => args.extend([&b"PROTOCOL"[..], b"resp"]),
             Some(Protocol::Memcache) => args.extend([&b"PROTOCOL"[..], b"memcache"]),
             None => {}
+        }
+        let port = options.port.map(|port| port.to_string());
+        if let Some(port) = &port {
+            args.extend([&b"PORT"[..], port.as_bytes()]);
         }
         if let Some(bytes) = &ring_bytes {
             args.extend([&b"RING-BYTES"[..], bytes.as_bytes()]);

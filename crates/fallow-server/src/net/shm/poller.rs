@@ -35,6 +35,10 @@ const EVENTS_PER_WAIT: usize = 64;
 const CPU_REPORT_INTERVAL: Duration = Duration::from_millis(100);
 /// Idle turns between two reads of the clock (for the spin budget).
 const IDLE_TURNS_PER_CLOCK_READ: u32 = 16;
+/// The tight part of an idle spin; after it the poller yields its core at each clock read, so that on
+/// a machine with more busy threads than cores the client it waits for (often on the same core: a pure
+/// spin there held each reply ~60 µs) can run.
+const PURE_SPIN: Duration = Duration::from_micros(3);
 /// Token of the poller's own doorbell in epoll.
 const OWN_BELL_TOKEN: u64 = u64::MAX;
 
@@ -179,8 +183,12 @@ impl Poller {
             }
             let now = Instant::now();
             let spin = Duration::from_nanos(self.shared.spin_ns.load(Ordering::Relaxed));
-            if now.duration_since(self.last_work) < spin {
+            let idle = now.duration_since(self.last_work);
+            if idle < spin {
                 spinning_since.get_or_insert(now);
+                if idle >= PURE_SPIN {
+                    std::thread::yield_now();
+                }
                 continue;
             }
             if let Some(since) = spinning_since.take() {

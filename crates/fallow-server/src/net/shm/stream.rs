@@ -91,7 +91,8 @@ impl Channel {
             }
         }
         if let Some((_, seen)) = &watch.write {
-            if over || self.mapping.reply_head() != *seen || self.mapping.is_closed(Side::Client) {
+            // (A client's closed mark does not end its replies: see poll_write.)
+            if over || self.mapping.reply_head() != *seen {
                 watch.write.take().expect("checked").0.wake();
                 woke = true;
             }
@@ -115,8 +116,9 @@ impl Channel {
         if !reading && !writing {
             return false;
         }
-        let ended =
-            self.lifeline_closed.load(Ordering::Relaxed) || self.mapping.is_closed(Side::Client);
+        // The client's closed mark ends its requests, not its replies (see poll_write).
+        let ended = self.lifeline_closed.load(Ordering::Relaxed)
+            || (reading && self.mapping.is_closed(Side::Client));
         ended
             || (reading && self.mapping.request_tail() != self.read_seen.load(Ordering::Relaxed))
             || (writing && self.mapping.reply_head() != self.write_seen.load(Ordering::Relaxed))
@@ -211,9 +213,10 @@ impl AsyncWrite for ShmStream {
         bytes: &[u8],
     ) -> Poll<io::Result<usize>> {
         let channel = &self.channel;
-        if channel.lifeline_closed.load(Ordering::Acquire)
-            || channel.mapping.is_closed(Side::Client)
-        {
+        // A client that marked its side closed but keeps its lifeline has only shut down its writing
+        // half (the preload library's `shutdown(SHUT_WR)`): replies to the requests before the mark
+        // still go out, as on a TCP socket after a FIN. A client that is gone closed the lifeline too.
+        if channel.lifeline_closed.load(Ordering::Acquire) {
             return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()));
         }
         let mut rings = channel.rings.lock();
