@@ -109,15 +109,7 @@ fn quick_transports_run_reports_every_item() {
     }
     let out = std::env::temp_dir().join(format!("fallow-transports-bench-{}", std::process::id()));
     let run = Command::new(env!("CARGO_BIN_EXE_fallow-bench"))
-        .args([
-            "transports",
-            "--quick",
-            "--quiet",
-            "--idle-s",
-            "0.2",
-            "--rb-requests",
-            "500",
-        ])
+        .args(["transports", "--quick", "--quiet", "--idle-s", "0.2"])
         .arg("--fallow-bin")
         .arg(fallow_bin())
         .arg("--out")

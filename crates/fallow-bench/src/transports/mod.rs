@@ -102,7 +102,7 @@ pub struct TransportsArgs {
     /// Microseconds between the spin item's sparse GETs.
     #[arg(long, default_value_t = 1000)]
     pub sparse_interval_us: u64,
-    /// Requests per redis-benchmark test [default: 10000; --quick: 2000].
+    /// Requests per redis-benchmark test (it times whole milliseconds) [default: 20000; --quick: 4000].
     #[arg(long)]
     pub rb_requests: Option<usize>,
     /// redis-benchmark rounds (targets rotate per round; medians reported) [default: 2; --quick: 1].
@@ -205,7 +205,7 @@ impl TransportsArgs {
             spin_us: self.spin_us.clone(),
             idle_s: self.idle_s.unwrap_or(if q { 0.5 } else { 2.0 }),
             sparse_interval_us: self.sparse_interval_us,
-            rb_requests: self.rb_requests.unwrap_or(if q { 2000 } else { 10_000 }),
+            rb_requests: self.rb_requests.unwrap_or(if q { 4000 } else { 20_000 }),
             rb_rounds: self.rb_rounds.unwrap_or(if q { 1 } else { 2 }),
             inproc_iterations: if q { 20_000 } else { 200_000 },
             placements: self.placements.clone(),
@@ -692,11 +692,16 @@ fn redis_benchmark_item(
         redisbench::Target::unix("fallow unix", &fallow.socket),
     ];
     match args.preload.clone().or_else(redisbench::default_preload) {
-        Some(library) if library.is_file() => targets.push(redisbench::Target::preload(
-            &library,
-            fallow.port,
-            &fallow.socket,
-        )),
+        Some(library) if library.is_file() => {
+            report
+                .notes
+                .push(format!("preload library: {}", library.display()));
+            targets.push(redisbench::Target::preload(
+                &library,
+                fallow.port,
+                &fallow.socket,
+            ));
+        }
         _ => report.notes.push(
             "libfallow_preload.so is not built: redis-benchmark ran without the preload library"
                 .into(),

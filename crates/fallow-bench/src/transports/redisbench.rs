@@ -140,12 +140,17 @@ pub fn parse_csv(text: &str, target: &str, clients: usize) -> anyhow::Result<Vec
                     .and_then(|f| f.parse().ok())
                     .with_context(|| format!("bad row {line:?}"))
             };
+            let requests_per_s = number(rps)?;
+            if !requests_per_s.is_finite() {
+                // redis-benchmark times whole milliseconds: a test that took none has no rate.
+                bail!("redis-benchmark on {target} finished too fast to time ({line:?}): give more --rb-requests");
+            }
             Ok(RbResult {
                 placement: super::Placement::Free,
                 target: target.to_string(),
                 clients,
                 test: fields.first().cloned().unwrap_or_default(),
-                requests_per_s: number(rps)?,
+                requests_per_s,
                 p50_ms: number(p50)?,
                 p99_ms: number(p99)?,
             })
@@ -166,5 +171,7 @@ mod tests {
         assert_eq!(results[1].requests_per_s, 41000.0);
         assert_eq!(results[0].p99_ms, 0.055);
         assert!(parse_csv("\"test\"\n\"SET\"\n", "x", 1).is_err());
+        let untimed = text.replace("40000.00", "inf");
+        assert!(parse_csv(&untimed, "x", 1).is_err());
     }
 }
