@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use fallow_shm::layout::Protocol;
-use fallow_shm::{ClientChannel, OpenOptions, SpinPolicy};
+use fallow_shm::{AdaptiveSpin, ClientChannel, OpenOptions, SpinPolicy};
 use parking_lot::Mutex;
 
 use crate::error::ClientError;
@@ -187,66 +187,6 @@ fn shm_read(shm: &mut ShmStream, buf: &mut [u8]) -> std::io::Result<usize> {
             }
             other => return other,
         }
-    }
-}
-
-/// How long a reader spins before it sleeps on its doorbell, adapted to what spinning achieves. A spin pays
-/// off when the server's poller runs on another core (a reply in about a microsecond); where the two share a
-/// core, each spinner holds the core the other needs and a round trip costs the whole budget and more
-/// (measured: 110 µs against 13 µs without spinning, docs/shm.md). So: a spin that sees the reply restores
-/// the full budget; one that runs out halves it; and every `PROBE_INTERVAL`th wait spins the full budget
-/// again, to notice when spinning starts paying off.
-struct AdaptiveSpin {
-    max_ns: u64,
-    budget_ns: u64,
-    waits: u32,
-}
-
-impl AdaptiveSpin {
-    /// Waits between two full-budget spins while the budget is reduced.
-    const PROBE_INTERVAL: u32 = 64;
-    /// Budgets below this are not worth a clock read: spin none.
-    const BUDGET_NS_MIN: u64 = 1_000;
-
-    fn new(max_ns: u64) -> AdaptiveSpin {
-        AdaptiveSpin {
-            max_ns,
-            budget_ns: max_ns,
-            waits: 0,
-        }
-    }
-
-    /// Spins until `ready()` or the budget runs out; adapts the budget to which came first.
-    fn wait(&mut self, mut ready: impl FnMut() -> bool) {
-        self.waits = self.waits.wrapping_add(1);
-        let budget_ns = if self.waits.is_multiple_of(Self::PROBE_INTERVAL) {
-            self.max_ns
-        } else {
-            self.budget_ns
-        };
-        if budget_ns == 0 {
-            return;
-        }
-        let budget = Duration::from_nanos(budget_ns);
-        let started = Instant::now();
-        let mut polls: u32 = 0;
-        loop {
-            if ready() {
-                self.budget_ns = self.max_ns;
-                return;
-            }
-            polls = polls.wrapping_add(1);
-            // A poll is a few nanoseconds, a clock read tens: read it every 64 polls.
-            if polls.is_multiple_of(64) && started.elapsed() >= budget {
-                break;
-            }
-            std::hint::spin_loop();
-        }
-        self.budget_ns /= 2;
-        if self.budget_ns < Self::BUDGET_NS_MIN {
-            self.budget_ns = 0;
-        }
-        debug_assert!(self.budget_ns <= self.max_ns);
     }
 }
 
@@ -444,34 +384,6 @@ impl Pool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_spin_budget_halves_on_misses_and_comes_back_on_a_hit() {
-        let mut spin = AdaptiveSpin::new(8_000);
-        spin.wait(|| false);
-        assert_eq!(spin.budget_ns, 4_000, "a miss halves it");
-        spin.wait(|| false);
-        spin.wait(|| false);
-        assert_eq!(spin.budget_ns, 1_000);
-        spin.wait(|| false);
-        assert_eq!(spin.budget_ns, 0, "below a microsecond: no spin");
-        let mut polls = 0;
-        spin.wait(|| {
-            polls += 1;
-            true
-        });
-        assert_eq!(polls, 0, "a zero budget does not poll");
-        assert_eq!(spin.budget_ns, 0);
-        // The probe every PROBE_INTERVAL waits spins the full budget, and a hit there restores it.
-        while !(spin.waits + 1).is_multiple_of(AdaptiveSpin::PROBE_INTERVAL) {
-            spin.wait(|| true);
-        }
-        spin.wait(|| true);
-        assert_eq!(spin.budget_ns, 8_000);
-        let mut off = AdaptiveSpin::new(0);
-        off.wait(|| false);
-        assert_eq!(off.budget_ns, 0, "FALLOW_SHM_SPIN_US=0 never spins");
-    }
 
     #[test]
     fn unix_addresses() {

@@ -22,4 +22,4 @@ pub mod wait;
 pub use client::{ClientChannel, OpenError, OpenOptions};
 pub use layout::{Layout, Side};
 pub use ring::{Consumer, Producer, RingError};
-pub use wait::SpinPolicy;
+pub use wait::{AdaptiveSpin, SpinPolicy};

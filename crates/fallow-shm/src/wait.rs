@@ -134,3 +134,95 @@ pub fn wait_until(
         rung?;
     }
 }
+
+/// A spin whose budget follows what spinning earns, for clients that spin before the channel's own
+/// spin-then-sleep wait. When client and server share one core, each spinner holds the core the other
+/// needs and a round trip costs the whole budget and more (docs/shm.md), so: a spin that sees the reply
+/// restores the full budget; one that runs out halves it; and every `PROBE_INTERVAL`th wait spins the
+/// full budget again, to notice when spinning starts paying off. fallow-client and fallow-bench use it.
+#[derive(Clone, Debug)]
+pub struct AdaptiveSpin {
+    max_ns: u64,
+    budget_ns: u64,
+    waits: u32,
+}
+
+impl AdaptiveSpin {
+    /// Waits between two full-budget spins while the budget is reduced.
+    pub const PROBE_INTERVAL: u32 = 64;
+    /// Budgets below this are not worth a clock read: spin none.
+    pub const BUDGET_NS_MIN: u64 = 1_000;
+
+    pub fn new(max_ns: u64) -> AdaptiveSpin {
+        AdaptiveSpin {
+            max_ns,
+            budget_ns: max_ns,
+            waits: 0,
+        }
+    }
+
+    /// The budget of the next wait (unless it is a probe).
+    pub fn budget_ns(&self) -> u64 {
+        self.budget_ns
+    }
+
+    /// Spins until `ready()` or the budget runs out; adapts the budget to which came first.
+    pub fn wait(&mut self, mut ready: impl FnMut() -> bool) {
+        self.waits = self.waits.wrapping_add(1);
+        let budget_ns = if self.waits.is_multiple_of(Self::PROBE_INTERVAL) {
+            self.max_ns
+        } else {
+            self.budget_ns
+        };
+        if budget_ns == 0 {
+            return;
+        }
+        let budget = Duration::from_nanos(budget_ns);
+        let started = Instant::now();
+        let mut polls: u32 = 0;
+        loop {
+            if ready() {
+                self.budget_ns = self.max_ns;
+                return;
+            }
+            polls = polls.wrapping_add(1);
+            // A poll is a few nanoseconds, a clock read tens: read it every 64 polls.
+            if polls.is_multiple_of(64) && started.elapsed() >= budget {
+                break;
+            }
+            std::hint::spin_loop();
+        }
+        self.budget_ns /= 2;
+        if self.budget_ns < Self::BUDGET_NS_MIN {
+            self.budget_ns = 0;
+        }
+        debug_assert!(self.budget_ns <= self.max_ns);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_adaptive_spin_halves_on_misses_and_comes_back_on_a_hit() {
+        let mut spin = AdaptiveSpin::new(8_000);
+        spin.wait(|| false);
+        assert_eq!(spin.budget_ns(), 4_000, "a miss halves it");
+        spin.wait(|| false);
+        spin.wait(|| false);
+        assert_eq!(spin.budget_ns(), 1_000);
+        spin.wait(|| false);
+        assert_eq!(spin.budget_ns(), 0, "below a microsecond: no spin");
+        spin.wait(|| panic!("a zero budget does not poll"));
+        // The probe every PROBE_INTERVAL waits spins the full budget, and a hit there restores it.
+        while !(spin.waits + 1).is_multiple_of(AdaptiveSpin::PROBE_INTERVAL) {
+            spin.wait(|| panic!("still no spin"));
+        }
+        spin.wait(|| true);
+        assert_eq!(spin.budget_ns(), 8_000);
+        let mut off = AdaptiveSpin::new(0);
+        off.wait(|| false);
+        assert_eq!(off.budget_ns(), 0, "FALLOW_SHM_SPIN_US=0 never spins");
+    }
+}

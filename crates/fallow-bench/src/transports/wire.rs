@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use fallow_shm::{ClientChannel, OpenOptions, SpinPolicy};
+use fallow_shm::{AdaptiveSpin, ClientChannel, OpenOptions, SpinPolicy};
 
 /// The largest reply a connection buffers (a 1 MiB value and its framing fit many times over).
 pub const REPLY_BYTES_MAX: usize = 64 << 20;
@@ -46,49 +46,6 @@ pub enum ClientSpin {
     /// As fallow-client: a spin that runs out halves the next budget, one that sees the reply restores it,
     /// and every 64th wait spins the whole budget again.
     Adaptive,
-}
-
-/// fallow-client's adaptive spin (crates/fallow-client/src/connection.rs, private there), so the benchmark
-/// can measure what that client does without its reply parsing.
-struct AdaptiveSpin {
-    max_ns: u64,
-    budget_ns: u64,
-    waits: u32,
-}
-
-impl AdaptiveSpin {
-    const PROBE_INTERVAL: u32 = 64;
-    const BUDGET_NS_MIN: u64 = 1_000;
-
-    /// Spins until `ready()` or the budget runs out, and adapts the budget to which came first.
-    fn wait(&mut self, mut ready: impl FnMut() -> bool) {
-        self.waits = self.waits.wrapping_add(1);
-        let budget_ns = if self.waits.is_multiple_of(Self::PROBE_INTERVAL) {
-            self.max_ns
-        } else {
-            self.budget_ns
-        };
-        if budget_ns == 0 {
-            return;
-        }
-        let started = Instant::now();
-        let mut polls: u32 = 0;
-        loop {
-            if ready() {
-                self.budget_ns = self.max_ns;
-                return;
-            }
-            polls = polls.wrapping_add(1);
-            if polls.is_multiple_of(64) && started.elapsed().as_nanos() as u64 >= budget_ns {
-                break;
-            }
-            std::hint::spin_loop();
-        }
-        self.budget_ns /= 2;
-        if self.budget_ns < Self::BUDGET_NS_MIN {
-            self.budget_ns = 0;
-        }
-    }
 }
 
 enum Stream {
@@ -148,11 +105,7 @@ impl Conn {
             ClientSpin::Fixed => (spin, None),
             ClientSpin::Adaptive => (
                 SpinPolicy { spin_ns: 0 },
-                Some(AdaptiveSpin {
-                    max_ns: spin.spin_ns,
-                    budget_ns: spin.spin_ns,
-                    waits: 0,
-                }),
+                Some(AdaptiveSpin::new(spin.spin_ns)),
             ),
         };
         let options = OpenOptions {
@@ -358,31 +311,6 @@ pub fn parse_reply(buf: &[u8]) -> anyhow::Result<Option<(Reply, usize)>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_adaptive_spin_halves_on_misses_and_recovers_on_a_hit() {
-        let mut spin = AdaptiveSpin {
-            max_ns: 8_000,
-            budget_ns: 8_000,
-            waits: 0,
-        };
-        spin.wait(|| false);
-        assert_eq!(spin.budget_ns, 4_000);
-        spin.wait(|| false);
-        spin.wait(|| false);
-        assert_eq!(spin.budget_ns, 1_000);
-        spin.wait(|| false);
-        assert_eq!(spin.budget_ns, 0, "below the minimum: no spin at all");
-        spin.wait(|| panic!("a zero budget does not poll"));
-        while !(spin.waits + 1).is_multiple_of(AdaptiveSpin::PROBE_INTERVAL) {
-            spin.wait(|| panic!("still no spin"));
-        }
-        spin.wait(|| true);
-        assert_eq!(
-            spin.budget_ns, 8_000,
-            "the probe saw the reply: full budget again"
-        );
-    }
 
     #[test]
     fn replies_parse_whole_and_wait_when_cut() {
