@@ -181,42 +181,13 @@ fn shm_read(shm: &mut ShmStream, buf: &mut [u8]) -> std::io::Result<usize> {
                 // In slices, looking at the lifeline between them: a long wait (BLPOP 0, a subscriber)
                 // on a dead server ends within a slice instead of at the timeout.
                 let slice = (deadline - now).min(LIFELINE_CHECK_INTERVAL);
-                if !channel.wait_readable(Some(slice))? && lifeline_closed(channel.lifeline_fd()) {
+                if !channel.wait_readable(Some(slice))? && channel.lifeline_closed() {
                     return Ok(0);
                 }
             }
             other => return other,
         }
     }
-}
-
-/// True when the server's end of the lifeline socket is closed (it exited, or dropped the connection).
-fn lifeline_closed(fd: i32) -> bool {
-    let mut poll = libc::pollfd {
-        fd,
-        events: libc::POLLIN | libc::POLLRDHUP,
-        revents: 0,
-    };
-    // SAFETY: one pollfd, zero timeout; `fd` is the channel's open lifeline.
-    let ready = unsafe { libc::poll(&mut poll, 1, 0) };
-    if ready <= 0 {
-        return false;
-    }
-    if poll.revents & (libc::POLLHUP | libc::POLLRDHUP | libc::POLLERR) != 0 {
-        return true;
-    }
-    // Readable without a hang-up: the server wrote on the lifeline, which ends the channel as well.
-    let mut byte = 0u8;
-    // SAFETY: peeks at most one byte into a local.
-    let peeked = unsafe {
-        libc::recv(
-            fd,
-            (&mut byte as *mut u8).cast(),
-            1,
-            libc::MSG_PEEK | libc::MSG_DONTWAIT,
-        )
-    };
-    peeked >= 0
 }
 
 pub struct Connection {

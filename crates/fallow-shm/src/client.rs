@@ -264,6 +264,51 @@ impl ClientChannel {
         self.client_bell.fd()
     }
 
+    /// True when the server's end of the lifeline is gone (it exited or dropped the connection without
+    /// marking the channel closed), or the server wrote on it (which ends the channel too).
+    pub fn lifeline_closed(&self) -> bool {
+        let mut poll = libc::pollfd {
+            fd: self.lifeline,
+            events: libc::POLLIN | libc::POLLRDHUP,
+            revents: 0,
+        };
+        let no_wait = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: one pollfd and a zero timeout, both locals.
+        let ready = unsafe {
+            libc::syscall(
+                libc::SYS_ppoll,
+                &mut poll as *mut libc::pollfd,
+                1,
+                &no_wait as *const libc::timespec,
+                std::ptr::null::<libc::sigset_t>(),
+                0,
+            )
+        };
+        if ready <= 0 {
+            return false;
+        }
+        if poll.revents & (libc::POLLHUP | libc::POLLRDHUP | libc::POLLERR) != 0 {
+            return true;
+        }
+        let mut byte = 0u8;
+        // SAFETY: peeks at most one byte into a local.
+        let peeked = unsafe {
+            libc::syscall(
+                libc::SYS_recvfrom,
+                self.lifeline,
+                &mut byte as *mut u8,
+                1,
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+                std::ptr::null_mut::<libc::sockaddr>(),
+                std::ptr::null_mut::<libc::socklen_t>(),
+            )
+        };
+        peeked >= 0
+    }
+
     /// The server's doorbell (rung when the server sleeps and this side moved an index).
     pub fn server_bell_fd(&self) -> i32 {
         self.server_bell.fd()

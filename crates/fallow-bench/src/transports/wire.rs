@@ -195,18 +195,6 @@ pub const IO_TIMEOUT: Duration = Duration::from_secs(30);
 /// A shared-memory wait sleeps this long at most before it looks at the lifeline socket again.
 const SHM_WAIT_SLICE: Duration = Duration::from_millis(100);
 
-/// True when the server's end of the lifeline is closed (it exited without marking the channel closed).
-fn lifeline_closed(fd: i32) -> bool {
-    let mut poll = libc::pollfd {
-        fd,
-        events: libc::POLLIN | libc::POLLRDHUP,
-        revents: 0,
-    };
-    // SAFETY: one pollfd and a zero timeout; `fd` is the channel's open lifeline.
-    let ready = unsafe { libc::poll(&mut poll, 1, 0) };
-    ready > 0 && poll.revents & (libc::POLLHUP | libc::POLLRDHUP | libc::POLLERR) != 0
-}
-
 /// Waits in slices while `wait` says not ready, erroring when the server died or `IO_TIMEOUT` passed.
 fn shm_wait(
     channel: &mut ClientChannel,
@@ -214,7 +202,7 @@ fn shm_wait(
 ) -> io::Result<()> {
     let started = Instant::now();
     while !wait(channel)? {
-        if lifeline_closed(channel.lifeline_fd()) {
+        if channel.lifeline_closed() {
             return Err(io::Error::new(
                 io::ErrorKind::BrokenPipe,
                 "the server closed the channel's socket",
