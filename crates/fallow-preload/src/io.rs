@@ -41,34 +41,12 @@ pub fn sleep_on(channel: &Channel, deadline: Option<Instant>) -> io::Result<bool
             revents: 0,
         },
     ];
-    let timeout = deadline.map(|d| {
-        let left = d.saturating_duration_since(Instant::now());
-        libc::timespec {
-            tv_sec: left.as_secs() as libc::time_t,
-            tv_nsec: left.subsec_nanos() as libc::c_long,
-        }
-    });
-    let timeout_ptr = timeout
-        .as_ref()
-        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
-    // SAFETY: two valid pollfds; the timeout is null or points at `timeout`.
-    let result = unsafe {
-        libc::syscall(
-            libc::SYS_ppoll,
-            fds.as_mut_ptr(),
-            fds.len(),
-            timeout_ptr,
-            std::ptr::null::<libc::sigset_t>(),
-            0,
-        )
-    };
+    let timeout = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+    let result = fallow_shm::sys::ppoll(&mut fds, timeout);
     if fds[1].revents != 0 {
         channel.lifeline_down.store(true, Ordering::Relaxed);
     }
-    if result < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(result > 0)
+    Ok(result? > 0)
 }
 
 /// Waits until `want` holds: spins (the client's budget), then sleeps. Ok(false) when `deadline` passed.

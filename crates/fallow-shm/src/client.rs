@@ -267,30 +267,15 @@ impl ClientChannel {
     /// True when the server's end of the lifeline is gone (it exited or dropped the connection without
     /// marking the channel closed), or the server wrote on it (which ends the channel too).
     pub fn lifeline_closed(&self) -> bool {
-        let mut poll = libc::pollfd {
+        let mut poll = [libc::pollfd {
             fd: self.lifeline,
             events: libc::POLLIN | libc::POLLRDHUP,
             revents: 0,
-        };
-        let no_wait = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: one pollfd and a zero timeout, both locals.
-        let ready = unsafe {
-            libc::syscall(
-                libc::SYS_ppoll,
-                &mut poll as *mut libc::pollfd,
-                1,
-                &no_wait as *const libc::timespec,
-                std::ptr::null::<libc::sigset_t>(),
-                0,
-            )
-        };
-        if ready <= 0 {
+        }];
+        if !matches!(sys::ppoll(&mut poll, Some(Duration::ZERO)), Ok(n) if n > 0) {
             return false;
         }
-        if poll.revents & (libc::POLLHUP | libc::POLLRDHUP | libc::POLLERR) != 0 {
+        if poll[0].revents & (libc::POLLHUP | libc::POLLRDHUP | libc::POLLERR) != 0 {
             return true;
         }
         let mut byte = 0u8;

@@ -124,32 +124,39 @@ pub fn eventfd_drain(fd: i32) -> bool {
     matches!(read(fd, &mut value), Ok(8))
 }
 
-/// Waits until `fd` is readable or `timeout_ns` passes (None = forever). Ok(true) when readable.
-pub fn wait_readable(fd: i32, timeout_ns: Option<u64>) -> io::Result<bool> {
-    let mut pollfd = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let timeout = timeout_ns.map(|ns| libc::timespec {
-        tv_sec: (ns / 1_000_000_000) as libc::time_t,
-        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+/// `ppoll` on `fds` for at most `timeout` (None = forever), without a signal mask: the count of
+/// descriptors with events, their `revents` filled in. EINTR is returned as an error for the caller to
+/// decide (a socket call reports it, a wait may simply look again).
+pub fn ppoll(fds: &mut [libc::pollfd], timeout: Option<std::time::Duration>) -> io::Result<usize> {
+    let timeout = timeout.map(|left| libc::timespec {
+        tv_sec: left.as_secs() as libc::time_t,
+        tv_nsec: left.subsec_nanos() as libc::c_long,
     });
     let timeout_ptr = timeout
         .as_ref()
         .map_or(std::ptr::null(), |t| t as *const libc::timespec);
-    // SAFETY: one valid pollfd; timeout_ptr is null or points at `timeout`.
-    let ready = unsafe {
+    // SAFETY: `fds` are valid pollfds; timeout_ptr is null or points at `timeout`.
+    check(unsafe {
         libc::syscall(
             libc::SYS_ppoll,
-            &mut pollfd as *mut libc::pollfd,
-            1,
+            fds.as_mut_ptr(),
+            fds.len(),
             timeout_ptr,
             std::ptr::null::<libc::sigset_t>(),
             0,
         )
-    };
-    match check(ready) {
+    })
+}
+
+/// Waits until `fd` is readable or `timeout_ns` passes (None = forever). Ok(true) when readable; a
+/// signal ends the wait early with Ok(false).
+pub fn wait_readable(fd: i32, timeout_ns: Option<u64>) -> io::Result<bool> {
+    let mut pollfd = [libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    }];
+    match ppoll(&mut pollfd, timeout_ns.map(std::time::Duration::from_nanos)) {
         Ok(n) => Ok(n > 0),
         Err(error) if error.kind() == io::ErrorKind::Interrupted => Ok(false),
         Err(error) => Err(error),
