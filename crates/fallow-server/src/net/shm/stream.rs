@@ -81,65 +81,71 @@ impl Channel {
         let mut watch = self.watch.lock();
         self.read_waiting.store(false, Ordering::Relaxed);
         self.write_waiting.store(false, Ordering::Relaxed);
-        let over = self.lifeline_closed.load(Ordering::Relaxed);
         let mut woke = false;
-        if let Some((_, seen)) = &watch.read {
-            if over || self.mapping.request_tail() != *seen || self.mapping.is_closed(Side::Client)
-            {
-                watch.read.take().expect("checked").0.wake();
+        if let Some((waker, seen)) = watch.read.take() {
+            if self.read_moved(seen) {
+                waker.wake();
                 woke = true;
+            } else {
+                // Still waiting: registered again, the mirrors with it.
+                self.watch_read_locked(&mut watch, waker, seen);
             }
         }
-        if let Some((_, seen)) = &watch.write {
-            // (A client's closed mark does not end its replies: see poll_write.)
-            if over || self.mapping.reply_head() != *seen {
-                watch.write.take().expect("checked").0.wake();
+        if let Some((waker, seen)) = watch.write.take() {
+            if self.write_moved(seen) {
+                waker.wake();
                 woke = true;
+            } else {
+                self.watch_write_locked(&mut watch, waker, seen);
             }
-        }
-        // A waiter whose ring did not move stays registered (the mirrors with it).
-        if let Some((_, seen)) = &watch.read {
-            self.read_seen.store(*seen, Ordering::Relaxed);
-            self.read_waiting.store(true, Ordering::Release);
-        }
-        if let Some((_, seen)) = &watch.write {
-            self.write_seen.store(*seen, Ordering::Relaxed);
-            self.write_waiting.store(true, Ordering::Release);
         }
         woke
     }
 
     /// Whether a waiter may have to be woken: the lock-free check the poller makes on every spin.
     fn moved(&self) -> bool {
-        let reading = self.read_waiting.load(Ordering::Acquire);
-        let writing = self.write_waiting.load(Ordering::Acquire);
-        if !reading && !writing {
-            return false;
-        }
-        // The client's closed mark ends its requests, not its replies (see poll_write).
-        let ended = self.lifeline_closed.load(Ordering::Relaxed)
-            || (reading && self.mapping.is_closed(Side::Client));
-        ended
-            || (reading && self.mapping.request_tail() != self.read_seen.load(Ordering::Relaxed))
-            || (writing && self.mapping.reply_head() != self.write_seen.load(Ordering::Relaxed))
+        (self.read_waiting.load(Ordering::Acquire)
+            && self.read_moved(self.read_seen.load(Ordering::Relaxed)))
+            || (self.write_waiting.load(Ordering::Acquire)
+                && self.write_moved(self.write_seen.load(Ordering::Relaxed)))
     }
 
-    fn watch_read(&self, waker: &Waker, seen: u64) {
-        self.watch.lock().read = Some((waker.clone(), seen));
+    /// A reader that saw the request tail at `seen` has something new: data, or the end.
+    fn read_moved(&self, seen: u64) -> bool {
+        self.lifeline_closed.load(Ordering::Relaxed)
+            || self.mapping.request_tail() != seen
+            || self.mapping.is_closed(Side::Client)
+    }
+
+    /// A writer that saw the reply head at `seen` has room, or the end. (A client's closed mark ends its
+    /// requests, not its replies: see poll_write.)
+    fn write_moved(&self, seen: u64) -> bool {
+        self.lifeline_closed.load(Ordering::Relaxed) || self.mapping.reply_head() != seen
+    }
+
+    fn watch_read_locked(&self, watch: &mut Watch, waker: Waker, seen: u64) {
+        watch.read = Some((waker, seen));
         self.read_seen.store(seen, Ordering::Relaxed);
         self.read_waiting.store(true, Ordering::Release);
     }
 
-    fn watch_write(&self, waker: &Waker, seen: u64) {
-        self.watch.lock().write = Some((waker.clone(), seen));
+    fn watch_write_locked(&self, watch: &mut Watch, waker: Waker, seen: u64) {
+        watch.write = Some((waker, seen));
         self.write_seen.store(seen, Ordering::Relaxed);
         self.write_waiting.store(true, Ordering::Release);
+    }
+
+    fn watch_read(&self, waker: &Waker, seen: u64) {
+        self.watch_read_locked(&mut self.watch.lock(), waker.clone(), seen);
+    }
+
+    fn watch_write(&self, waker: &Waker, seen: u64) {
+        self.watch_write_locked(&mut self.watch.lock(), waker.clone(), seen);
     }
 
     /// The lifeline is gone: every waiter wakes to find the channel over.
     pub(crate) fn close_from_lifeline(&self) {
         self.lifeline_closed.store(true, Ordering::Release);
-        self.read_waiting.store(true, Ordering::Release);
         self.wake_if_moved();
     }
 
