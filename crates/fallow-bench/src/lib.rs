@@ -6,6 +6,7 @@
 pub mod bulk;
 pub mod clock;
 pub mod experiments;
+pub mod fs;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod net;

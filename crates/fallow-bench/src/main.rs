@@ -1,5 +1,5 @@
 //! `fallow-bench`: the load generator (`run`), the null server (`null-server`), the sort-benchmark
-//! record generator (`gensort`) and the experiment drivers (`elastic`, `txn`, `transports`).
+//! record generator (`gensort`) and the experiment drivers (`elastic`, `txn`, `transports`, `fs`).
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -32,6 +32,10 @@ enum Command {
     /// Transports (issue 20): TCP, Unix socket and shared-memory channels; round trips, throughput, large
     /// values, the spin policy and redis-benchmark with the preload library.
     Transports(Box<fallow_bench::transports::TransportsArgs>),
+    /// File cache (issue 21, Mortar §6.7): slowcat, video server and OLTP over prefetch policies and cache
+    /// sizes, cache-hit bandwidth against a null FUSE file system, and the pool halved during a video run,
+    /// over an emulated slow device (root, fio, fuse3).
+    Fs(Box<fallow_bench::fs::FsArgs>),
 }
 
 fn main() -> ExitCode {
@@ -43,6 +47,7 @@ fn main() -> ExitCode {
         Command::Elastic(args) => fallow_bench::experiments::run_elastic(args),
         Command::Txn(args) => fallow_bench::txn::run_txn(args),
         Command::Transports(args) => fallow_bench::transports::run_transports(args),
+        Command::Fs(args) => fallow_bench::fs::run_fs(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,490 @@
+//! `fallow-bench fs`: the file-cache benchmarks of issue 21 (MortarLoad, Mortar §6.7) against `fallow fs`
+//! over an emulated slow device (see [`device`]). Items: slowcat (1), the video server and OLTP over
+//! prefetch policies and cache sizes (2), cache-hit bandwidth against a null FUSE file system and memcpy
+//! (3), and the pool halved and restored during a video run (4). Writes fs.json, fs.md and PNG plots; see
+//! docs/fs.md "Benchmarks".
+pub mod device;
+pub mod fio;
+pub mod items;
+pub mod mount;
+pub mod plots;
+pub mod report;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use anyhow::{bail, Context};
+use clap::{Args, ValueEnum};
+use indicatif::ProgressBar;
+
+use crate::bulk::parse_size;
+use device::{Device, DeviceSpec};
+use report::Report;
+
+/// The benchmark's items, in the order they run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Item {
+    /// 1: a file read in 1 MiB reads: cold device, page cache, fallow miss, fallow hit, FUSE passthrough.
+    Slowcat,
+    /// 2a: 3 sequential readers and 1 writer (1:6 of the bytes) over prefetch policies and cache sizes.
+    Video,
+    /// 2b: skewed random reads of a database-sized file over prefetch policies and cache sizes.
+    Oltp,
+    /// 3: cache-hit bandwidth through the mount against a null FUSE file system and memcpy.
+    Efficiency,
+    /// 4: the pool halved, then restored, during a video run; throughput per second.
+    Elastic,
+}
+
+fn size(text: &str) -> Result<u64, String> {
+    parse_size(text).map(|bytes| bytes as u64)
+}
+
+#[derive(Args, Debug)]
+pub struct FsArgs {
+    /// The fallow binary (default: `fallow` beside this binary).
+    #[arg(long)]
+    pub fallow_bin: Option<PathBuf>,
+    /// A smoke run of a minute or two: small files, two policies, one cache size, short runs.
+    #[arg(long)]
+    pub quick: bool,
+    /// Items to run [default: all].
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub items: Option<Vec<Item>>,
+    /// Directory for fs.json, fs.md and the PNG plots.
+    #[arg(long, default_value = "target/fs-bench")]
+    pub out: PathBuf,
+    /// Where the scratch directory (device image, mount points) goes [default: the temp directory].
+    #[arg(long)]
+    pub work_dir: Option<PathBuf>,
+    /// Device read bandwidth (bytes/s; k/m/g suffixes are powers of 1024). Default: a 7200 rpm disk, as
+    /// Mortar's.
+    #[arg(long, default_value = "100m", value_parser = size)]
+    pub read_bps: u64,
+    /// Device read operations per second.
+    #[arg(long, default_value_t = 200)]
+    pub read_iops: u64,
+    /// Device write bandwidth (bytes/s; only writes issued by the group's processes are throttled).
+    #[arg(long, default_value = "100m", value_parser = size)]
+    pub write_bps: u64,
+    /// Memory (so page cache) of the "VM" that runs the workload and `fallow fs` in items 2 and 4.
+    #[arg(long, default_value = "256m", value_parser = size)]
+    pub vm_memory: u64,
+    /// Slowcat's file [default: 1g; --quick: 16m].
+    #[arg(long, value_parser = size)]
+    pub slowcat_bytes: Option<u64>,
+    /// Size of each of the video server's three files [default: 256m (together more than the VM's memory
+    /// and the small pool, less than the large); --quick: 8m].
+    #[arg(long, value_parser = size)]
+    pub video_file_bytes: Option<u64>,
+    /// Seconds of each video run (the readers loop over their files) [default: 30; --quick: 3].
+    #[arg(long)]
+    pub video_s: Option<u64>,
+    /// OLTP's database file [default: 2g; --quick: 32m].
+    #[arg(long, value_parser = size)]
+    pub oltp_bytes: Option<u64>,
+    /// OLTP's read size.
+    #[arg(long, default_value = "8k", value_parser = size)]
+    pub oltp_block_bytes: u64,
+    /// OLTP's key skew (fio `random_distribution=zipf:THETA`).
+    #[arg(long, default_value_t = 0.9)]
+    pub oltp_zipf: f64,
+    /// OLTP's reader threads.
+    #[arg(long, default_value_t = 4)]
+    pub oltp_jobs: usize,
+    /// Measured seconds of each OLTP run, after its warm-up [default: 20; --quick: 2].
+    #[arg(long)]
+    pub oltp_s: Option<u64>,
+    /// Warm-up seconds of each OLTP run (not measured) [default: 10; --quick: 1].
+    #[arg(long)]
+    pub oltp_warmup_s: Option<u64>,
+    /// fallow pool sizes of item 2 [default: 100m,1g; --quick: 16m].
+    #[arg(long, value_delimiter = ',', value_parser = size)]
+    pub caches: Option<Vec<u64>>,
+    /// Fixed read-ahead depths of item 2, in blocks [default: 4,16,64; --quick: 4].
+    #[arg(long, value_delimiter = ',')]
+    pub depths: Option<Vec<u32>>,
+    /// Item 3's file [default: 512m; --quick: 16m].
+    #[arg(long, value_parser = size)]
+    pub efficiency_bytes: Option<u64>,
+    /// Measured seconds of each bandwidth of item 3 [default: 5; --quick: 1].
+    #[arg(long)]
+    pub efficiency_s: Option<u64>,
+    /// Item 4's pool before and after the cut [default: 1g; --quick: 64m].
+    #[arg(long, value_parser = size)]
+    pub elastic_pool_bytes: Option<u64>,
+    /// Item 4's run time; the pool is halved at a third and restored at two thirds [default: 60; --quick: 9].
+    #[arg(long)]
+    pub elastic_s: Option<u64>,
+    /// No progress bar (the per-run lines are still printed).
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// The settings after --quick and the defaults.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Settings {
+    pub items: Vec<Item>,
+    pub device: DeviceSpec,
+    pub vm_memory_bytes: u64,
+    pub slowcat_bytes: u64,
+    pub video_file_bytes: u64,
+    pub video_s: u64,
+    pub oltp_bytes: u64,
+    pub oltp_block_bytes: u64,
+    pub oltp_zipf: f64,
+    pub oltp_jobs: usize,
+    pub oltp_s: u64,
+    pub oltp_warmup_s: u64,
+    pub caches: Vec<u64>,
+    pub depths: Vec<u32>,
+    pub efficiency_bytes: u64,
+    pub efficiency_s: u64,
+    pub elastic_pool_bytes: u64,
+    /// Each of item 4's three files: together 3/4 of the pool, so they fit before the cut and not during.
+    pub elastic_file_bytes: u64,
+    pub elastic_s: u64,
+    pub quick: bool,
+}
+
+const MIB: u64 = 1 << 20;
+/// Bounds that keep one run within minutes and the image within this machine's free disk.
+const FILE_BYTES_MAX: u64 = 8 << 30;
+const RUN_S_MAX: u64 = 600;
+const DEPTH_MAX: u32 = 4096;
+
+impl FsArgs {
+    pub fn settings(&self) -> anyhow::Result<Settings> {
+        let q = self.quick;
+        let pick = |given: Option<u64>, full: u64, quick: u64| {
+            given.unwrap_or(if q { quick } else { full })
+        };
+        let elastic_pool_bytes = pick(self.elastic_pool_bytes, 1 << 30, 64 * MIB);
+        let mut settings = Settings {
+            items: self
+                .items
+                .clone()
+                .unwrap_or_else(|| Item::value_variants().to_vec()),
+            device: DeviceSpec {
+                read_bytes_per_s: self.read_bps,
+                read_iops: self.read_iops,
+                write_bytes_per_s: self.write_bps,
+                image_bytes: 0,
+            },
+            vm_memory_bytes: self.vm_memory,
+            slowcat_bytes: pick(self.slowcat_bytes, 1 << 30, 16 * MIB),
+            video_file_bytes: pick(self.video_file_bytes, 256 * MIB, 8 * MIB),
+            video_s: pick(self.video_s, 30, 3),
+            oltp_bytes: pick(self.oltp_bytes, 2 << 30, 32 * MIB),
+            oltp_block_bytes: self.oltp_block_bytes,
+            oltp_zipf: self.oltp_zipf,
+            oltp_jobs: self.oltp_jobs,
+            oltp_s: pick(self.oltp_s, 20, 2),
+            oltp_warmup_s: pick(self.oltp_warmup_s, 10, 1),
+            caches: self.caches.clone().unwrap_or(if q {
+                vec![16 * MIB]
+            } else {
+                vec![100 * MIB, 1 << 30]
+            }),
+            depths: self
+                .depths
+                .clone()
+                .unwrap_or(if q { vec![4] } else { vec![4, 16, 64] }),
+            efficiency_bytes: pick(self.efficiency_bytes, 512 * MIB, 16 * MIB),
+            efficiency_s: pick(self.efficiency_s, 5, 1),
+            elastic_pool_bytes,
+            elastic_file_bytes: (elastic_pool_bytes / 4).next_multiple_of(MIB),
+            elastic_s: pick(self.elastic_s, 60, 9),
+            quick: q,
+        };
+        settings.device.image_bytes = settings.image_bytes();
+        settings.check()?;
+        Ok(settings)
+    }
+}
+
+impl Settings {
+    fn check(&self) -> anyhow::Result<()> {
+        let d = &self.device;
+        if d.read_bytes_per_s < MIB || d.write_bytes_per_s < MIB || d.read_iops < 10 {
+            bail!("--read-bps and --write-bps: at least 1m; --read-iops: at least 10");
+        }
+        if self.vm_memory_bytes < 32 * MIB {
+            bail!("--vm-memory: at least 32m (fallow fs and fio must fit)");
+        }
+        let files = [
+            ("--slowcat-bytes", self.slowcat_bytes),
+            ("--video-file-bytes", self.video_file_bytes),
+            ("--oltp-bytes", self.oltp_bytes),
+            ("--efficiency-bytes", self.efficiency_bytes),
+            ("--elastic-pool-bytes", self.elastic_pool_bytes),
+        ];
+        for (name, bytes) in files {
+            if !(MIB..=FILE_BYTES_MAX).contains(&bytes) {
+                bail!("{name}: from 1m to {}g", FILE_BYTES_MAX >> 30);
+            }
+        }
+        if self.oltp_block_bytes < 512 || self.oltp_block_bytes > self.oltp_bytes {
+            bail!("--oltp-block-bytes: from 512 to the database's size");
+        }
+        if !(self.oltp_zipf.is_finite() && self.oltp_zipf > 0.0) {
+            bail!("--oltp-zipf: a number above 0");
+        }
+        if self.oltp_jobs == 0 || self.oltp_jobs > 64 {
+            bail!("--oltp-jobs: from 1 to 64");
+        }
+        for (name, s) in [
+            ("--oltp-s", self.oltp_s),
+            ("--video-s", self.video_s),
+            ("--efficiency-s", self.efficiency_s),
+        ] {
+            if s == 0 || s > RUN_S_MAX {
+                bail!("{name}: from 1 to {RUN_S_MAX}");
+            }
+        }
+        if self.oltp_warmup_s > RUN_S_MAX || !(3..=RUN_S_MAX).contains(&self.elastic_s) {
+            bail!("--oltp-warmup-s: at most {RUN_S_MAX}; --elastic-s: from 3 to {RUN_S_MAX}");
+        }
+        if self.caches.is_empty() || self.caches.iter().any(|&c| c < MIB) {
+            bail!("--caches: one or more sizes of at least 1m");
+        }
+        if self.depths.iter().any(|&d| d == 0 || d > DEPTH_MAX) {
+            bail!("--depths: each from 1 to {DEPTH_MAX}");
+        }
+        Ok(())
+    }
+
+    fn runs(&self, item: Item) -> bool {
+        self.items.contains(&item)
+    }
+
+    /// The image holds every file of the items chosen, with a quarter spare for ext4 and the written file.
+    fn image_bytes(&self) -> u64 {
+        let mut bytes = 256 * MIB;
+        let files = [
+            (Item::Slowcat, self.slowcat_bytes),
+            (Item::Video, self.video_file_bytes * 4),
+            (Item::Oltp, self.oltp_bytes),
+            (Item::Efficiency, self.efficiency_bytes),
+            (Item::Elastic, self.elastic_file_bytes * 4),
+        ];
+        for (item, file_bytes) in files {
+            if self.runs(item) {
+                bytes += file_bytes + file_bytes / 4;
+            }
+        }
+        bytes
+    }
+
+    /// Steps of the progress bar: one per run (and one for the device).
+    fn run_count(&self) -> u64 {
+        let matrix = 2 + self.caches.len() * (self.depths.len() + 2);
+        let mut runs = 1;
+        for (item, count) in [
+            (Item::Slowcat, 6),
+            (Item::Video, matrix),
+            (Item::Oltp, matrix),
+            (Item::Efficiency, 3),
+            (Item::Elastic, 1),
+        ] {
+            if self.runs(item) {
+                runs += count;
+            }
+        }
+        runs as u64
+    }
+}
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// Whether SIGINT or SIGTERM came: the run stops at its next step and cleans up.
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::Relaxed)
+}
+
+extern "C" fn on_signal(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::Relaxed);
+}
+
+/// SIGINT and SIGTERM only set a flag: the default action would exit without unmounting, detaching the
+/// loop device or removing the cgroups.
+fn catch_signals() {
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        unsafe { libc::signal(signal, on_signal as *const () as libc::sighandler_t) };
+    }
+}
+
+/// Fails when a signal asked the run to stop.
+pub fn check_interrupted() -> anyhow::Result<()> {
+    if interrupted() {
+        bail!("interrupted: cleaned up");
+    }
+    Ok(())
+}
+
+/// What the FUSE cases need besides the device.
+fn check_fuse_prerequisites() -> anyhow::Result<()> {
+    if !Path::new("/dev/fuse").exists() {
+        bail!("no /dev/fuse");
+    }
+    for program in ["fio", "fusermount3"] {
+        if !crate::txn::server::on_path(program) {
+            bail!("{program} is not installed (scripts/install-test-deps.sh installs it)");
+        }
+    }
+    Ok(())
+}
+
+/// The progress bar, and a line per finished run (printed above the bar, or on stderr when quiet).
+pub struct Progress {
+    bar: ProgressBar,
+}
+
+impl Progress {
+    pub fn step(&self, message: String) -> anyhow::Result<()> {
+        check_interrupted()?;
+        self.bar.set_message(message);
+        self.bar.inc(1);
+        Ok(())
+    }
+
+    pub fn line(&self, text: String) {
+        if self.bar.is_hidden() {
+            eprintln!("{text}");
+        } else {
+            self.bar.println(text);
+        }
+    }
+}
+
+pub fn run_fs(args: &FsArgs) -> anyhow::Result<()> {
+    let settings = args.settings()?;
+    let bin = args
+        .fallow_bin
+        .clone()
+        .unwrap_or_else(crate::txn::server::default_fallow_bin);
+    if !bin.is_file() {
+        bail!("no fallow binary at {} (give --fallow-bin)", bin.display());
+    }
+    check_fuse_prerequisites()?;
+    device::check_prerequisites()?;
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    catch_signals();
+    let work_dir = args.work_dir.clone().unwrap_or_else(std::env::temp_dir);
+    let bar = crate::txn::server::progress_bar(settings.run_count(), args.quiet, "fs");
+    let progress = Progress { bar };
+    let mut report = Report::new(settings.clone(), &bin);
+    let result = run_items(&settings, &bin, &work_dir, &mut report, &progress);
+    progress.bar.finish_and_clear();
+    // A partial report is still written: long runs that fail late keep what they measured.
+    report.error = result.as_ref().err().map(|e| format!("{e:#}"));
+    print!("{}", report.markdown());
+    report.write(&args.out)?;
+    plots::write_all(&report, &args.out)?;
+    eprintln!("wrote {}/fs.{{json,md}} and PNG plots", args.out.display());
+    result
+}
+
+fn run_items(
+    s: &Settings,
+    bin: &Path,
+    work_dir: &Path,
+    report: &mut Report,
+    progress: &Progress,
+) -> anyhow::Result<()> {
+    progress.step("building the device".into())?;
+    let device = Device::create(work_dir, s.device.clone())?;
+    report.device.loop_device = device.loop_device().to_string();
+    report.device.measured = Some(items::measure_device(s, &device)?);
+    progress.line(report.device.summary());
+    let ctx = items::Context {
+        settings: s,
+        bin,
+        device: &device,
+        progress,
+    };
+    if s.runs(Item::Slowcat) {
+        items::slowcat(&ctx, &mut report.slowcat)?;
+    }
+    if s.runs(Item::Video) {
+        items::matrix(&ctx, items::Workload::Video, &mut report.video)?;
+    }
+    if s.runs(Item::Oltp) {
+        items::matrix(&ctx, items::Workload::Oltp, &mut report.oltp)?;
+    }
+    if s.runs(Item::Efficiency) {
+        report.efficiency = Some(items::efficiency(&ctx)?);
+    }
+    if s.runs(Item::Elastic) {
+        report.elastic = Some(items::elastic(&ctx)?);
+    }
+    Ok(())
+}
+
+/// The --quick settings, for the other modules' tests.
+#[cfg(test)]
+pub(crate) fn tests_settings() -> Settings {
+    use clap::Parser;
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: FsArgs,
+    }
+    Cli::parse_from(["fs", "--quick"]).args.settings().unwrap()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: FsArgs,
+    }
+
+    fn settings(flags: &[&str]) -> anyhow::Result<Settings> {
+        let mut argv = vec!["fs"];
+        argv.extend_from_slice(flags);
+        Cli::try_parse_from(argv)?.args.settings()
+    }
+
+    #[test]
+    fn quick_settings_are_small() {
+        let quick = settings(&["--quick"]).unwrap();
+        let full = settings(&[]).unwrap();
+        assert!(quick.slowcat_bytes < full.slowcat_bytes);
+        assert!(quick.device.image_bytes < full.device.image_bytes);
+        assert_eq!(full.caches, vec![100 * MIB, 1 << 30]);
+        assert_eq!(full.device.read_bytes_per_s, 100 * MIB);
+        // Item 4's files fill three quarters of the pool.
+        assert_eq!(full.elastic_file_bytes * 4, full.elastic_pool_bytes);
+    }
+
+    #[test]
+    fn the_image_holds_the_chosen_items_only() {
+        let one = settings(&["--items", "slowcat"]).unwrap();
+        assert!(one.device.image_bytes >= one.slowcat_bytes);
+        assert!(one.device.image_bytes < one.slowcat_bytes * 2);
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
+        for flags in [
+            &["--read-bps", "10"][..],
+            &["--read-iops", "0"],
+            &["--oltp-zipf", "0"],
+            &["--depths", "0"],
+            &["--caches", "10"],
+            &["--slowcat-bytes", "100g"],
+            &["--elastic-s", "1"],
+            &["--vm-memory", "1m"],
+        ] {
+            assert!(settings(flags).is_err(), "{flags:?} accepted");
+        }
+    }
+}
