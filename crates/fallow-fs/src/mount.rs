@@ -339,7 +339,7 @@ impl Watcher {
         let depths: Vec<u32> = handles
             .iter()
             .filter_map(|handle| {
-                let stream = handle.stream.lock();
+                let stream = handle.open.stream.lock();
                 stream.is_sequential().then(|| stream.depth_blocks())
             })
             .collect();

@@ -1,7 +1,6 @@
 //! The FUSE filesystem: every operation passes through to the backing directory; file reads and writes
 //! go through the block cache (`cache`) unless the mount runs with `--no-cache`.
-use crate::cache::prefetch::Stream;
-use crate::cache::BlockCache;
+use crate::cache::{BlockCache, OpenFile};
 use crate::inodes::{Inode, Inodes, ROOT_INO};
 use crate::options::Prefetch;
 use crate::stats::Counters;
@@ -26,7 +25,7 @@ pub struct Handle {
     pub inode: Arc<Inode>,
     pub file: File,
     append: bool,
-    pub stream: Mutex<Stream>,
+    pub open: OpenFile,
 }
 
 /// An open directory: its entries, read at opendir (offsets index into them).
@@ -209,7 +208,7 @@ impl Passthrough {
             inode: inode.clone(),
             file,
             append: flags & libc::O_APPEND != 0,
-            stream: Mutex::new(Stream::new(self.prefetch)),
+            open: OpenFile::new(self.prefetch),
         });
         let number = self.next_handle.fetch_add(1, Relaxed);
         self.handles.lock().insert(number, handle);
@@ -558,7 +557,7 @@ impl Filesystem for Passthrough {
             Some(cache) => cache.read(
                 &handle.inode.state,
                 &handle.file,
-                &handle.stream,
+                &handle.open,
                 offset,
                 size,
             ),
@@ -639,7 +638,7 @@ impl Filesystem for Passthrough {
     ) {
         if let Some(handle) = self.handles.lock().remove(&fh.0) {
             if let Some(cache) = &self.cache {
-                cache.release(&handle.inode.state, &handle.stream);
+                cache.release(&handle.inode.state, &handle.open);
             }
         }
         reply.ok();

@@ -50,6 +50,7 @@ counters! {
     cache_hits: "Blocks a read found in fallow (or in flight from the backing file).",
     cache_misses: "Blocks a read had to get from the backing file.",
     cache_hit_bytes: "Bytes of the blocks found in fallow.",
+    memo_hits: "Reads served from the block the same handle read last (no request to fallow).",
     backing_reads: "Reads of backing files (misses, read-ahead, and reads while fallow is away).",
     backing_read_bytes: "Bytes read from backing files.",
     direct_reads: "Reads served straight from the backing file because fallow was away or refused.",

@@ -122,6 +122,53 @@ impl FileState {
     }
 }
 
+/// The last block a handle read, kept for the next read in the same block (small reads, e.g. 4 KiB
+/// through `--direct-io`, would otherwise fetch the whole block from fallow each time).
+struct Memo {
+    epoch: u64,
+    block: u64,
+    write_gen: u64,
+    bytes: Arc<Vec<u8>>,
+}
+
+/// The cache's state of one open file handle.
+pub struct OpenFile {
+    pub stream: Mutex<Stream>,
+    memo: Mutex<Option<Memo>>,
+}
+
+impl OpenFile {
+    pub fn new(policy: Prefetch) -> OpenFile {
+        OpenFile {
+            stream: Mutex::new(Stream::new(policy)),
+            memo: Mutex::new(None),
+        }
+    }
+
+    /// The remembered block when `blocks` is just that block and no write changed the file since.
+    fn remembered(
+        &self,
+        file: &FileState,
+        epoch: u64,
+        blocks: &std::ops::RangeInclusive<u64>,
+    ) -> Option<Arc<Vec<u8>>> {
+        let memo = self.memo.lock();
+        let memo = memo.as_ref()?;
+        let fresh = memo.epoch == epoch && memo.write_gen == file.write_gen();
+        (fresh && *blocks.start() == memo.block && *blocks.end() == memo.block)
+            .then(|| memo.bytes.clone())
+    }
+
+    fn remember(&self, file: &FileState, epoch: u64, block: u64, bytes: &Arc<Vec<u8>>) {
+        *self.memo.lock() = Some(Memo {
+            epoch,
+            block,
+            write_gen: file.write_gen(),
+            bytes: bytes.clone(),
+        });
+    }
+}
+
 /// Settings the cache runs with.
 #[derive(Clone, Copy, Debug)]
 pub struct CacheSettings {
@@ -227,8 +274,8 @@ impl BlockCache {
     }
 
     /// At every release: the stream's unread read-ahead is wasted; the last close writes the file record.
-    pub fn release(&self, file: &FileState, stream: &Mutex<Stream>) {
-        let unread = stream.lock().close();
+    pub fn release(&self, file: &FileState, open: &OpenFile) {
+        let unread = open.stream.lock().close();
         self.count_wasted(unread);
         if file.open_handles.fetch_sub(1, Relaxed) == 1 {
             self.write_record(file);
@@ -332,7 +379,7 @@ impl BlockCache {
         &self,
         file: &Arc<FileState>,
         handle: &File,
-        stream: &Mutex<Stream>,
+        open: &OpenFile,
         offset: u64,
         size: u32,
     ) -> Result<Vec<u8>, i32> {
@@ -343,6 +390,20 @@ impl BlockCache {
         }
         let block_bytes = self.settings.block_bytes;
         let blocks = offset / block_bytes..=(offset + u64::from(size) - 1) / block_bytes;
+        if let Some(bytes) = open.remembered(file, epoch, &blocks) {
+            self.counters.cache_hits.fetch_add(1, Relaxed);
+            self.counters.memo_hits.fetch_add(1, Relaxed);
+            let from = (offset % block_bytes) as usize;
+            let to = (from + size as usize)
+                .min(bytes.len())
+                .max(from.min(bytes.len()));
+            let out = bytes[from.min(bytes.len())..to].to_vec();
+            self.counters
+                .read_bytes
+                .fetch_add(out.len() as u64, Relaxed);
+            self.read_ahead(file, &open.stream, epoch, file_size, offset, size, &[]);
+            return Ok(out);
+        }
         let keys: Vec<Vec<u8>> = blocks
             .clone()
             .map(|block| block_key(file.id(), epoch, block))
@@ -374,6 +435,7 @@ impl BlockCache {
             };
             counter.fetch_add(1, Relaxed);
             outcomes.push((block, hit));
+            open.remember(file, epoch, block, &bytes);
             let block_start = block * block_bytes;
             let from = (offset.max(block_start) - block_start) as usize;
             let to =
@@ -386,7 +448,15 @@ impl BlockCache {
                 break;
             }
         }
-        self.read_ahead(file, stream, epoch, file_size, offset, size, &outcomes);
+        self.read_ahead(
+            file,
+            &open.stream,
+            epoch,
+            file_size,
+            offset,
+            size,
+            &outcomes,
+        );
         self.counters
             .read_bytes
             .fetch_add(out.len() as u64, Relaxed);
