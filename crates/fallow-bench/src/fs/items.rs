@@ -121,6 +121,12 @@ pub fn measure_device(s: &Settings, device: &Device) -> anyhow::Result<DeviceMea
     })
 }
 
+/// A pool that holds a file of `bytes` whole: twice its size, and at least 256 MiB (a very small pool
+/// refuses stores before its fixed overhead is paid).
+fn roomy_pool(bytes: u64) -> u64 {
+    (bytes * 2).max(256 * MIB)
+}
+
 /// fio's 1 MiB sequential read of `path`, once through.
 fn read_once(ctx: &Context<'_>, path: &Path, bytes: u64) -> anyhow::Result<fio::FioRun> {
     let job = Job::new("slowcat", &["rw=read", "bs=1m"])
@@ -155,7 +161,7 @@ pub fn slowcat(ctx: &Context<'_>, cases: &mut Vec<SlowcatCase>) -> anyhow::Resul
     record(warm);
     for (name, prefetch) in [("fallow", "off"), ("fallow feedback", "feedback")] {
         ctx.progress.step(format!("slowcat: {name} miss and hit"))?;
-        let server = Server::start(ctx.bin, bytes * 2)?;
+        let server = Server::start(ctx.bin, roomy_pool(bytes))?;
         let flags = vec!["--prefetch".to_string(), prefetch.to_string()];
         let mnt = ctx.mount("slowcat", Some(&server), &flags)?;
         let through = mnt.path.join("slowcat.dat");
@@ -205,12 +211,15 @@ fn case(
     bytes: u64,
     mnt: Option<&Mount>,
 ) -> anyhow::Result<SlowcatCase> {
-    let stats_before = mnt.map(Mount::stats).transpose()?;
+    let stats_before = mnt.and_then(|m| m.fresh_stats().ok());
     let io_before = ctx.device.io_bytes()?;
     let run = read_once(ctx, path, bytes)?;
     let device_bytes = ctx.device.io_bytes()?.since(io_before);
     let stats = match (mnt, stats_before) {
-        (Some(m), Some(before)) => Some(mount::delta(&before, &m.stats()?)),
+        (Some(m), Some(before)) => m
+            .fresh_stats()
+            .ok()
+            .map(|after| mount::delta(&before, &after)),
         _ => None,
     };
     let read = &run.jobs[0].read;
@@ -288,7 +297,7 @@ fn configs(s: &Settings) -> Vec<Config> {
 
 /// 100M, 1G, 16M.
 pub fn size_name(bytes: u64) -> String {
-    if bytes >= 1 << 30 && bytes % (1 << 30) == 0 {
+    if bytes >= 1 << 30 && bytes.is_multiple_of(1 << 30) {
         format!("{}G", bytes >> 30)
     } else {
         format!("{}M", bytes / MIB)
@@ -393,12 +402,15 @@ fn matrix_run(ctx: &Context<'_>, workload: Workload, config: &Config) -> anyhow:
         Workload::Oltp => oltp_jobs(s, &dir.join("oltp.db")),
     };
     ctx.cold()?;
-    let stats_before = mnt.as_ref().map(Mount::stats).transpose()?;
+    let stats_before = mnt.as_ref().and_then(|m| m.fresh_stats().ok());
     let io_before = ctx.device.io_bytes()?;
     let run = fio::run(ctx.device, &[], &jobs, None)?;
     let device_bytes = ctx.device.io_bytes()?.since(io_before);
     let stats = match (&mnt, stats_before) {
-        (Some(m), Some(before)) => Some(mount::delta(&before, &m.stats()?)),
+        (Some(m), Some(before)) => m
+            .fresh_stats()
+            .ok()
+            .map(|after| mount::delta(&before, &after)),
         _ => None,
     };
     if workload == Workload::Video {
@@ -457,7 +469,7 @@ pub fn efficiency(ctx: &Context<'_>) -> anyhow::Result<EfficiencyResult> {
     create_file(&ctx.backing().join("eff.dat"), bytes)?;
     ctx.device.set_memory_limit(None)?;
     ctx.progress.step("efficiency: warming fallow".into())?;
-    let server = Server::start(ctx.bin, bytes * 2)?;
+    let server = Server::start(ctx.bin, roomy_pool(bytes))?;
     let flags = ["--direct-io", "--prefetch", "feedback"].map(String::from);
     let mnt = ctx.mount("eff", Some(&server), &flags)?;
     let through = mnt.path.join("eff.dat");
@@ -467,9 +479,9 @@ pub fn efficiency(ctx: &Context<'_>) -> anyhow::Result<EfficiencyResult> {
     for block in ["1m", "128k"] {
         ctx.progress
             .step(format!("efficiency: cache hits, {block} reads"))?;
-        let before = mnt.stats()?;
+        let before = mnt.fresh_stats()?;
         let run = timed_read(ctx, &through, block)?;
-        let stats = mount::delta(&before, &mnt.stats()?);
+        let stats = mount::delta(&before, &mnt.fresh_stats()?);
         result
             .hit
             .push(super::report::Bandwidth::new(block, &run, Some(stats)));

@@ -16,6 +16,8 @@ use crate::transports::servers::{spawn_fallow, Spawned};
 const MOUNT_TIMEOUT: Duration = Duration::from_secs(30);
 const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 const REPLY_BYTES_MAX: usize = 1 << 20;
+/// How often fallow fs writes its counters for `--stats`.
+const STATS_PERIOD: Duration = Duration::from_secs(1);
 
 /// A fallow server with its pool capped at `pool_bytes`.
 pub struct Server {
@@ -144,7 +146,14 @@ impl Mount {
         Ok(())
     }
 
-    /// `fallow fs --stats PATH`: the counters as JSON.
+    /// `fallow fs --stats PATH` once the counters written after `now` are out: fallow fs writes them once a
+    /// second, so a figure read at once could miss the last second of a run.
+    pub fn fresh_stats(&self) -> anyhow::Result<serde_json::Value> {
+        std::thread::sleep(STATS_PERIOD + Duration::from_millis(200));
+        self.stats()
+    }
+
+    /// `fallow fs --stats PATH`: its `counters` object (up to a second old).
     pub fn stats(&self) -> anyhow::Result<serde_json::Value> {
         let output = std::process::Command::new(&self.bin)
             .args(["fs", "--stats"])
@@ -158,7 +167,15 @@ impl Mount {
                 String::from_utf8_lossy(&output.stderr).trim()
             );
         }
-        serde_json::from_slice(&output.stdout).context("parsing fallow fs --stats")
+        let mut value: serde_json::Value =
+            serde_json::from_slice(&output.stdout).context("parsing fallow fs --stats")?;
+        match value.get_mut("counters") {
+            Some(counters) if counters.is_object() => Ok(counters.take()),
+            _ => bail!(
+                "fallow fs --stats {}: no counters object",
+                self.path.display()
+            ),
+        }
     }
 
     /// Unmounts: SIGTERM (fallow fs unmounts itself), then fusermount3, then a lazy unmount.
@@ -226,6 +243,17 @@ pub fn delta(before: &serde_json::Value, after: &serde_json::Value) -> serde_jso
         };
         out.insert(name.clone(), grown);
     }
+    // The run's own accuracy, from the counters' growth (the gauge is the mount's whole life).
+    let used = counter(&serde_json::Value::Object(out.clone()), "prefetch_used");
+    let wasted = counter(&serde_json::Value::Object(out.clone()), "prefetch_wasted");
+    if out.contains_key("prefetch_used") {
+        let accuracy = if used + wasted > 0.0 {
+            used / (used + wasted)
+        } else {
+            1.0
+        };
+        out.insert("prefetch_accuracy".into(), serde_json::json!(accuracy));
+    }
     serde_json::Value::Object(out)
 }
 
@@ -235,10 +263,14 @@ mod tests {
 
     #[test]
     fn counters_grow_and_gauges_are_kept() {
-        let before = serde_json::json!({"reads": 10, "prefetch_accuracy": 0.5, "name": "x"});
-        let after = serde_json::json!({"reads": 25, "prefetch_accuracy": 0.75, "name": "x"});
+        let before = serde_json::json!({"reads": 10, "streams_active": 2, "name": "x",
+            "prefetch_used": 10, "prefetch_wasted": 10, "prefetch_accuracy": 0.5});
+        let after = serde_json::json!({"reads": 25, "streams_active": 1, "name": "x",
+            "prefetch_used": 40, "prefetch_wasted": 20, "prefetch_accuracy": 0.66});
         let d = delta(&before, &after);
         assert_eq!(counter(&d, "reads"), 15.0);
+        assert_eq!(counter(&d, "streams_active"), 1.0);
+        // 30 used, 10 wasted during the run.
         assert_eq!(counter(&d, "prefetch_accuracy"), 0.75);
         assert_eq!(d["name"], "x");
         assert_eq!(counter(&d, "absent"), 0.0);
