@@ -4,6 +4,7 @@ device, ext4, blkio throttle), mounts `fallow fs` over it and runs every item at
 import json
 import os
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -38,7 +39,8 @@ def _leftovers(pid: int) -> list[str]:
     return found
 
 
-def test_fs_bench_quick(tmp_path):
+def _run_quick(tmp_path, items: str) -> dict:
+    """`fallow-bench fs --quick --items ITEMS`; within the 60 s watchdog, else interrupted (so it cleans up)."""
     reason = _missing()
     if reason:
         pytest.skip(reason)
@@ -46,22 +48,33 @@ def test_fs_bench_quick(tmp_path):
     if not bench.exists():
         pytest.fail(f"fallow-bench not found at {bench}; cargo build --release")
     out = tmp_path / "out"
-    proc = subprocess.Popen([str(bench), "fs", "--quick", "--quiet", "--fallow-bin", str(fallow_bin()),
-                             "--out", str(out), "--work-dir", str(tmp_path)],
+    proc = subprocess.Popen([str(bench), "fs", "--quick", "--quiet", "--items", items,
+                             "--fallow-bin", str(fallow_bin()), "--out", str(out), "--work-dir", str(tmp_path)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    stdout, stderr = proc.communicate(timeout=900)
+    try:
+        _, stderr = proc.communicate(timeout=50)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=8)
+        pytest.fail(f"fallow-bench fs --quick --items {items} took over 50 s: {stderr[-2000:]}")
+    finally:
+        assert not _leftovers(proc.pid), _leftovers(proc.pid)
     assert proc.returncode == 0, stderr[-4000:]
-    assert not _leftovers(proc.pid), _leftovers(proc.pid)
     report = json.loads((out / "fs.json").read_text())
-    s = report["settings"]
     assert report["error"] is None
-
     device = report["device"]["measured"]
-    # The throttle holds: sequential reads near the configured rate, random reads near the IOPS limit.
-    assert 0.5 * s["device"]["read_bytes_per_s"] < device["seq_1m_bytes_per_s"] < 2.0 * s["device"]["read_bytes_per_s"]
-    assert 0 < device["rand_4k_iops"] < 1.5 * s["device"]["read_iops"], device
+    spec = report["settings"]["device"]
+    # The throttle holds: sequential reads near the configured rate, random reads at most the IOPS limit.
+    assert 0.5 * spec["read_bytes_per_s"] < device["seq_1m_bytes_per_s"] < 2.0 * spec["read_bytes_per_s"], device
+    assert 0 < device["rand_4k_iops"] < 1.5 * spec["read_iops"], device
     assert 0 < device["rand_4k_p50_us"] <= device["rand_4k_p99_us"], device
+    report["out"] = out
+    return report
 
+
+def test_fs_bench_slowcat(tmp_path):
+    report = _run_quick(tmp_path, "slowcat")
+    s = report["settings"]
     cases = {c["name"]: c for c in report["slowcat"]}
     assert set(cases) >= {"cold device", "page cache", "fallow miss", "fallow hit", "FUSE passthrough"}
     for case in cases.values():
@@ -74,22 +87,33 @@ def test_fs_bench_quick(tmp_path):
     hit = cases["fallow hit"]
     assert hit["device_read_bytes"] < s["slowcat_bytes"] // 4, hit
     assert hit["fs_stats"]["cache_hit_bytes"] >= s["slowcat_bytes"] // 2, hit["fs_stats"]
+    assert (report["out"] / "fs-slowcat.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "## Slowcat" in (report["out"] / "fs.md").read_text()
 
-    for workload in ("video", "oltp"):
-        runs = {r["name"]: r for r in report[workload]}
-        assert {"no FUSE", "no cache"} <= set(runs), runs.keys()
-        assert any(name.startswith("feedback") for name in runs), runs.keys()
-        for run in runs.values():
-            assert run["read_bytes"] > 0 and run["read_bytes_per_s"] > 0, run
-            if run["fuse"] and run["pool_bytes"]:
-                assert run["fs_stats"] is not None and run["speedup_vs_no_cache"] > 0, run
-            if workload == "video":
-                # fio's flow control: one byte written per six read; the readers loop over their files.
-                assert 0.1 <= run["write_bytes"] / run["read_bytes"] <= 0.25, run
-            else:
-                lat = run["read_latency"]
-                assert 0 < lat["lat_p50_us"] <= lat["lat_p99_us"], run
 
+@pytest.mark.parametrize("workload", ["video", "oltp"])
+def test_fs_bench_matrix(tmp_path, workload):
+    report = _run_quick(tmp_path, workload)
+    runs = {r["name"]: r for r in report[workload]}
+    assert {"no FUSE", "no cache"} <= set(runs), runs.keys()
+    assert any(name.startswith("feedback") for name in runs), runs.keys()
+    for run in runs.values():
+        assert run["read_bytes"] > 0 and run["read_bytes_per_s"] > 0, run
+        if run["fuse"]:
+            assert run["fs_stats"] is not None and run["speedup_vs_no_cache"] > 0, run
+            assert run["fs_stats"]["reads"] > 0 and run["fs_stats"]["fallow_errors"] == 0, run
+        if workload == "video":
+            # fio's flow control: one byte written per six read; the readers loop over their files.
+            assert 0.1 <= run["write_bytes"] / run["read_bytes"] <= 0.25, run
+        else:
+            lat = run["read_latency"]
+            assert 0 < lat["lat_p50_us"] <= lat["lat_p99_us"], run
+    assert (report["out"] / f"fs-{workload}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_fs_bench_efficiency_and_elastic(tmp_path):
+    report = _run_quick(tmp_path, "efficiency,elastic")
+    s = report["settings"]
     eff = report["efficiency"]
     assert eff["memcpy_bytes_per_s"] > 1e8, eff
     for bandwidth in eff["hit"] + eff["null"]:
@@ -102,11 +126,9 @@ def test_fs_bench_quick(tmp_path):
     assert len(elastic["read_bytes_per_s"]) >= s["elastic_s"] - 1, elastic
     assert elastic["before_bytes_per_s"] > 0 and elastic["read_bytes"] > 0, elastic
     pools = [sample["pool_target_bytes"] for sample in elastic["samples"]]
-    assert min(pools) <= 0.6 * elastic["pool_bytes"], pools
-
-    for png in ("fs-slowcat", "fs-video", "fs-oltp", "fs-efficiency", "fs-elastic"):
-        assert (out / f"{png}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
-    assert "## Slowcat" in (out / "fs.md").read_text()
+    assert min(pools) <= 0.6 * elastic["pool_bytes"] and max(pools) == elastic["pool_bytes"], pools
+    for png in ("fs-efficiency", "fs-elastic"):
+        assert (report["out"] / f"{png}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
 
 
 def test_fs_bench_refuses_bad_values():

@@ -201,7 +201,7 @@ pub fn per_second(prefix: &Path, job_indexes: &[usize]) -> anyhow::Result<Vec<f6
 }
 
 /// (second index, KiB/s) of each line `msec, value, direction, ...` of a read (direction 0) log: the line at
-/// 1000 ms covers second 0.
+/// about 1000 ms covers second 0.
 pub fn parse_bw_log(text: &str) -> Vec<(usize, f64)> {
     text.lines()
         .filter_map(|line| {
@@ -209,7 +209,9 @@ pub fn parse_bw_log(text: &str) -> Vec<(usize, f64)> {
             let msec: u64 = fields.first()?.parse().ok()?;
             let value: f64 = fields.get(1)?.parse().ok()?;
             let direction: u32 = fields.get(2)?.parse().ok()?;
-            (direction == 0).then(|| ((msec.saturating_sub(1) / 1000) as usize, value))
+            // Rounded: entries come at about n x 1000 ms, a few ms either side.
+            let second = ((msec + 500) / 1000).saturating_sub(1) as usize;
+            (direction == 0).then_some((second, value))
         })
         .collect()
 }
@@ -246,8 +248,9 @@ mod tests {
 
     #[test]
     fn bandwidth_logs_are_bucketed_by_second() {
-        let text = "1000, 2048, 0, 0, 0\n2000, 1024, 0, 0, 0\n2000, 512, 1, 0, 0\nbad line\n";
-        assert_eq!(parse_bw_log(text), vec![(0, 2048.0), (1, 1024.0)]);
+        let text =
+            "1000, 2048, 0, 0, 0\n1998, 1024, 0, 0, 0\n2000, 512, 1, 0, 0\n3004, 8, 0, 0, 0\nbad\n";
+        assert_eq!(parse_bw_log(text), vec![(0, 2048.0), (1, 1024.0), (2, 8.0)]);
     }
 
     #[test]

@@ -46,7 +46,7 @@ pub struct FsArgs {
     /// The fallow binary (default: `fallow` beside this binary).
     #[arg(long)]
     pub fallow_bin: Option<PathBuf>,
-    /// A smoke run of a minute or two: small files, two policies, one cache size, short runs.
+    /// A smoke run (each item well under a minute): small files, two policies, one cache size, short runs.
     #[arg(long)]
     pub quick: bool,
     /// Items to run [default: all].
@@ -80,7 +80,7 @@ pub struct FsArgs {
     /// and the small pool, less than the large); --quick: 8m].
     #[arg(long, value_parser = size)]
     pub video_file_bytes: Option<u64>,
-    /// Seconds of each video run (the readers loop over their files) [default: 30; --quick: 3].
+    /// Seconds of each video run (the readers loop over their files) [default: 30; --quick: 2].
     #[arg(long)]
     pub video_s: Option<u64>,
     /// OLTP's database file [default: 2g; --quick: 32m].
@@ -95,7 +95,7 @@ pub struct FsArgs {
     /// OLTP's reader threads.
     #[arg(long, default_value_t = 4)]
     pub oltp_jobs: usize,
-    /// Measured seconds of each OLTP run, after its warm-up [default: 20; --quick: 2].
+    /// Measured seconds of each OLTP run, after its warm-up [default: 20; --quick: 1].
     #[arg(long)]
     pub oltp_s: Option<u64>,
     /// Warm-up seconds of each OLTP run (not measured) [default: 10; --quick: 1].
@@ -177,12 +177,12 @@ impl FsArgs {
             vm_memory_bytes: self.vm_memory,
             slowcat_bytes: pick(self.slowcat_bytes, 1 << 30, 16 * MIB),
             video_file_bytes: pick(self.video_file_bytes, 256 * MIB, 8 * MIB),
-            video_s: pick(self.video_s, 30, 3),
+            video_s: pick(self.video_s, 30, 2),
             oltp_bytes: pick(self.oltp_bytes, 2 << 30, 32 * MIB),
             oltp_block_bytes: self.oltp_block_bytes,
             oltp_zipf: self.oltp_zipf,
             oltp_jobs: self.oltp_jobs,
-            oltp_s: pick(self.oltp_s, 20, 2),
+            oltp_s: pick(self.oltp_s, 20, 1),
             oltp_warmup_s: pick(self.oltp_warmup_s, 10, 1),
             caches: self.caches.clone().unwrap_or(if q {
                 vec![64 * MIB]

@@ -265,12 +265,13 @@ pub struct ElasticResult {
     pub write_bytes: u64,
 }
 
-/// Mean of the seconds whose whole interval [s, s+1) lies in [from, to).
+/// Mean of the seconds [s, s+1) from the one `from` falls in (an event a few µs into a second, as the cut
+/// timed by a sleeping thread, counts for that second) to the last that ends by `to`.
 fn mean_between(per_second: &[f64], from: f64, to: f64) -> f64 {
     let values: Vec<f64> = per_second
         .iter()
         .enumerate()
-        .filter(|(s, _)| *s as f64 >= from && (*s + 1) as f64 <= to)
+        .filter(|(s, _)| *s as f64 >= from.floor() && (*s + 1) as f64 <= to)
         .map(|(_, v)| *v)
         .collect();
     if values.is_empty() {
@@ -474,7 +475,7 @@ fn matrix_table(title: &str, runs: &[MatrixRun], by_latency: bool) -> String {
     }
     let mut md = format!(
         "## {title}\n\n| config | read MB/s | mean ms | p50 ms | p99 ms | speedup vs no FUSE | vs no cache | \
-         MiB from device | fallow hit MiB | prefetch wasted MiB | accuracy |\n|---|---|---|---|---|---|---|---|---|---|---|\n"
+         MiB from device | fallow hit blocks MiB | prefetch wasted MiB | accuracy |\n|---|---|---|---|---|---|---|---|---|---|---|\n"
     );
     let mib = |v: Option<f64>| v.map_or("-".into(), |b| format!("{:.0}", b / 1048576.0));
     for r in runs {
@@ -523,6 +524,7 @@ mod tests {
         let before = mean_between(&per_second, 1.0, 3.0);
         assert_eq!(before, 100.0);
         assert_eq!(mean_between(&per_second, 3.0, 6.0), 40.0);
+        assert_eq!(mean_between(&per_second, 3.00004, 6.0), 40.0);
         // Restored at 5.5 s: second 6 is at 50, second 7 at 95 (>= 90): recovered at 8 s.
         assert_eq!(recovery_s(&per_second, 5.5, before), Some(2.5));
         assert_eq!(recovery_s(&per_second[..7], 5.5, before), None);
