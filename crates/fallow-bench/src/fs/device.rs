@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::os::unix::io::AsRawFd;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -86,6 +87,11 @@ impl Device {
     /// Builds the device under `parent` (a scratch directory named after this process).
     pub fn create(parent: &Path, spec: DeviceSpec) -> anyhow::Result<Device> {
         check_prerequisites()?;
+        let mut cleaned = clean_stale();
+        cleaned.extend(clean_stale_dirs(parent));
+        for what in cleaned {
+            eprintln!("fallow-bench fs: removed what a killed run left: {what}");
+        }
         let name = format!("fallow-fsbench-{}", std::process::id());
         let dir = parent.join(&name);
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -174,6 +180,16 @@ impl Device {
             .arg(&self.memory)
             .arg(program)
             .args(args);
+        // SAFETY: prctl is async-signal-safe; it only sets this child's parent-death signal, which survives
+        // the exec: if the benchmark is killed outright, fio stops and fallow fs unmounts (SIGTERM).
+        unsafe {
+            command.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
         command
     }
 
@@ -221,6 +237,66 @@ impl Drop for Device {
             eprintln!("fallow-bench fs: cleanup: {error}");
         }
     }
+}
+
+/// Undoes what an earlier run killed without its cleanup (SIGKILL, a crash) left: the cgroups, mounts, loop
+/// devices and scratch directories named `fallow-fsbench-PID` whose PID no longer runs. Returns what it
+/// removed.
+pub fn clean_stale() -> Vec<String> {
+    let mut cleaned = Vec::new();
+    let dead = dead_run;
+    // Mounts first (FUSE mounts over the ext4 before the ext4 itself: the deepest paths first).
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mut mounts: Vec<String> = mountinfo
+        .lines()
+        .filter_map(|line| line.split(' ').nth(4).map(str::to_string))
+        .filter(|path| path.split('/').any(dead))
+        .collect();
+    mounts.sort_by_key(|path| std::cmp::Reverse(path.len()));
+    for path in mounts {
+        if run_checked("umount", &["-l", &path]).is_ok() {
+            cleaned.push(format!("mount {path}"));
+        }
+    }
+    let loops = run_checked("losetup", &["-a"]).unwrap_or_default();
+    for line in loops.lines().filter(|line| line.split('/').any(dead)) {
+        if let Some((device, _)) = line.split_once(':') {
+            if run_checked("losetup", &["-d", device]).is_ok() {
+                cleaned.push(format!("loop device {device}"));
+            }
+        }
+    }
+    for root in [BLKIO_ROOT, MEMORY_ROOT] {
+        for entry in std::fs::read_dir(root).into_iter().flatten().flatten() {
+            let name = entry.file_name().to_string_lossy().to_string();
+            if dead(&name) && remove_group(&entry.path()).is_ok() {
+                cleaned.push(format!("cgroup {}", entry.path().display()));
+            }
+        }
+    }
+    cleaned
+}
+
+/// Removes the scratch directories of dead runs under `parent` (after [`clean_stale`] unmounted them).
+pub fn clean_stale_dirs(parent: &Path) -> Vec<String> {
+    let mut cleaned = Vec::new();
+    for entry in std::fs::read_dir(parent).into_iter().flatten().flatten() {
+        let path = entry.path();
+        let stale = dead_run(&entry.file_name().to_string_lossy())
+            && path.join("disk.img").exists()
+            && !super::mount::is_mounted(&path.join("disk"));
+        if stale && std::fs::remove_dir_all(&path).is_ok() {
+            cleaned.push(format!("directory {}", path.display()));
+        }
+    }
+    cleaned
+}
+
+/// Whether `name` is `fallow-fsbench-PID` of a process that no longer runs.
+fn dead_run(name: &str) -> bool {
+    name.strip_prefix("fallow-fsbench-")
+        .and_then(|pid| pid.parse::<u32>().ok())
+        .is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
 }
 
 /// Bytes moved through the throttled device.
@@ -352,6 +428,15 @@ pub fn evict_tree(dir: &Path) -> anyhow::Result<BTreeMap<String, u64>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_runs_whose_process_is_gone_are_stale() {
+        assert!(!dead_run(&format!("fallow-fsbench-{}", std::process::id())));
+        assert!(!dead_run("fallow-fsbench-x"));
+        assert!(!dead_run("other-1"));
+        // Above the kernel's pid_max (at most 2^22): never a running process.
+        assert!(dead_run("fallow-fsbench-4294967295"));
+    }
 
     #[test]
     fn io_service_bytes_of_one_device() {
