@@ -4,13 +4,17 @@ which goes when the connection that sent it closes. Checked with redis-py (RESP2
 fallow with a metrics port."""
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import signal
+import subprocess
 import urllib.request
 
 import pytest
 import redis
 
-from helpers import HOST, Err, RawConn, free_port, wait_for
+from helpers import HOST, Err, RawConn, fallow_bin, free_port, wait_for
 
 pytestmark = [pytest.mark.resp, pytest.mark.fallow_only]
 
@@ -182,3 +186,72 @@ def test_a_plain_user_with_fscache_may_report(fs_server):
     with connect(fs_server, username="nofs", password="pw") as nofs:
         with pytest.raises(redis.exceptions.NoPermissionError):
             report(nofs, "/mnt/other", {"reads": "3"})
+
+
+# ------------------------------------------------------------------ a real `fallow fs` reporting
+def fuse_usable() -> str | None:
+    """Why a FUSE mount cannot be made here, or None."""
+    if not os.path.exists("/dev/fuse"):
+        return "no /dev/fuse"
+    if os.geteuid() != 0 and shutil.which("fusermount3") is None:
+        return "not root and no fusermount3 (apt-get install fuse3)"
+    return None
+
+
+def unmount(path) -> None:
+    """Detaches a mount a killed fs left behind (lazily: nothing may hold it then)."""
+    for argv in (["fusermount3", "-uz", str(path)], ["umount", "-l", str(path)]):
+        if not os.path.ismount(path):
+            return
+        if shutil.which(argv[0]):
+            subprocess.run(argv, capture_output=True, timeout=10)
+
+
+def test_a_mounted_fs_reports_and_disappears_when_killed(fs_server, tmp_path):
+    why = fuse_usable()
+    if why:
+        pytest.skip(why)
+    backing, mountpoint = tmp_path / "backing", tmp_path / "mnt"
+    backing.mkdir()
+    mountpoint.mkdir()
+    data = os.urandom(3 << 20)
+    (backing / "f.bin").write_bytes(data)
+    log = open(tmp_path / "fs.log", "wb")
+    fs = subprocess.Popen([str(fallow_bin()), "fs", str(mountpoint), "--backing", str(backing),
+                           "--server", f"unix:{fs_server.unixsocket}", "--direct-io"],
+                          stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        assert wait_for(lambda: os.path.ismount(mountpoint) or fs.poll() is not None, 10.0)
+        assert fs.poll() is None, (tmp_path / "fs.log").read_text()
+        assert (mountpoint / "f.bin").read_bytes() == data
+        watcher = connect(fs_server)
+        mount = str(mountpoint)
+
+        def reported_read() -> dict | None:
+            if mount not in watcher.execute_command("FSCACHE", "LIST"):
+                return None
+            got = watcher.execute_command("FSCACHE", "GET", mount)
+            got = dict(zip(got[::2], got[1::2]))
+            return got if got.get("read_bytes", 0) >= len(data) else None
+
+        got = wait_for(reported_read, 5.0, 0.1)
+        assert got, watcher.execute_command("FSCACHE", "LIST")
+        assert got["fallow_connected"] == 1 and got["reads"] >= 1, got
+        _, mounts = info_fscache(fs_server)
+        assert int(mounts[mount]["read_bytes"]) >= len(data)
+        assert re.search(rf'^fallow_fscache_read_bytes{{mount="{re.escape(mount)}"}} ', metrics(fs_server), re.M)
+        tenant = watcher.execute_command("TENANT", "GET", "fs")
+        assert dict(zip(tenant[::2], tenant[1::2]))["tier2"] == "no", "the fs tenant's blocks skip tier 2"
+        # A killed fs says nothing: its connections close, and the mount leaves INFO with them.
+        fs.send_signal(signal.SIGKILL)
+        fs.wait(10)
+        assert wait_for(lambda: watcher.execute_command("FSCACHE", "LIST") == [], 5.0)
+        fields, _ = info_fscache(fs_server)
+        assert fields["fscache_mounts"] == "0" and int(fields["fscache_mounts_dropped_disconnect"]) >= 1
+        watcher.close()
+    finally:
+        if fs.poll() is None:
+            fs.kill()
+            fs.wait(10)
+        log.close()
+        unmount(mountpoint)
