@@ -1264,6 +1264,44 @@ mod tests {
     }
 
     #[test]
+    fn an_elastic_shrink_drops_a_tier2_off_tenant_and_stubs_the_other() {
+        use crate::pool::ReclaimPath;
+        let (cache, blocks) = (keyspace(2, 2, 0), keyspace(3, 3, 0));
+        let dir = TempDir::new("tiering-tier2-off-elastic");
+        let store = store(0);
+        let (tier2, _) = attach_with(&store, &dir, 64, AdmissionRule::All);
+        let spec = TenantSpec {
+            name: "blocks".into(),
+            weight: 100,
+            kind: TenantKind::Ephemeral,
+            shared: false,
+            tier2: false,
+        };
+        assert_eq!(store.define_tenant(spec), Ok(3));
+        store.set_pool_limit_bytes(1 << 20);
+        fill_two_tenants(&store, &tier2, 1000);
+        let stubs = |space| (0..1000).filter(|&i| is_stub(&store, space, i)).count();
+        let before = (stubs(cache), stubs(blocks));
+        for path in [ReclaimPath::Careful, ReclaimPath::Fast] {
+            store.reclaim(store.resident_bytes() / 4, path);
+        }
+        let after = (stubs(cache), stubs(blocks));
+        assert!(
+            after.0 > before.0,
+            "the cache tenant's copies became stubs: {before:?} -> {after:?}"
+        );
+        assert_eq!(
+            after.1, 0,
+            "a shrink writes nothing and keeps no stub of the tier2-off tenant"
+        );
+        let blocks_present = (0..1000).filter(|&i| exists(&store, blocks, i)).count();
+        assert_eq!(
+            store.tenant_snapshots()[3].evicted_keys,
+            (1000 - blocks_present) as u64
+        );
+    }
+
+    #[test]
     fn turning_tier2_off_evicts_the_stubs_a_tenant_had() {
         let cache = keyspace(2, 2, 0);
         let (_dir, store, tier2) = cache_store("tiering-tier2-switch", AdmissionRule::All);
