@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Idempotent installer for the e2e test dependencies (Debian 12, run as root or with sudo).
-#   apt: redis-server redis-tools memcached libmemcached-tools (+ python3-pip if pip is missing)
+#   apt: redis-server redis-tools memcached libmemcached-tools fuse3 (+ python3-pip if pip is missing)
 #   pip: tests/requirements.txt
 # With --bench it also installs what the benchmarks need and the tests do not: PostgreSQL (Debian's
 # postgresql, for the read-through experiments of scripts/bench/elastic) and scripts/bench/requirements.txt.
@@ -28,6 +28,7 @@ have redis-cli       || need_pkgs+=(redis-tools)
 have redis-benchmark || need_pkgs+=(redis-tools)
 have memcached       || need_pkgs+=(memcached)
 have memccapable     || need_pkgs+=(libmemcached-tools)
+have fusermount3     || need_pkgs+=(fuse3)   # fallow fs tests (FUSE mounts; unmounting a killed fs's mount)
 PY=${PYTHON:-python3}
 have "$PY" || need_pkgs+=(python3)
 if ! "$PY" -m pip --version >/dev/null 2>&1; then need_pkgs+=(python3-pip); fi
