@@ -176,6 +176,7 @@ impl Remote {
                 b"+@all",
                 b"-@admin",
                 b"-@dangerous",
+                b"+info",
             ],
         )?;
         Ok(password)
