@@ -1,5 +1,5 @@
 //! The tool subcommands of the `fallow` binary: `fallow model ...`, `fallow load ...`, `fallow dump ...`,
-//! `fallow socket-path`.
+//! `fallow socket-path`, `fallow fs ...`.
 use std::process::ExitCode;
 
 #[derive(clap::Subcommand, Debug)]
@@ -13,6 +13,9 @@ pub enum Tool {
     /// Print the Unix socket path tools and clients use for the server on a port: $FALLOW_SOCKET when
     /// set, else the default the server binds (see docs/configuration.md, `unixsocket`).
     SocketPath(SocketPathArgs),
+    /// Mount a passthrough filesystem over a backing directory whose file blocks are cached in fallow's
+    /// pool, with feedback-directed read-ahead (docs/fs.md). Runs until SIGINT/SIGTERM, then unmounts.
+    Fs(fallow_fs::FsArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -43,6 +46,7 @@ pub fn run(tool: &Tool) -> ExitCode {
         Tool::Load(args) => fallow_bench::bulk::run_load(args),
         Tool::Dump(args) => fallow_bench::bulk::run_dump(args),
         Tool::SocketPath(args) => socket_path(args),
+        Tool::Fs(args) => fallow_fs::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
