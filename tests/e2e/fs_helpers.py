@@ -55,8 +55,18 @@ def is_mounted(path: Path) -> bool:
 
 
 def mountpoint_q(path: Path) -> bool:
-    """`mountpoint -q`, as the brief says to wait for: 0 only for a live mount."""
+    """`mountpoint -q`: the path is a mount point. A dead FUSE mount may pass too (the kernel answers its
+    root's stat from cached attributes), so waiting for a mount uses live_mount()."""
     return subprocess.run(["mountpoint", "-q", str(path)], timeout=CMD_TIMEOUT_S).returncode == 0
+
+
+def live_mount(path: Path) -> bool:
+    """A mount point whose filesystem answers: statfs always goes to the filesystem, so a dead mount (ENOTCONN)
+    fails it. In a child process with a timeout, so a filesystem that does not answer cannot hang the test."""
+    if not mountpoint_q(path):
+        return False
+    return subprocess.run(["stat", "-f", str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                          timeout=CMD_TIMEOUT_S).returncode == 0
 
 
 def force_unmount(path: Path) -> None:
@@ -78,7 +88,8 @@ class FsMount:
         self.backing = backing or root / "backing"
         self.mnt = mountpoint or root / "mnt"
         self.backing.mkdir(parents=True, exist_ok=True)
-        self.mnt.mkdir(parents=True, exist_ok=True)
+        if not is_mounted(self.mnt):  # a dead mount left there answers ENOTCONN even to mkdir's stat
+            self.mnt.mkdir(parents=True, exist_ok=True)
         self.log = root / f"fs-{id(self)}.log"
         self.proc: subprocess.Popen | None = None
 
@@ -97,7 +108,7 @@ class FsMount:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"fallow fs exited with {self.proc.returncode} before mounting:\n"
                                    f"{self.logtext()}")
-            if mountpoint_q(self.mnt):
+            if live_mount(self.mnt):
                 return self
             time.sleep(0.05)
         self.cleanup()
@@ -117,9 +128,15 @@ class FsMount:
             return ""
 
     def stats_raw(self) -> dict:
-        """`fallow fs --stats MOUNT` as printed (JSON)."""
-        out = subprocess.run([str(fallow_bin()), "fs", "--stats", str(self.mnt)], capture_output=True,
-                             timeout=CMD_TIMEOUT_S)
+        """`fallow fs --stats MOUNT` as printed (JSON). Right after the mount the fs may not have written its
+        first stats file yet (it writes one a second): that answer is retried for STATS_FRESH_TIMEOUT_S."""
+        deadline = time.monotonic() + STATS_FRESH_TIMEOUT_S
+        while True:
+            out = subprocess.run([str(fallow_bin()), "fs", "--stats", str(self.mnt)], capture_output=True,
+                                 timeout=CMD_TIMEOUT_S)
+            if out.returncode == 0 or time.monotonic() > deadline or not self.alive():
+                break
+            time.sleep(0.05)
         assert out.returncode == 0, f"fallow fs --stats failed ({out.returncode}): {out.stderr.decode()}"
         return json.loads(out.stdout)
 

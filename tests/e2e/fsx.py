@@ -41,6 +41,7 @@ class FsxConfig:
     max_file_bytes: int = 20 * 131072  # some files grow to many blocks
     mmap_reads: bool = True
     behind_writes: bool = True  # writes straight into the backing file, then close and reopen
+    behind_truncates: bool = True  # some of those are truncates (shrinking or growing)
     check_every_ops: int = 2000  # compare every backing file with the model this often
     hook_every_ops: int = 0  # call the cache-pressure hook this often (0: never)
     op_timeout_s: float = 10.0  # a watchdog (the caller's) treats a longer op as a hang
@@ -332,6 +333,8 @@ class Fsx:
         """Another writer changes the backing file (same size: only mtime tells); close-to-open must see it."""
         self.op_reopen(f, all_fds=True)
         size = len(f.model)
+        if self.cfg.behind_truncates and self.rng.random() < 0.3:
+            return self.behind_truncate(f)
         if size == 0:
             return
         off = self.offset(f, 0) % size
@@ -344,6 +347,14 @@ class Fsx:
         finally:
             os.close(fd)
         self.model_write(f, off, data)
+        self.op_read(f)
+
+    def behind_truncate(self, f: FileState) -> None:
+        """Another process truncates the backing file (closed through the mount); the next open must see it."""
+        size = self.rng.randrange(self.cfg.max_file_bytes + 1)
+        self._note(f"behind-truncate {f.name} {len(f.model)} -> {size}")
+        os.truncate(self.backing / f.name, size)
+        self.model_truncate(f, size)
         self.op_read(f)
 
     def op_check_backing(self, f: FileState) -> None:

@@ -48,6 +48,8 @@ OP_TIMEOUT_S = 10.0  # the HangGuard's limit for one filesystem call
 def world():
     w = FsWorld()
     yield w
+    for fs in w.mounts:  # shown by pytest when the test failed
+        print(f"--- fallow fs log ({fs.mnt}) ---\n{fs.logtext()}")
     panics = [fs.mnt for fs in w.mounts if "panicked" in fs.logtext(1 << 20)]
     problems = w.cleanup()
     assert not problems, problems
@@ -97,6 +99,16 @@ def read_file(path: Path, chunk: int = BLOCK) -> bytes:
         os.close(fd)
 
 
+def read_blocks(path: Path, size: int, block: int = BLOCK) -> bytes:
+    """`size` bytes from the start, one pread per block and none at the end of the file (a read at EOF goes
+    to the backing file, and the counter tests count backing reads)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return b"".join(os.pread(fd, min(block, size - off), off) for off in range(0, size, block))
+    finally:
+        os.close(fd)
+
+
 def pread_full(fd: int, n: int, off: int = 0) -> bytes:
     out = b""
     while len(out) < n:
@@ -130,23 +142,24 @@ def _pressure_hook(server: ServerProc):
 
 
 MODEL_CASES = {
-    # name: (share of FS_MODEL_OPS, fallow fs flags, block bytes, mmap reads, max file bytes)
-    "128k-direct": (0.4, ["--direct-io"], BLOCK, False, 12 * BLOCK),
-    "4k-direct": (0.3, ["--direct-io", "--block-bytes", "4096"], 4096, False, 96 * 4096),
-    "128k-pagecache-mmap": (0.3, [], BLOCK, True, 12 * BLOCK),
+    # name: (share of FS_MODEL_OPS, fallow fs flags, block bytes, mmap reads, max file bytes, truncates behind)
+    "128k-direct": (0.4, ["--direct-io"], BLOCK, False, 12 * BLOCK, True),
+    "4k-direct": (0.3, ["--direct-io", "--block-bytes", "4096"], 4096, False, 96 * 4096, True),
+    # no truncates behind the mount here: PAGECACHE_TRUNCATE_BUG (test_stale_truncate_behind_close_to_open)
+    "128k-pagecache-mmap": (0.3, [], BLOCK, True, 12 * BLOCK, False),
 }
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", list(MODEL_CASES))
 def test_model_random_ops(fs_server, world, case):
-    share, flags, block, use_mmap, max_file = MODEL_CASES[case]
+    share, flags, block, use_mmap, max_file, truncates_behind = MODEL_CASES[case]
     seed = int(os.environ.get("FS_MODEL_SEED", random.randrange(1 << 32)))
     ops = max(1000, int(MODEL_OPS_TOTAL * share))
     print(f"fsx case={case} seed={seed} ops={ops} (rerun: FS_MODEL_SEED={seed})")
     fs = world.mount(fs_server, *flags, "--revalidate-ms", "200")
     cfg = FsxConfig(ops=ops, seed=seed, block_bytes=block, files=10, max_file_bytes=max_file,
-                    mmap_reads=use_mmap, hook_every_ops=max(200, ops // 60), check_every_ops=max(500, ops // 10))
+                    mmap_reads=use_mmap, behind_truncates=truncates_behind, hook_every_ops=max(200, ops // 60), check_every_ops=max(500, ops // 10))
     with HangGuard(fs, OP_TIMEOUT_S) as guard:
         fsx = Fsx(fs.mnt, fs.backing, cfg, hook=_pressure_hook(fs_server), progress=guard.beat)
         try:
@@ -217,10 +230,18 @@ def test_stale_write_behind_while_open(fs_server, world, mode):
             os.close(fd)
 
 
-@pytest.mark.parametrize("mode", list(MODES))
-def test_stale_truncate_behind(fs_server, world, mode):
-    revalidate_ms = 200
-    fs = world.mount(fs_server, *MODES[mode], "--revalidate-ms", revalidate_ms)
+# The kernel keeps the size it last saw for the attribute timeout; `fallow fs` notices the change at the open
+# (a new epoch, no keep_cache) but does not invalidate the kernel's attributes then, so a page-cache read right
+# after a truncate behind the mount reads up to the old size and gets zeros past the new end.
+PAGECACHE_TRUNCATE_BUG = pytest.mark.xfail(
+    strict=True, reason="fs bug (reported): close-to-open after a truncate behind the mount returns zeros up to "
+    "the old size through the page cache until the attribute timeout")
+
+
+@pytest.mark.parametrize("mode", [
+    "direct-io", pytest.param("pagecache", marks=PAGECACHE_TRUNCATE_BUG)])
+def test_stale_truncate_behind_close_to_open(fs_server, world, mode):
+    fs = world.mount(fs_server, *MODES[mode], "--revalidate-ms", 200)
     data = random.randbytes(3 * BLOCK)
     (fs.backing / "f").write_bytes(data)
     with HangGuard(fs, OP_TIMEOUT_S) as g:
@@ -229,25 +250,40 @@ def test_stale_truncate_behind(fs_server, world, mode):
         assert read_file(fs.mnt / "f") == data
         other_process("os.truncate(sys.argv[1], int(sys.argv[2]))", fs.backing / "f", BLOCK + BLOCK // 2)
         g.beat("read after truncate behind")
-        assert read_file(fs.mnt / "f") == data[:BLOCK + BLOCK // 2]
+        got = read_file(fs.mnt / "f")
+        assert got == data[:BLOCK + BLOCK // 2], \
+            f"after a truncate behind to {BLOCK + BLOCK // 2} bytes a fresh open read {len(got)} bytes"
         # back to the old size with other bytes: the size alone cannot tell this apart from the cached file
         tail = random.randbytes(BLOCK + BLOCK // 2)
         other_process("open(sys.argv[1], 'ab').write(sys.stdin.buffer.read())", fs.backing / "f", stdin=tail)
         g.beat("read after regrow behind")
         assert read_file(fs.mnt / "f") == data[:BLOCK + BLOCK // 2] + tail
-        # while open: the size seen through the fd follows within the revalidation period
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_stale_truncate_behind_while_open(fs_server, world, mode):
+    """An fd open through the mount sees a truncate behind it within the revalidation period; meanwhile it
+    reads the old bytes or the new ones, never anything else."""
+    revalidate_ms = 200
+    fs = world.mount(fs_server, *MODES[mode], "--revalidate-ms", revalidate_ms)
+    data = random.randbytes(3 * BLOCK)
+    (fs.backing / "f").write_bytes(data)
+    with HangGuard(fs, OP_TIMEOUT_S) as g:
         fd = os.open(fs.mnt / "f", os.O_RDONLY)
         try:
+            g.beat("read")
+            assert pread_full(fd, len(data)) == data
             other_process("os.truncate(sys.argv[1], 1000)", fs.backing / "f")
-            g.beat("pread after truncate behind, open fd")
-            ok = wait_for(lambda: pread_full(fd, 3 * BLOCK) == data[:1000], timeout=revalidate_ms / 1000 + 1.0)
-            assert ok, "a read on an open fd still returns bytes past a truncate made behind the mount"
+            took = _fresh_within(g, lambda: pread_full(fd, len(data)), data[:1000], data,
+                                 revalidate_ms / 1000 + 1.0, "an open fd after a truncate behind")
+            print(f"fresh after {took * 1000:.0f} ms (revalidate-ms {revalidate_ms})")
         finally:
             os.close(fd)
 
 
 def test_stale_rename_over_cached_file_behind(fs_server, world):
-    fs = world.mount(fs_server, "--direct-io", "--revalidate-ms", "200")
+    revalidate_ms = 200
+    fs = world.mount(fs_server, "--direct-io", "--revalidate-ms", revalidate_ms)
     a, b = random.randbytes(2 * BLOCK + 5), random.randbytes(2 * BLOCK + 5)  # same size
     (fs.backing / "a").write_bytes(a)
     (fs.backing / "b").write_bytes(b)
@@ -255,16 +291,32 @@ def test_stale_rename_over_cached_file_behind(fs_server, world):
         for _ in range(2):
             g.beat("read a and b")
             assert read_file(fs.mnt / "a") == a and read_file(fs.mnt / "b") == b
+        # The kernel keeps the name -> inode binding for the entry timeout (--revalidate-ms, docs/fs.md
+        # "Consistency"): within it an open of `a` may still reach the old file; after it, never.
+        limit_s = revalidate_ms / 1000 + 1.0
         other_process("os.rename(sys.argv[1], sys.argv[2])", fs.backing / "b", fs.backing / "a")
-        g.beat("read a after rename behind")
-        assert read_file(fs.mnt / "a") == b, "a still shows its old (cached) bytes after b was renamed over it"
-        assert wait_for(lambda: not (fs.mnt / "b").exists(), timeout=1.5), "b still visible through the mount"
+        took = _fresh_within(g, lambda: read_file(fs.mnt / "a"), b, a, limit_s, "a after b was renamed over it")
+        assert wait_for(lambda: not (fs.mnt / "b").exists(), timeout=limit_s), "b still visible through the mount"
         # the way editors save: a new file renamed over the old one
         c = random.randbytes(len(a))
         (fs.backing / "a.tmp").write_bytes(c)
         os.rename(fs.backing / "a.tmp", fs.backing / "a")
-        g.beat("read a after editor-style save behind")
-        assert read_file(fs.mnt / "a") == c
+        took2 = _fresh_within(g, lambda: read_file(fs.mnt / "a"), c, b, limit_s, "a after an editor-style save")
+        print(f"fresh after {took * 1000:.0f} ms and {took2 * 1000:.0f} ms (revalidate-ms {revalidate_ms})")
+
+
+def _fresh_within(g: HangGuard, read, fresh: bytes, old: bytes, limit_s: float, what: str) -> float:
+    """Polls read() until it returns `fresh` (anything but `old` or `fresh` fails at once); returns the time."""
+    t0 = time.monotonic()
+    while True:
+        g.beat(f"read {what}")
+        got = read()
+        took = time.monotonic() - t0
+        if got == fresh:
+            return took
+        assert got == old, f"{what}: neither the old nor the new bytes ({len(got)} bytes)"
+        assert took < limit_s, f"{what}: still the old bytes after {took:.2f}s"
+        time.sleep(0.01)
 
 
 def test_stale_rename_over_cached_file_through_mount(fs_server, world):
@@ -662,16 +714,16 @@ def test_counters_two_passes_without_prefetch(fs_server, world):
         s0 = fs.stats()
         assert s0["fallow_connected"] == 1
         g.beat("first pass")
-        assert read_file(fs.mnt / "f") == data
+        assert read_blocks(fs.mnt / "f", len(data)) == data
         s1 = fs.stats()
         g.beat("second pass")
-        assert read_file(fs.mnt / "f") == data
+        assert read_blocks(fs.mnt / "f", len(data)) == data
         s2 = fs.stats()
     d1, d2 = stats_delta(s0, s1), stats_delta(s1, s2)
     print(f"first pass {d1}\nsecond pass {d2}")
     for d in (d1, d2):
         assert d["read_bytes"] == len(data)
-        assert d["reads"] in (n, n + 1)  # + a read at EOF that returns nothing
+        assert d["reads"] == n
         assert d["prefetch_issued"] == 0 and d["prefetch_used"] == 0
     assert (d1["cache_misses"], d1["cache_hits"]) == (n, 0)
     assert d1["backing_read_bytes"] >= len(data) and d1["backing_reads"] >= n
@@ -688,19 +740,24 @@ def test_counters_sequential_read_with_feedback_prefetch(fs_server, world):
     with HangGuard(fs, OP_TIMEOUT_S) as g:
         s0 = fs.stats()
         g.beat("sequential read")
-        assert read_file(fs.mnt / "f") == data
-        # prefetches still in flight finish (or are counted) shortly
-        time.sleep(0.3)
+        fd = os.open(fs.mnt / "f", os.O_RDONLY)
+        try:
+            assert b"".join(os.pread(fd, BLOCK, off) for off in range(0, len(data), BLOCK)) == data
+            open_stats = fs.stats()  # the stream is still open: its depth counts
+        finally:
+            os.close(fd)
         s1 = fs.stats()
     d = stats_delta(s0, s1)
-    print(f"sequential pass {d}\nstats {s1}")
-    assert d["read_bytes"] == len(data)
+    print(f"sequential pass {d}\nwhile open {open_stats}")
+    assert open_stats["streams_active"] == 1 and open_stats["prefetch_depth_mean"] > 0
+    assert s1["streams_active"] == 0
+    assert d["reads"] == n and d["read_bytes"] == len(data)
     assert d["cache_hits"] + d["cache_misses"] == n, "every block is read exactly once: a hit or a miss"
     assert d["prefetch_issued"] > 0, "a sequential stream started no read-ahead"
     assert 0 < d["prefetch_used"] <= d["prefetch_issued"]
     assert d["cache_misses"] < n, "read-ahead never got ahead of the reader"
     assert d["backing_read_bytes"] >= len(data)
-    assert 0.0 <= s1["prefetch_accuracy"] <= 1.0 and s1["prefetch_depth_mean"] > 0
+    assert 0.0 <= s1["prefetch_accuracy"] <= 1.0
     assert s1["prefetch_wasted_bytes"] >= 0 and s1["prefetch_wasted"] <= s1["prefetch_issued"]
 
 
@@ -743,7 +800,7 @@ def test_concurrent_readers_share_one_backing_read(fs_server, world):
         def reader():
             barrier.wait(10)
             g.beat("concurrent read")
-            results.append(read_file(fs.mnt / "f") == data)
+            results.append(read_blocks(fs.mnt / "f", len(data)) == data)
 
         threads = [threading.Thread(target=reader) for _ in range(8)]
         for t in threads:
@@ -805,7 +862,7 @@ def test_dead_mount_is_cleaned_up_by_the_next_start(fs_server, world):
     (fs.backing / "f").write_bytes(b"still here")
     fs.kill9()
     assert is_mounted(fs.mnt), "kill -9 left no mount to clean up"
-    assert _errno(lambda: os.stat(fs.mnt)) == errno.ENOTCONN
+    assert _errno(lambda: os.listdir(fs.mnt)) == errno.ENOTCONN
     again = world.mount(fs_server, backing=fs.backing, mountpoint=fs.mnt, name="again")
     with HangGuard(again, OP_TIMEOUT_S) as g:
         g.beat("read through the new mount")
