@@ -45,6 +45,7 @@ class FsxConfig:
     check_every_ops: int = 2000  # compare every backing file with the model this often
     hook_every_ops: int = 0  # call the cache-pressure hook this often (0: never)
     op_timeout_s: float = 10.0  # a watchdog (the caller's) treats a longer op as a hang
+    prefix: str = ""  # file names: several harnesses can share a directory
 
 
 @dataclass
@@ -74,6 +75,7 @@ OP_WEIGHTS = {
     "behind": 10,
     "check_backing": 5,
     "reread_after_reopen": 100,
+    "otrunc": 8,
 }
 
 
@@ -88,7 +90,7 @@ class Fsx:
         self.hook = hook  # cache pressure: shrinks or flushes the cache; returns what it did (for the history)
         self.progress = progress or (lambda desc: None)  # the watchdog's heartbeat
         self.history: collections.deque[str] = collections.deque(maxlen=HISTORY_OPS)
-        self.files = [FileState(f"f{i:02d}") for i in range(cfg.files)]
+        self.files = [FileState(f"{cfg.prefix}f{i:02d}") for i in range(cfg.files)]
         self.counts: collections.Counter[str] = collections.Counter()
         self.bytes_read = 0
         self.bytes_written = 0
@@ -270,6 +272,19 @@ class Fsx:
         else:
             os.truncate(self.mount / f.name, size)
         self.model_truncate(f, size)
+
+    def op_otrunc(self, f: FileState) -> None:
+        """Open with O_TRUNC (what `>` in a shell does) and write a fresh start, beside the fds already open."""
+        n = min(self.length(), self.cfg.max_file_bytes)
+        data = self.rng.randbytes(n)
+        self._note(f"open-O_TRUNC+write {f.name} len={n} size={len(f.model)}")
+        fd = os.open(self.mount / f.name, os.O_WRONLY | os.O_TRUNC)
+        try:
+            self.pwrite_all(fd, data, 0)
+        finally:
+            os.close(fd)
+        f.model[:] = data
+        self.bytes_written += n
 
     def op_seqread(self, f: FileState) -> None:
         """The whole file front to back in equal chunks (what read-ahead is for), through a fresh fd."""

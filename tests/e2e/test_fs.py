@@ -374,6 +374,167 @@ def _mapped(path: Path) -> bytes:
         os.close(fd)
 
 
+def test_restart_reuses_unchanged_blocks_only(fs_server, world):
+    """A second `fallow fs` on the same backing and server reuses the blocks of a file unchanged since (cache
+    hits on its first read), and never those of a file changed while no fs ran, nor of one written through the
+    first fs just before it was killed."""
+    fs = world.mount(fs_server, "--direct-io", "--prefetch", "off")
+    same, changed, written = (random.randbytes(3 * BLOCK) for _ in range(3))
+    for name, data in (("same", same), ("changed", changed), ("written", written)):
+        (fs.backing / name).write_bytes(data)
+    with HangGuard(fs, OP_TIMEOUT_S) as g:
+        for name, data in (("same", same), ("changed", changed), ("written", written)):
+            g.beat(f"warm {name}")
+            assert read_blocks(fs.mnt / name, len(data)) == data
+    assert fs.signal(signal.SIGTERM) == 0
+    other_process_write(fs.backing / "changed", BLOCK + 7, b"changed while unmounted")
+    changed = changed[:BLOCK + 7] + b"changed while unmounted" + changed[BLOCK + 30:]
+
+    second = world.mount(fs_server, "--direct-io", "--prefetch", "off", backing=fs.backing, name="second")
+    with HangGuard(second, OP_TIMEOUT_S) as g:
+        g.beat("write through, then kill -9")
+        fd = os.open(second.mnt / "written", os.O_WRONLY)
+        os.pwrite(fd, b"written through", 2 * BLOCK - 3)
+        os.close(fd)
+        written = written[:2 * BLOCK - 3] + b"written through" + written[2 * BLOCK + 12:]
+    second.kill9()
+
+    third = world.mount(fs_server, "--direct-io", "--prefetch", "off", backing=fs.backing,
+                        mountpoint=second.mnt, name="third")
+    with HangGuard(third, OP_TIMEOUT_S) as g:
+        s0 = third.stats()
+        g.beat("read same")
+        assert read_blocks(third.mnt / "same", len(same)) == same
+        d = stats_delta(s0, third.stats())
+        g.beat("read changed and written")
+        assert read_blocks(third.mnt / "changed", len(changed)) == changed, "blocks from before the change"
+        assert read_blocks(third.mnt / "written", len(written)) == written, "blocks from before the write"
+    assert d["cache_hits"] == 3, f"an unchanged file's blocks were not reused after a restart: {d}"
+
+
+def test_hard_links_see_each_others_writes(fs_server, world):
+    """Two names of one file, both open and cached: a write through one is read at once through the other."""
+    fs = world.mount(fs_server, "--direct-io")
+    data = random.randbytes(2 * BLOCK)
+    (fs.backing / "one").write_bytes(data)
+    os.link(fs.backing / "one", fs.backing / "two")
+    with HangGuard(fs, OP_TIMEOUT_S) as g:
+        fd1 = os.open(fs.mnt / "one", os.O_RDWR)
+        fd2 = os.open(fs.mnt / "two", os.O_RDONLY)
+        try:
+            g.beat("read both names")
+            for _ in range(2):
+                assert pread_full(fd1, len(data)) == data and pread_full(fd2, len(data)) == data
+            os.pwrite(fd1, b"via one", BLOCK - 3)
+            data = data[:BLOCK - 3] + b"via one" + data[BLOCK + 4:]
+            g.beat("read the other name")
+            assert pread_full(fd2, len(data)) == data, "the other name's open fd read the old bytes"
+            assert read_file(fs.mnt / "two") == data
+            os.ftruncate(fd1, 100)
+            assert pread_full(fd2, len(data)) == data[:100]
+        finally:
+            os.close(fd1)
+            os.close(fd2)
+
+
+FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE = 0x01, 0x02, 0x10
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_fallocate_over_cached_blocks(fs_server, world, mode):
+    """Punching a hole or zeroing a range through the mount (util-linux `fallocate`) is read back as zeros;
+    growing with posix_fallocate is read as zeros past the old end."""
+    fs = world.mount(fs_server, *MODES[mode])
+    data = bytearray(random.randbytes(4 * BLOCK))
+    (fs.backing / "f").write_bytes(data)
+    with HangGuard(fs, OP_TIMEOUT_S) as g:
+        for _ in range(2):
+            g.beat("warm")
+            assert read_file(fs.mnt / "f") == data
+        g.beat("punch a hole")
+        subprocess.run(["fallocate", "--punch-hole", "--offset", str(BLOCK - 4096), "--length", str(2 * 4096),
+                        str(fs.mnt / "f")], check=True, timeout=15)
+        data[BLOCK - 4096:BLOCK + 4096] = bytes(2 * 4096)
+        assert read_file(fs.mnt / "f") == data, "a punched hole still reads the old bytes"
+        g.beat("zero a range")
+        subprocess.run(["fallocate", "--zero-range", "--offset", str(2 * BLOCK + 8192), "--length", "4096",
+                        str(fs.mnt / "f")], check=True, timeout=15)
+        data[2 * BLOCK + 8192:2 * BLOCK + 12288] = bytes(4096)
+        assert read_file(fs.mnt / "f") == data, "a zeroed range still reads the old bytes"
+        g.beat("posix_fallocate past the end")
+        fd = os.open(fs.mnt / "f", os.O_RDWR)
+        try:
+            os.posix_fallocate(fd, len(data), BLOCK + 5)
+        finally:
+            os.close(fd)
+        data += bytes(BLOCK + 5)
+        assert read_file(fs.mnt / "f") == data
+    assert (fs.backing / "f").read_bytes() == data
+
+
+def test_copy_file_range_over_a_cached_file(fs_server, world):
+    """copy_file_range(2) into a cached file through the mount: the destination reads the copied bytes (the
+    kernel copies through the fs's read and write when the fs has no copy_file_range of its own)."""
+    fs = world.mount(fs_server, "--direct-io")
+    src, dst = random.randbytes(3 * BLOCK), random.randbytes(3 * BLOCK)
+    (fs.backing / "src").write_bytes(src)
+    (fs.backing / "dst").write_bytes(dst)
+    with HangGuard(fs, OP_TIMEOUT_S) as g:
+        for _ in range(2):
+            g.beat("warm")
+            assert read_file(fs.mnt / "dst") == dst
+        fi, fo = os.open(fs.mnt / "src", os.O_RDONLY), os.open(fs.mnt / "dst", os.O_WRONLY)
+        try:
+            g.beat("copy_file_range")
+            done = 0
+            while done < BLOCK + 100:
+                try:
+                    n = os.copy_file_range(fi, fo, BLOCK + 100 - done, 10 + done, BLOCK // 2 + done)
+                except OSError as e:  # no in-kernel copy here: copy as cp(1) would
+                    assert e.errno in (errno.EXDEV, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL), e
+                    n = os.pwrite(fo, os.pread(fi, BLOCK + 100 - done, 10 + done), BLOCK // 2 + done)
+                assert n > 0
+                done += n
+        finally:
+            os.close(fi)
+            os.close(fo)
+        want = dst[:BLOCK // 2] + src[10:10 + BLOCK + 100] + dst[BLOCK // 2 + BLOCK + 100:]
+        g.beat("read the destination")
+        assert read_file(fs.mnt / "dst") == want
+    assert (fs.backing / "dst").read_bytes() == want
+
+
+@pytest.mark.slow
+def test_model_concurrent_files(fs_server, world):
+    """Three fsx runs at once on their own files through one mount (the fs serves FUSE requests on many
+    threads), with the cache shrunk underneath; each compares with its own model."""
+    seed = int(os.environ.get("FS_MODEL_SEED", random.randrange(1 << 32)))
+    print(f"fsx concurrent seed={seed} (rerun: FS_MODEL_SEED={seed})")
+    fs = world.mount(fs_server, "--direct-io", "--revalidate-ms", "200")
+    errors, results = [], []
+    with HangGuard(fs, OP_TIMEOUT_S) as guard:
+        def run(i: int):
+            cfg = FsxConfig(ops=4000, seed=seed + i, files=3, prefix=f"t{i}-", max_file_bytes=8 * BLOCK,
+                            hook_every_ops=500 if i == 0 else 0, check_every_ops=1000)
+            fsx = Fsx(fs.mnt, fs.backing, cfg, hook=_pressure_hook(fs_server), progress=guard.beat)
+            try:
+                fsx.setup()
+                results.append(fsx.run())
+            except BaseException as e:  # reported by the main thread
+                errors.append(e)
+            finally:
+                fsx.close_all()
+
+        threads = [threading.Thread(target=run, args=(i,), name=f"fsx-{i}") for i in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(50)
+    if errors:
+        raise errors[0]
+    assert len(results) == 3 and all(r["ops"] == 4000 for r in results)
+
+
 # ------------------------------------------------------------------------------------------------- 3. faults
 def test_fallow_killed_mid_read(fs_server, world):
     """kill -9 fallow while a reader loops: every read stays correct (from the backing); the fs says so in its log
@@ -536,6 +697,34 @@ def test_create_rename_unlink(pfs):
     g.beat("unlink")
     os.unlink(m / "d" / "inside")
     assert not (bk / "d" / "inside").exists() and os.listdir(m / "d") == []
+    # names are bytes: not UTF-8, spaces, newlines, the longest the backing allows
+    for name in (b"\xff\xfe-not-utf8", b"with space\nand newline", b"x" * os.statvfs(bk).f_namemax):
+        g.beat(f"odd name {name[:20]!r}")
+        with open(os.path.join(bytes(m), name), "wb") as f:
+            f.write(name)
+        assert open(os.path.join(bytes(bk), name), "rb").read() == name
+        assert name in os.listdir(bytes(m))
+        os.unlink(os.path.join(bytes(m), name))
+    assert _errno(lambda: open(os.path.join(bytes(m), b"y" * 256), "wb")) == errno.ENAMETOOLONG
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_large_single_writes_and_reads(fs_server, world, mode):
+    """One write(2) and one read(2) of 5 MiB + 3 at an odd offset (the kernel splits them into requests of
+    at most max_write / max_read)."""
+    fs = world.mount(fs_server, *MODES[mode])
+    data = random.randbytes(5 * (1 << 20) + 3)
+    with HangGuard(fs, OP_TIMEOUT_S) as g:
+        fd = os.open(fs.mnt / "big", os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            g.beat("big pwrite")
+            assert os.pwrite(fd, data, 12345) == len(data)
+            g.beat("big pread")
+            for _ in range(2):
+                assert pread_full(fd, len(data) + 100, 12345) == data
+        finally:
+            os.close(fd)
+    assert (fs.backing / "big").read_bytes() == bytes(12345) + data
 
 
 def test_mkdir_rmdir_and_readdir_many(pfs):
