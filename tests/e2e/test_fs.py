@@ -125,10 +125,14 @@ def blocks_of(size: int, block: int = BLOCK) -> int:
 
 # ------------------------------------------------------------------------------------------------- 1. model
 def _pressure_hook(server: ServerProc):
-    """Cache pressure for the model test: drop every fs block, drop some, or move the pool between full, small
-    and (nearly) zero. Returns what it did, for the op history."""
+    """Cache pressure for the model test: drop every fs block, drop some, move the pool between full, small
+    and (nearly) zero, or close the fs's connections to fallow (it reconnects; a write whose invalidation is
+    lost that way must not leave stale blocks). Returns what it did, for the op history."""
     def hook(op_no: int, rng: random.Random) -> str:
-        action = rng.choice(["reclaim-all", "reclaim-some", "pool-small", "pool-zero", "pool-full", "pool-full"])
+        action = rng.choice(["reclaim-all", "reclaim-some", "pool-small", "pool-zero", "pool-full", "pool-full",
+                             "client-kill"])
+        if action == "client-kill":
+            return f"{action} killed={server_cmd(server, 'CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes')!r}"
         if action == "reclaim-all":
             reply = server_cmd(server, "ELASTIC", "RECLAIM", "1gb", "FAST")
             return f"{action} released={reply[0] if isinstance(reply, list) else reply!r}"
@@ -591,6 +595,53 @@ def test_fallow_killed_mid_read(fs_server, world):
         d = stats_delta(s0, fs.stats())
         assert d["cache_hits"] == blocks_of(len(data)), d
     assert fs.alive()
+
+
+@pytest.mark.slow
+def test_fallow_hung(fs_server, world):
+    """fallow stopped (SIGSTOP) with connections open: the first request waits for fallow's I/O timeout (10 s,
+    docs/fs.md "Faults"), after which reads and writes go to the backing at once and stay correct; after
+    SIGCONT the cache is used again, without stale blocks from before the writes."""
+    fs = world.mount(fs_server, "--direct-io", "--prefetch", "off")
+    data = random.randbytes(8 * BLOCK)
+    (fs.backing / "f").write_bytes(data)
+    n = blocks_of(len(data))
+    timings = []
+    with HangGuard(fs, 20.0) as g:
+        for _ in range(2):
+            g.beat("warm")
+            assert read_blocks(fs.mnt / "f", len(data)) == data
+        os.kill(fs_server.pid, signal.SIGSTOP)
+        try:
+            for i in range(4):
+                g.beat(f"read {i} while fallow is stopped")
+                t0 = time.monotonic()
+                assert read_blocks(fs.mnt / "f", len(data)) == data
+                timings.append(round(time.monotonic() - t0, 2))
+            g.beat("write while fallow is stopped")
+            t0 = time.monotonic()
+            fd = os.open(fs.mnt / "f", os.O_WRONLY)
+            try:
+                os.pwrite(fd, b"written while fallow was stopped", BLOCK + 1)
+            finally:
+                os.close(fd)
+            timings.append(round(time.monotonic() - t0, 2))
+            data = data[:BLOCK + 1] + b"written while fallow was stopped" + data[BLOCK + 33:]
+            assert read_blocks(fs.mnt / "f", len(data)) == data
+        finally:
+            os.kill(fs_server.pid, signal.SIGCONT)
+        print(f"seconds per step while fallow was stopped: {timings}")
+        assert timings[0] < 15, "the first read waited longer than fallow's I/O timeout"
+        assert max(timings[1:]) < 2, "requests kept waiting for a fallow that does not answer"
+        assert wait_for(lambda: fs.stats()["fallow_connected"] == 1, timeout=10), "no reconnect after SIGCONT"
+
+        def hits_again():
+            g.beat("read after SIGCONT")
+            s0 = fs.stats()
+            assert read_blocks(fs.mnt / "f", len(data)) == data, "stale bytes after fallow came back"
+            return stats_delta(s0, fs.stats())["cache_hits"] == n
+
+        assert wait_for(hits_again, timeout=10, interval=0.1), "the cache was not used again after SIGCONT"
 
 
 def test_pool_shrunk_to_zero(fs_server, world):
