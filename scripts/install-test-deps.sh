@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent installer for the e2e test dependencies (Debian 12, run as root or with sudo).
 #   apt: redis-server redis-tools memcached libmemcached-tools fuse3 (+ python3-pip if pip is missing)
+#        (fuse3: fusermount3 and /etc/fuse.conf for the `fallow fs` tests, tests/e2e/test_fs.py)
 #   pip: tests/requirements.txt
 # With --bench it also installs what the benchmarks need and the tests do not: PostgreSQL (Debian's
 # postgresql, for the read-through experiments of scripts/bench/elastic) and scripts/bench/requirements.txt.
@@ -78,8 +79,10 @@ if [ "$BENCH" = 1 ]; then
     fi
 fi
 
-for t in redis-server redis-cli redis-benchmark memcached memccapable; do
+for t in redis-server redis-cli redis-benchmark memcached memccapable fusermount3; do
     have "$t" || { echo "install-test-deps: $t still missing" >&2; exit 1; }
 done
 "$PY" -c 'import redis, pymemcache, pytest' || { echo "install-test-deps: python deps missing" >&2; exit 1; }
-echo "install-test-deps: ok ($(redis-server --version | awk '{print $3}'), $(memcached -V))"
+# FUSE needs the device node too; a container may lack it (tests/e2e/test_fs.py then skips, saying why)
+[ -e /dev/fuse ] || echo "install-test-deps: /dev/fuse is missing: the fallow fs tests will be skipped" >&2
+echo "install-test-deps: ok ($(redis-server --version | awk '{print $3}'), $(memcached -V), $(fusermount3 -V))"

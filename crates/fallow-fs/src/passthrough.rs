@@ -330,6 +330,8 @@ impl Filesystem for Passthrough {
         // mount reach level 1 too); requests up to 1 MiB; read-ahead as large as the kernel allows.
         let _ = config.add_capabilities(fuser::InitFlags::FUSE_AUTO_INVAL_DATA);
         let _ = config.add_capabilities(fuser::InitFlags::FUSE_PARALLEL_DIROPS);
+        // mmap of --direct-io files (the kernel refuses it with ENODEV otherwise; Linux 6.6+).
+        let _ = config.add_capabilities(fuser::InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP);
         let _ = config.set_max_write(1 << 20);
         let _ = config.set_max_readahead(1 << 20);
         let _ = config.set_max_background(64);

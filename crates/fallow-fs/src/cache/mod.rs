@@ -261,13 +261,15 @@ impl BlockCache {
             igen: sys::inode_generation(opened),
         });
         {
+            // The count rises under the reader lock: a release that saw it fall to 0 re-checks it under
+            // the same lock before dropping the reader (RELEASE of an old handle races with this OPEN).
             let mut reader = file.reader.lock();
             if reader.is_none() {
                 *reader = sys::open_reader(&file.opath)
                     .map(|(file, direct)| Arc::new(Reader { file, direct }));
             }
+            file.open_handles.fetch_add(1, Relaxed);
         }
-        file.open_handles.fetch_add(1, Relaxed);
         self.counters.opens.fetch_add(1, Relaxed);
         let changed = self.validate(file)?;
         Ok(!changed)
@@ -279,7 +281,11 @@ impl BlockCache {
         self.count_wasted(unread);
         if file.open_handles.fetch_sub(1, Relaxed) == 1 {
             self.write_record(file);
-            *file.reader.lock() = None;
+            let mut reader = file.reader.lock();
+            // An open may have come while the record was written: its handle needs the reader.
+            if file.open_handles.load(Relaxed) == 0 {
+                *reader = None;
+            }
         }
     }
 
