@@ -271,14 +271,25 @@ impl BlockCache {
             file.open_handles.fetch_add(1, Relaxed);
         }
         self.counters.opens.fetch_add(1, Relaxed);
-        let changed = self.validate(file)?;
-        Ok(!changed)
+        match self.validate(file) {
+            Ok(changed) => Ok(!changed),
+            Err(code) => {
+                // No handle comes of this open.
+                self.release_count(file);
+                Err(code)
+            }
+        }
     }
 
     /// At every release: the stream's unread read-ahead is wasted; the last close writes the file record.
     pub fn release(&self, file: &FileState, open: &OpenFile) {
         let unread = open.stream.lock().close();
         self.count_wasted(unread);
+        self.release_count(file);
+    }
+
+    /// One handle fewer; the last one writes the file record and closes the fill descriptor.
+    fn release_count(&self, file: &FileState) {
         if file.open_handles.fetch_sub(1, Relaxed) == 1 {
             self.write_record(file);
             let mut reader = file.reader.lock();
