@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent installer for the e2e test dependencies (Debian 12, run as root or with sudo).
-#   apt: redis-server redis-tools memcached libmemcached-tools fio fuse3 (+ python3-pip if pip is missing)
+#   apt: redis-server redis-tools memcached libmemcached-tools fuse3 fio (+ python3-pip if pip is missing)
+#        (fuse3: fusermount3 and /etc/fuse.conf for the `fallow fs` tests, tests/e2e/test_fs.py; fio: the
+#        file-cache benchmark's smoke test, tests/e2e/test_fs_bench.py)
 #   pip: tests/requirements.txt
 # With --bench it also installs what the benchmarks need and the tests do not: PostgreSQL (Debian's
 # postgresql, for the read-through experiments of scripts/bench/elastic) and scripts/bench/requirements.txt.
@@ -28,8 +30,8 @@ have redis-cli       || need_pkgs+=(redis-tools)
 have redis-benchmark || need_pkgs+=(redis-tools)
 have memcached       || need_pkgs+=(memcached)
 have memccapable     || need_pkgs+=(libmemcached-tools)
-have fio             || need_pkgs+=(fio)          # fallow-bench fs (tests/e2e/test_fs_bench.py)
-have fusermount3     || need_pkgs+=(fuse3)        # fallow fs mounts
+have fusermount3     || need_pkgs+=(fuse3)   # fallow fs tests (FUSE mounts; unmounting a killed fs's mount)
+have fio             || need_pkgs+=(fio)     # fallow-bench fs (tests/e2e/test_fs_bench.py)
 PY=${PYTHON:-python3}
 have "$PY" || need_pkgs+=(python3)
 if ! "$PY" -m pip --version >/dev/null 2>&1; then need_pkgs+=(python3-pip); fi
@@ -79,8 +81,10 @@ if [ "$BENCH" = 1 ]; then
     fi
 fi
 
-for t in redis-server redis-cli redis-benchmark memcached memccapable; do
+for t in redis-server redis-cli redis-benchmark memcached memccapable fusermount3; do
     have "$t" || { echo "install-test-deps: $t still missing" >&2; exit 1; }
 done
 "$PY" -c 'import redis, pymemcache, pytest' || { echo "install-test-deps: python deps missing" >&2; exit 1; }
-echo "install-test-deps: ok ($(redis-server --version | awk '{print $3}'), $(memcached -V))"
+# FUSE needs the device node too; a container may lack it (tests/e2e/test_fs.py then skips, saying why)
+[ -e /dev/fuse ] || echo "install-test-deps: /dev/fuse is missing: the fallow fs tests will be skipped" >&2
+echo "install-test-deps: ok ($(redis-server --version | awk '{print $3}'), $(memcached -V), $(fusermount3 -V))"

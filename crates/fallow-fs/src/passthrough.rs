@@ -39,6 +39,8 @@ pub struct Passthrough {
     dirs: Mutex<HashMap<u64, Arc<DirHandle>>>,
     next_handle: AtomicU64,
     pub cache: Option<Arc<BlockCache>>,
+    /// Set once the session exists (it is made from this filesystem).
+    pub notifier: Arc<std::sync::OnceLock<fuser::Notifier>>,
     prefetch: Prefetch,
     ttl: Duration,
     direct_io: bool,
@@ -125,6 +127,7 @@ impl Passthrough {
             dirs: Mutex::new(HashMap::new()),
             next_handle: AtomicU64::new(1),
             cache,
+            notifier: Arc::new(std::sync::OnceLock::new()),
             prefetch,
             ttl,
             direct_io,
@@ -194,8 +197,16 @@ impl Passthrough {
         let file = sys::reopen(inode.fd(), flags & !strip)?;
         let mut fopen = FopenFlags::empty();
         if let Some(cache) = &self.cache {
-            if cache.open(&inode.state, &file)? && !self.direct_io {
+            let unchanged = cache.open(&inode.state, &file)?;
+            if unchanged && !self.direct_io {
                 fopen |= FopenFlags::FOPEN_KEEP_CACHE;
+            }
+            if !unchanged {
+                // Changed behind the mount: the kernel must not go on with the size it cached (it would
+                // read up to an old, larger size). Attributes only (offset -1): safe inside a request.
+                if let Some(notifier) = self.notifier.get() {
+                    let _ = notifier.inval_inode(INodeNo(inode.fuse_ino), -1, 0);
+                }
             }
             if flags & libc::O_TRUNC != 0 {
                 cache.new_epoch(&inode.state);
@@ -330,6 +341,8 @@ impl Filesystem for Passthrough {
         // mount reach level 1 too); requests up to 1 MiB; read-ahead as large as the kernel allows.
         let _ = config.add_capabilities(fuser::InitFlags::FUSE_AUTO_INVAL_DATA);
         let _ = config.add_capabilities(fuser::InitFlags::FUSE_PARALLEL_DIROPS);
+        // mmap of --direct-io files (the kernel refuses it with ENODEV otherwise; Linux 6.6+).
+        let _ = config.add_capabilities(fuser::InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP);
         let _ = config.set_max_write(1 << 20);
         let _ = config.set_max_readahead(1 << 20);
         let _ = config.set_max_background(64);
