@@ -30,7 +30,7 @@ import pytest
 from fs_helpers import (FS_SERVER_OPTS, FsWorld, HangGuard, fuse_skip_reason, is_mounted, mountpoint_q,
                         server_cmd, set_config)
 from fsx import Fsx, FsxConfig
-from helpers import TARGET, ServerProc, wait_for
+from helpers import TARGET, ServerProc, fallow_bin, wait_for
 
 _skip = fuse_skip_reason()
 pytestmark = [
@@ -41,6 +41,14 @@ pytestmark = [
 BLOCK = 131072  # the default --block-bytes
 MODEL_OPS_TOTAL = int(os.environ.get("FS_MODEL_OPS", "100000"))
 OP_TIMEOUT_S = 10.0  # the HangGuard's limit for one filesystem call
+# The model runs take 5-30 s each on an idle 2-core machine and up to 3x that while other builds and benchmarks
+# share it: they get this much instead of conftest's 60 s watchdog (a hang is caught by the HangGuard anyway).
+MODEL_TEST_TIMEOUT_S = 150
+
+
+def _longer_watchdog() -> None:
+    """Re-arms conftest's SIGALRM watchdog (its hook disarms it after the test)."""
+    signal.alarm(MODEL_TEST_TIMEOUT_S)
 
 
 # ------------------------------------------------------------------------------------------------- fixtures
@@ -157,6 +165,7 @@ MODEL_CASES = {
 @pytest.mark.slow
 @pytest.mark.parametrize("case", list(MODEL_CASES))
 def test_model_random_ops(fs_server, world, case):
+    _longer_watchdog()
     share, flags, block, use_mmap, max_file, truncates_behind = MODEL_CASES[case]
     seed = int(os.environ.get("FS_MODEL_SEED", random.randrange(1 << 32)))
     ops = max(1000, int(MODEL_OPS_TOTAL * share))
@@ -512,6 +521,7 @@ def test_copy_file_range_over_a_cached_file(fs_server, world):
 def test_model_concurrent_files(fs_server, world):
     """Three fsx runs at once on their own files through one mount (the fs serves FUSE requests on many
     threads), with the cache shrunk underneath; each compares with its own model."""
+    _longer_watchdog()
     seed = int(os.environ.get("FS_MODEL_SEED", random.randrange(1 << 32)))
     print(f"fsx concurrent seed={seed} (rerun: FS_MODEL_SEED={seed})")
     fs = world.mount(fs_server, "--direct-io", "--revalidate-ms", "200")
@@ -533,7 +543,7 @@ def test_model_concurrent_files(fs_server, world):
         for t in threads:
             t.start()
         for t in threads:
-            t.join(50)
+            t.join(MODEL_TEST_TIMEOUT_S - 10)
     if errors:
         raise errors[0]
     assert len(results) == 3 and all(r["ops"] == 4000 for r in results)
@@ -972,8 +982,9 @@ def test_counters_two_passes_without_prefetch(fs_server, world):
     assert d2["backing_reads"] == 0 and d2["backing_read_bytes"] == 0
 
 
-def test_counters_sequential_read_with_feedback_prefetch(fs_server, world):
-    fs = world.mount(fs_server, "--direct-io")
+@pytest.mark.parametrize("policy", ["feedback", "fixed:4"])
+def test_counters_sequential_read_with_prefetch(fs_server, world, policy):
+    fs = world.mount(fs_server, "--direct-io", "--prefetch", policy)
     data = random.randbytes(40 * BLOCK)
     n = blocks_of(len(data))
     (fs.backing / "f").write_bytes(data)
@@ -990,6 +1001,10 @@ def test_counters_sequential_read_with_feedback_prefetch(fs_server, world):
     d = stats_delta(s0, s1)
     print(f"sequential pass {d}\nwhile open {open_stats}")
     assert open_stats["streams_active"] == 1 and open_stats["prefetch_depth_mean"] > 0
+    if policy == "fixed:4":
+        assert open_stats["prefetch_depth_mean"] == 4
+    else:
+        assert open_stats["prefetch_depth_mean"] <= 64  # --prefetch-depth-max's default
     assert s1["streams_active"] == 0
     assert d["reads"] == n and d["read_bytes"] == len(data)
     assert d["cache_hits"] + d["cache_misses"] == n, "every block is read exactly once: a hit or a miss"
@@ -1083,6 +1098,46 @@ def test_password_and_tcp_server(world):
         assert d["cache_hits"] == 3
     finally:
         s.cleanup()
+
+
+def test_bad_options_are_clear_errors(world):
+    """Bad input: exit code 1 at once with a message naming the problem, nothing mounted."""
+    mnt, backing = world.root / "mnt", world.root / "backing"
+    mnt.mkdir()
+    backing.mkdir()
+    fallow = str(fallow_bin())
+    cases = {
+        "missing mount point": ([fallow, "fs", str(world.root / "nope"), "--backing", str(backing)], "nope"),
+        "missing backing": ([fallow, "fs", str(mnt), "--backing", str(world.root / "gone")], "--backing"),
+        "block size": ([fallow, "fs", str(mnt), "--backing", str(backing), "--block-bytes", "1000"],
+                       "--block-bytes"),
+        "prefetch policy": ([fallow, "fs", str(mnt), "--backing", str(backing), "--prefetch", "sometimes"],
+                            "--prefetch"),
+        "stats of nothing": ([fallow, "fs", "--stats", str(mnt)], "no fallow fs serves"),
+    }
+    for name, (argv, needle) in cases.items():
+        out = subprocess.run(argv, capture_output=True, timeout=15, stdin=subprocess.DEVNULL)
+        assert out.returncode == 1, f"{name}: exit code {out.returncode}"
+        assert needle in out.stderr.decode(), f"{name}: {out.stderr.decode()!r}"
+        assert not is_mounted(mnt), f"{name}: left a mount"
+
+
+def test_no_server_at_start_then_no_cache(world):
+    """No fallow at the address: the mount works from the backing directory (fallow_connected 0); and
+    --no-cache never uses fallow. Both pass a short model run."""
+    for flags in (["--server", "unix:" + str(world.root / "no-such.sock")], ["--no-cache"]):
+        fs = world.mount(None, "--direct-io", *flags, name="m-" + flags[0].strip("-"))
+        with HangGuard(fs, OP_TIMEOUT_S) as g:
+            fsx = Fsx(fs.mnt, fs.backing, FsxConfig(ops=3000, seed=11, files=4, max_file_bytes=8 * BLOCK),
+                      progress=g.beat)
+            try:
+                fsx.setup()
+                fsx.run()
+            finally:
+                fsx.close_all()
+            st = fs.stats()
+        assert st["fallow_connected"] == 0 and st["cache_hits"] == 0, (flags, st)
+        assert fs.signal(signal.SIGTERM) == 0
 
 
 # ------------------------------------------------------------------------------------------------- 6. lifecycle
