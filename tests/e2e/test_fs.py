@@ -157,8 +157,7 @@ MODEL_CASES = {
     # name: (share of FS_MODEL_OPS, fallow fs flags, block bytes, mmap reads, max file bytes, truncates behind)
     "128k-direct": (0.4, ["--direct-io"], BLOCK, False, 12 * BLOCK, True),
     "4k-direct": (0.3, ["--direct-io", "--block-bytes", "4096"], 4096, False, 96 * 4096, True),
-    # no truncates behind the mount here: PAGECACHE_TRUNCATE_BUG (test_stale_truncate_behind_close_to_open)
-    "128k-pagecache-mmap": (0.3, [], BLOCK, True, 12 * BLOCK, False),
+    "128k-pagecache-mmap": (0.3, [], BLOCK, True, 12 * BLOCK, True),
 }
 
 
@@ -243,16 +242,7 @@ def test_stale_write_behind_while_open(fs_server, world, mode):
             os.close(fd)
 
 
-# The kernel keeps the size it last saw for the attribute timeout; `fallow fs` notices the change at the open
-# (a new epoch, no keep_cache) but does not invalidate the kernel's attributes then, so a page-cache read right
-# after a truncate behind the mount reads up to the old size and gets zeros past the new end.
-PAGECACHE_TRUNCATE_BUG = pytest.mark.xfail(
-    strict=True, reason="fs bug (reported): close-to-open after a truncate behind the mount returns zeros up to "
-    "the old size through the page cache until the attribute timeout")
-
-
-@pytest.mark.parametrize("mode", [
-    "direct-io", pytest.param("pagecache", marks=PAGECACHE_TRUNCATE_BUG)])
+@pytest.mark.parametrize("mode", list(MODES))
 def test_stale_truncate_behind_close_to_open(fs_server, world, mode):
     fs = world.mount(fs_server, *MODES[mode], "--revalidate-ms", 200)
     data = random.randbytes(3 * BLOCK)

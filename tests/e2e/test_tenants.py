@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.resp, pytest.mark.fallow_only]
 TENANTS = ["alpha:100", "beta:200", "gamma:300:ephemeral:yes", "vault:100:persistent", "mc:100"]
 INFO_LINE = re.compile(
     r"^tenant_(?P<name>[^:]+):id=(?P<id>\d+),weight=(?P<weight>\d+),kind=(?P<kind>ephemeral|persistent),"
-    r"shared=(?P<shared>yes|no),resident_bytes=(?P<resident_bytes>\d+),share=(?P<share>[0-9.]+),"
+    r"shared=(?P<shared>yes|no),tier2=(?P<tier2>yes|no),resident_bytes=(?P<resident_bytes>\d+),share=(?P<share>[0-9.]+),"
     r"fairness=(?P<fairness>[0-9.]+),hits=(?P<hits>\d+),misses=(?P<misses>\d+),"
     r"evicted_keys=(?P<evicted_keys>\d+),evicted_bytes=(?P<evicted_bytes>\d+)$")
 PERSISTENT_OOM = ("OOM command not allowed: no room for persistent data of tenant 'vault' "
@@ -212,7 +212,7 @@ def test_tenant_list_get_set(admin, users):
     assert [t.split(":")[0] for t in TENANTS] == names[1:len(TENANTS) + 1]
     beta = tenant_get(admin, "beta")
     assert beta["weight"] == 200 and beta["kind"] == "ephemeral" and beta["shared"] == "no"
-    assert list(beta) == ["id", "weight", "kind", "shared", "resident_bytes", "share", "fairness",
+    assert list(beta) == ["id", "weight", "kind", "shared", "tier2", "resident_bytes", "share", "fairness",
                           "hits", "misses", "evicted_keys", "evicted_bytes"]
     # r_i = w_i / Σw over the tenants holding bytes; an idle tenant shows the share it would get on joining
     every = [tenant_get(admin, name) for name in names]
@@ -238,7 +238,8 @@ def test_tenant_set_creates_with_defaults_and_rebinds_connected_users(admin, use
     assert late.get("seen-before") == "1", "a user without a tenant is the default tenant"
     assert admin.execute_command("TENANT", "SET", "late") == "OK"
     created = tenant_get(admin, "late")
-    assert (created["weight"], created["kind"], created["shared"]) == (100, "ephemeral", "no")
+    assert (created["weight"], created["kind"], created["shared"], created["tier2"]) == (
+        100, "ephemeral", "no", "yes")
     assert late.get("seen-before") is None, "the connected user moved to its own tenant"
     late.set("mine", "1")
     assert admin.get("mine") is None
@@ -257,6 +258,10 @@ def test_tenant_errors(c):
         "ERR kind must be ephemeral or persistent, got 'durable'")
     assert c.cmd("TENANT", "SET", "x", "SHARED", "maybe") == Err(
         "ERR shared must be yes or no, got 'maybe'")
+    assert c.cmd("TENANT", "SET", "x", "TIER2", "maybe") == Err(
+        "ERR tier2 must be yes or no, got 'maybe'")
+    assert c.cmd("TENANT", "SET", "x", "KIND", "persistent", "TIER2", "no") == Err(
+        "ERR a persistent tenant keeps tier 2 (TIER2 no is for ephemeral tenants)")
     assert c.cmd("TENANT", "SET", "x", "WEIGHT") == Err("ERR syntax error")
     assert c.cmd("TENANT", "SET", "x", "COLOR", "red") == Err("ERR syntax error")
     assert c.cmd("TENANT", "SET", "a:b").startswith("ERR invalid tenant name 'a:b'")
@@ -269,6 +274,37 @@ def test_tenant_errors(c):
     assert c.cmd("TENANT") == Err("ERR wrong number of arguments for 'tenant' command")
     help_lines = c.cmd("TENANT", "HELP")
     assert any(line.startswith("SET <name>") for line in help_lines)
+
+
+def test_tenant_tier2_switch_round_trip(admin):
+    assert tenant_get(admin, "alpha")["tier2"] == "yes", "tier 2 is on unless declared off"
+    assert admin.execute_command("TENANT", "SET", "blocks", "WEIGHT", "40", "TIER2", "no") == "OK"
+    blocks = tenant_get(admin, "blocks")
+    assert (blocks["weight"], blocks["kind"], blocks["tier2"]) == (40, "ephemeral", "no")
+    assert info_tenants(admin)["blocks"]["tier2"] == "no"
+    # Options left out keep their value; a persistent tenant needs tier 2 back first.
+    assert admin.execute_command("TENANT", "SET", "blocks", "WEIGHT", "50") == "OK"
+    assert tenant_get(admin, "blocks")["tier2"] == "no"
+    with pytest.raises(redis.ResponseError, match="a persistent tenant keeps tier 2"):
+        admin.execute_command("TENANT", "SET", "blocks", "KIND", "persistent")
+    assert tenant_get(admin, "blocks")["kind"] == "ephemeral", "a refused SET changes nothing"
+    assert admin.execute_command("TENANT", "SET", "blocks", "KIND", "persistent", "TIER2", "yes") == "OK"
+    blocks = tenant_get(admin, "blocks")
+    assert (blocks["kind"], blocks["tier2"]) == ("persistent", "yes")
+    assert admin.execute_command("TENANT", "SET", "blocks", "KIND", "ephemeral", "tier2", "NO") == "OK"
+    assert tenant_get(admin, "blocks")["tier2"] == "no"
+
+
+def test_tier2_declared_off_on_the_command_line():
+    server = start(["--tenant", "fs:100:ephemeral:no:no", "--tenant", "old:100:ephemeral:no"])
+    try:
+        with RawConn(port=server.port) as conn:
+            fs = dict(zip(*[iter(conn.cmd("TENANT", "GET", "fs"))] * 2))
+            old = dict(zip(*[iter(conn.cmd("TENANT", "GET", "old"))] * 2))
+            assert (fs[b"kind"], fs[b"tier2"]) == (b"ephemeral", b"no")
+            assert old[b"tier2"] == b"yes", "a declaration without the field keeps tier 2"
+    finally:
+        server.cleanup()
 
 
 @pytest.fixture
@@ -366,7 +402,8 @@ def test_tenants_from_a_toml_file_and_flags(tmp_path):
 
 
 @pytest.mark.parametrize("bad", ["solo", "x:0", "x:1:durable", "x:1:ephemeral:maybe",
-                                 "default:1:ephemeral:no"])
+                                 "default:1:ephemeral:no", "x:1:ephemeral:no:maybe",
+                                 "x:1:persistent:no:no", "x:1:ephemeral:no:no:extra"])
 def test_bad_tenant_flags_stop_startup(bad):
     result = subprocess.run([str(fallow_bin()), "--port", "0", "--memcache-port", "0",
                              "--unixsocket", "", "--tenant", bad],

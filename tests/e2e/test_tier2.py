@@ -1005,3 +1005,78 @@ def test_memcached_gets_read_tier2_ahead(launch, tmp_path):
     print("append/incr on stubs:", writes)
     assert writes["async_reads"] >= (len(builds) + len(arith)) // 2 and writes["sync_reads"] <= 8, writes
     assert int(third["tier2_lost_keys"]) == 0 and int(third["tier2_read_errors"]) == 0, third
+
+
+# --------------------------------------------------------------------------- 12. a tenant with tier 2 off
+def tenant_fields(c: RawConn, name: str) -> dict[bytes, object]:
+    reply = c.cmd("TENANT", "GET", name)
+    return dict(zip(reply[::2], reply[1::2]))
+
+
+def test_tier2_off_tenant_is_evicted_not_demoted(launch, tmp_path):
+    """An ephemeral tenant with TIER2 no (a cache of disk blocks) leaves RAM by eviction even with tier 2
+    attached and every departure admitted; another tenant's data still goes to tier 2."""
+    s = launch(tmp_path / "data", maxmemory="16mb", maxmemory_policy="allkeys-lru", shards=4,
+               tier2_admission="all", tenant="blocks:100:ephemeral:no:no")
+    n, size = 2560, 16 * KIB  # 40 MiB into 16 MiB
+    with RawConn(port=s.port) as admin:
+        assert admin.cmd("TENANT", "SET", "cache", "WEIGHT", 100) == "OK"
+        for name in ("blocks", "cache"):
+            assert admin.cmd("ACL", "SETUSER", name, "on", f">{PASSWORD}", "~*", "+@all") == "OK"
+    blocks = {b"b:%05d" % i: value_for(b"b:%05d" % i, size) for i in range(n)}
+    with tenant_conn(s, "blocks", timeout=30) as c:
+        replies = pipeline(c, (("SET", k, v) for k, v in blocks.items()), batch=32)
+        assert all(r == "OK" for r in replies), [r for r in replies if r != "OK"][:3]
+        got = pipeline(c, (("GET", k) for k in blocks), batch=32)
+        correct, missing, errors, wrong = classify(got, blocks)
+        t2 = info(c)
+        evicted = tenant_fields(c, "blocks")[b"evicted_keys"]
+    assert (errors, wrong) == (0, []), (errors, wrong[:3])
+    assert missing > n // 2 and correct > 0, (correct, missing)
+    assert int(t2["tier2_demotions"]) == 0 and int(t2["tier2_clean_ahead_bytes"]) == 0, t2
+    assert evicted == missing, "every departure is an eviction of the tenant"
+    cache = {b"c:%05d" % i: value_for(b"c:%05d" % i, size) for i in range(n)}
+    with tenant_conn(s, "cache", timeout=30) as c:
+        replies = pipeline(c, (("SET", k, v) for k, v in cache.items()), batch=32)
+        assert all(r == "OK" for r in replies), [r for r in replies if r != "OK"][:3]
+        got = pipeline(c, (("GET", k) for k in cache), batch=32)
+        correct, missing, errors, wrong = classify(got, cache)
+        t2 = info(c)
+    assert int(t2["tier2_demotions"]) > n // 2, t2
+    assert (correct, errors, wrong) == (n, 0, []), (correct, missing, errors, wrong[:3])
+
+
+def test_tier2_switch_survives_restart_and_old_tenants_conf_loads(launch, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    # A tenants.conf written before the tier2 field: its tenants keep tier 2.
+    (data / "tenants.conf").write_text("vault:100:persistent:no\nold:70:ephemeral:no\n")
+    s = launch(data)
+    with RawConn(port=s.port) as admin:
+        assert tenant_fields(admin, "old")[b"tier2"] == b"yes"
+        assert tenant_fields(admin, "vault")[b"tier2"] == b"yes"
+        assert admin.cmd("TENANT", "SET", "blocks", "WEIGHT", 30, "TIER2", "no") == "OK"
+        assert admin.cmd("TENANT", "SET", "vault", "TIER2", "no") == Err(
+            "ERR a persistent tenant keeps tier 2 (TIER2 no is for ephemeral tenants)")
+    assert s.stop() == 0, s.logtext()
+    saved = (data / "tenants.conf").read_text().splitlines()
+    assert saved == ["vault:100:persistent:no:yes", "old:70:ephemeral:no:yes", "blocks:30:ephemeral:no:no"]
+
+    s = launch(data)
+    with RawConn(port=s.port) as admin:
+        blocks = tenant_fields(admin, "blocks")
+        assert (blocks[b"weight"], blocks[b"kind"], blocks[b"tier2"]) == (30, b"ephemeral", b"no")
+        assert admin.cmd("TENANT", "SET", "blocks", "TIER2", "yes") == "OK"
+    assert s.stop() == 0, s.logtext()
+    s = launch(data)
+    with RawConn(port=s.port) as admin:
+        assert tenant_fields(admin, "blocks")[b"tier2"] == b"yes"
+
+
+def test_a_tenants_conf_with_a_bad_tier2_field_stops_startup(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "tenants.conf").write_text("vault:100:persistent:no:no\n")
+    r, out = run_fallow(tmp_path, "--dir", data, "--tier2-size", "64mb")
+    assert r.returncode != 0 and "a persistent tenant keeps tier 2" in out, out
+    assert "panicked" not in out

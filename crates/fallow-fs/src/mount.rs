@@ -180,9 +180,11 @@ fn serve_backing(
         counters.clone(),
     );
     let handles = fs.handles.clone();
+    let notifier_slot = fs.notifier.clone();
     let session = fuser::Session::new(fs, &args.mountpoint, config)
         .with_context(|| format!("mounting {}", args.mountpoint.display()))?;
     let notifier = session.notifier();
+    let _ = notifier_slot.set(notifier.clone());
     let session = session.spawn()?;
     tracing::info!(mountpoint = %args.mountpoint.display(), backing = %backing.display(), cache = cache.is_some(), "fallow fs mounted");
     let mut watcher = Watcher::new(

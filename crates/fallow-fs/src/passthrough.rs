@@ -39,6 +39,8 @@ pub struct Passthrough {
     dirs: Mutex<HashMap<u64, Arc<DirHandle>>>,
     next_handle: AtomicU64,
     pub cache: Option<Arc<BlockCache>>,
+    /// Set once the session exists (it is made from this filesystem).
+    pub notifier: Arc<std::sync::OnceLock<fuser::Notifier>>,
     prefetch: Prefetch,
     ttl: Duration,
     direct_io: bool,
@@ -125,6 +127,7 @@ impl Passthrough {
             dirs: Mutex::new(HashMap::new()),
             next_handle: AtomicU64::new(1),
             cache,
+            notifier: Arc::new(std::sync::OnceLock::new()),
             prefetch,
             ttl,
             direct_io,
@@ -194,8 +197,16 @@ impl Passthrough {
         let file = sys::reopen(inode.fd(), flags & !strip)?;
         let mut fopen = FopenFlags::empty();
         if let Some(cache) = &self.cache {
-            if cache.open(&inode.state, &file)? && !self.direct_io {
+            let unchanged = cache.open(&inode.state, &file)?;
+            if unchanged && !self.direct_io {
                 fopen |= FopenFlags::FOPEN_KEEP_CACHE;
+            }
+            if !unchanged {
+                // Changed behind the mount: the kernel must not go on with the size it cached (it would
+                // read up to an old, larger size). Attributes only (offset -1): safe inside a request.
+                if let Some(notifier) = self.notifier.get() {
+                    let _ = notifier.inval_inode(INodeNo(inode.fuse_ino), -1, 0);
+                }
             }
             if flags & libc::O_TRUNC != 0 {
                 cache.new_epoch(&inode.state);

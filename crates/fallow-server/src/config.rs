@@ -140,8 +140,8 @@ pub struct Cli {
     /// Log level: error, warn, info, debug, trace (or a tracing filter).
     #[arg(long, env = "FALLOW_LOG_LEVEL")]
     pub log_level: Option<String>,
-    /// A tenant, `name:weight[:ephemeral|persistent[:yes|no (shared)]]`; repeatable, added after the
-    /// file's `tenants`. A RESP user's tenant is the one named like the user.
+    /// A tenant, `name:weight[:ephemeral|persistent[:yes|no (shared)[:yes|no (tier2)]]]`; repeatable,
+    /// added after the file's `tenants`. A RESP user's tenant is the one named like the user.
     #[arg(long = "tenant", env = "FALLOW_TENANTS", value_delimiter = ',')]
     pub tenants: Vec<String>,
     /// Tenant of the memcached listener (the default tenant while none of that name exists).
@@ -303,7 +303,7 @@ pub struct Config {
     pub client_output_buffer_limit: crate::clients::memory::OutputBufferLimits,
     pub maxmemory_clients: crate::clients::memory::ClientsMemoryLimit,
     pub log_level: String,
-    /// Tenants defined at startup, `name:weight[:kind[:shared]]` each.
+    /// Tenants defined at startup, `name:weight[:kind[:shared[:tier2]]]` each.
     pub tenants: Vec<String>,
     pub memcache_tenant: String,
     /// memcached clients authenticate as ACL users (SASL PLAIN, text `set` credentials).

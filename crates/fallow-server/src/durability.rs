@@ -3,7 +3,7 @@
 //! restart), and tier 2 (the log file, its recovery at start and its durability waits).
 //!
 //! Files: `fallow.lock` (flock held for the process's life), `tenants.conf` (one declaration
-//! `name:weight:kind:shared` per line, in id order, so ids and the keyspace addresses in tier 2's records
+//! `name:weight:kind:shared:tier2` per line, in id order, so ids and the keyspace addresses in tier 2's records
 //! stay the same), `users.acl` (ACL LIST lines; the default user comes from the configuration),
 //! `functions.rdb` (the Redis 7 function libraries as a FUNCTION DUMP payload, with its checksum), and the
 //! tier-2 file (`tier2.dat` unless `--tier2-path` puts it elsewhere). Files are replaced atomically
@@ -475,11 +475,12 @@ impl Durability {
             .skip(1) // the default tenant is built in
             .map(|spec| {
                 format!(
-                    "{}:{}:{}:{}\n",
+                    "{}:{}:{}:{}:{}\n",
                     spec.name,
                     spec.weight,
                     spec.kind.name(),
-                    if spec.shared { "yes" } else { "no" }
+                    crate::units::yes_no(spec.shared),
+                    crate::units::yes_no(spec.tier2)
                 )
             })
             .collect();

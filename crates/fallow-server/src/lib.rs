@@ -9,6 +9,7 @@ pub mod connection;
 pub mod durability;
 pub mod elastic;
 pub mod fdlimit;
+pub mod fscache;
 #[cfg(test)]
 mod fuzz_replay;
 #[doc(hidden)]

@@ -174,6 +174,7 @@ pub fn render(server: &Server) -> String {
     server_metrics(&mut exposition, server);
     txn_metrics(&mut exposition, server);
     tier2_metrics(&mut exposition, server);
+    fscache_metrics(&mut exposition, server);
     let mut text = String::new();
     encode(&mut text, &exposition.registry).expect("writing to a String cannot fail");
     text
@@ -191,6 +192,58 @@ fn tier2_metrics(exposition: &mut Exposition, server: &Server) {
             let help = format!("INFO tier2 {name}");
             exposition.gauge_f64(&format!("fallow_{name}"), &help, value);
         }
+    }
+}
+
+/// Each mount's last report as gauges `fallow_fscache_<field>{mount="<path>"}`, the mount count and
+/// the FSCACHE events.
+fn fscache_metrics(exposition: &mut Exposition, server: &Server) {
+    let caches = &server.fscache;
+    let mounts = caches.snapshot(std::time::Instant::now());
+    exposition.gauge_f64(
+        "fallow_fscache_mounts",
+        "File caches (fallow fs mounts) reporting",
+        mounts.len() as f64,
+    );
+    let events = caches
+        .stats
+        .fields()
+        .into_iter()
+        .map(|(event, count)| {
+            (event.to_string(), move |counter: &Counter| {
+                counter.inc_by(count);
+            })
+        })
+        .collect();
+    exposition.family(
+        "fallow_fscache_events",
+        "FSCACHE reports accepted and refused, mounts added, dropped on disconnect, expired",
+        "event",
+        events,
+    );
+    // Field by field: one family per field name, a row per mount that reports it.
+    let mut by_field: std::collections::BTreeMap<&str, Vec<(String, f64)>> = Default::default();
+    for (mount, report) in &mounts {
+        // The label's own escaping (OpenMetrics: \\ \" \n) keeps the page well formed.
+        let mount = String::from_utf8_lossy(mount).into_owned();
+        for (field, value) in &report.fields {
+            by_field
+                .entry(field.as_str())
+                .or_default()
+                .push((mount.clone(), value.as_f64()));
+        }
+    }
+    for (field, rows) in by_field {
+        let rows = rows
+            .into_iter()
+            .map(|(mount, value)| {
+                (mount, move |gauge: &GaugeF64| {
+                    gauge.set(value);
+                })
+            })
+            .collect();
+        let help = format!("fallow fs counter {field}, by mount");
+        exposition.family(&format!("fallow_fscache_{field}"), &help, "mount", rows);
     }
 }
 
@@ -321,10 +374,15 @@ fn reclaim_metrics(exposition: &mut Exposition, figures: &Figures) {
 
 fn tenant_metrics(exposition: &mut Exposition, server: &Server) {
     let tenants = server.store.tenant_snapshots();
-    let gauges: [(&str, &str, TenantFigure<f64>); 4] = [
+    let gauges: [(&str, &str, TenantFigure<f64>); 5] = [
         ("fallow_tenant_weight", "Tenant weight w_i", |tenant| {
             tenant.weight as f64
         }),
+        (
+            "fallow_tenant_tier2",
+            "Tenant items may go to tier 2 (1) or are evicted instead (0)",
+            |tenant| f64::from(u8::from(tenant.tier2)),
+        ),
         (
             "fallow_tenant_resident_bytes",
             "Tenant resident bytes c_i",
@@ -520,6 +578,7 @@ mod tests {
             "fallow_reclaim_seconds_total{path=\"fast\"} ",
             "fallow_reclaim_runs_total{path=\"careful\"} ",
             "fallow_tenant_weight{tenant=\"default\"} ",
+            "fallow_tenant_tier2{tenant=\"default\"} 1",
             "fallow_tenant_resident_bytes{tenant=\"default\"} ",
             "fallow_tenant_share{tenant=\"default\"} ",
             "fallow_tenant_fairness{tenant=\"default\"} ",
@@ -542,6 +601,38 @@ mod tests {
             assert!(response.contains(name), "{name} missing from\n{response}");
         }
         assert!(response.ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn file_cache_reports_are_gauges_by_mount() {
+        use crate::fscache::Value;
+        let server = server();
+        let fields = vec![
+            ("reads".to_string(), Value::Integer(42)),
+            (
+                "prefetch_accuracy".to_string(),
+                Value::Decimal("0.75".into()),
+            ),
+        ];
+        let now = std::time::Instant::now();
+        server.fscache.report(b"/mnt/a b", fields, 1, now).unwrap();
+        let odd = vec![("reads".to_string(), Value::Integer(1))];
+        server
+            .fscache
+            .report(b"/mnt/\"q\"\n\\", odd, 1, now)
+            .unwrap();
+        let text = render(&server);
+        for line in [
+            "fallow_fscache_mounts 2",
+            "fallow_fscache_reads{mount=\"/mnt/a b\"} 42",
+            "fallow_fscache_prefetch_accuracy{mount=\"/mnt/a b\"} 0.75",
+            "fallow_fscache_reads{mount=\"/mnt/\\\"q\\\"\\n\\\\\"} 1",
+            "fallow_fscache_events_total{event=\"reports\"} 2",
+        ] {
+            assert!(text.contains(line), "{line} missing from\n{text}");
+        }
+        server.fscache.connection_closed(1);
+        assert!(!render(&server).contains("fallow_fscache_reads"));
     }
 
     #[test]

@@ -40,6 +40,8 @@ pub struct Server {
     pub memcache: crate::stats::McStats,
     /// Shared-memory channels (INFO shm).
     pub shm: crate::stats::ShmStats,
+    /// The mounted file caches' last reports (FSCACHE, INFO fscache).
+    pub fscache: crate::fscache::FsCaches,
     /// Whether the memcached listener is open; woken when users or settings change (auth gating).
     pub memcache_gate: crate::net::memcache::gate::ListenerGate,
     pub started: Instant,
@@ -210,6 +212,7 @@ impl Server {
             stats: ServerStats::default(),
             memcache: crate::stats::McStats::default(),
             shm: crate::stats::ShmStats::default(),
+            fscache: crate::fscache::FsCaches::default(),
             memcache_gate: crate::net::memcache::gate::ListenerGate::default(),
             started: Instant::now(),
             run_id,
@@ -400,6 +403,7 @@ impl Server {
         self.pubsub.unsubscribe_all(id);
         self.tracking.unregister(id);
         self.monitors.remove(id);
+        self.fscache.connection_closed(id);
         // After unsubscribing: no PUBLISH adds to its queue any more.
         if let Some(handle) = handle {
             self.clients_memory.release(&handle);

@@ -1,5 +1,5 @@
 //! Tenants as the server sees them (Mortar §5.2, DESIGN.md "Tenants"): parsing tenant declarations
-//! (`name:weight[:kind[:shared]]` from the TOML `tenants` list and `--tenant` flags), which tenant a
+//! (`name:weight[:kind[:shared[:tier2]]]` from the TOML `tenants` list and `--tenant` flags), which tenant a
 //! connection writes as and which keyspace it sees (`TenantBinding`), and per-tenant figures summed over
 //! the shards (INFO tenants, TENANT GET).
 //!
@@ -45,12 +45,25 @@ pub fn parse_shared(text: &str) -> Result<bool, String> {
     }
 }
 
-/// Parses a declaration `name:weight[:kind[:shared]]` (kind defaults to ephemeral, shared to no).
+pub fn parse_tier2(text: &str) -> Result<bool, String> {
+    parse_shared(text).map_err(|_| format!("tier2 must be yes or no, got '{text}'"))
+}
+
+/// Why a spec cannot be: a persistent tenant keeps tier 2 (its log there is its durability).
+pub fn check_tier2(spec: &TenantSpec) -> Result<(), String> {
+    match spec.kind == TenantKind::Persistent && !spec.tier2 {
+        true => Err("a persistent tenant keeps tier 2 (TIER2 no is for ephemeral tenants)".into()),
+        false => Ok(()),
+    }
+}
+
+/// Parses a declaration `name:weight[:kind[:shared[:tier2]]]` (kind defaults to ephemeral, shared to
+/// no, tier2 to yes: `tenants.conf` files written before the field still load).
 pub fn parse_declaration(text: &str) -> Result<TenantSpec, String> {
     let parts: Vec<&str> = text.trim().split(':').collect();
-    if !(2..=4).contains(&parts.len()) {
+    if !(2..=5).contains(&parts.len()) {
         return Err(format!(
-            "tenant '{text}': expected name:weight[:kind[:shared]]"
+            "tenant '{text}': expected name:weight[:kind[:shared[:tier2]]]"
         ));
     }
     let name = parts[0];
@@ -60,7 +73,7 @@ pub fn parse_declaration(text: &str) -> Result<TenantSpec, String> {
         ));
     }
     let context = |error: String| format!("tenant '{text}': {error}");
-    Ok(TenantSpec {
+    let spec = TenantSpec {
         name: name.to_string(),
         weight: parse_weight(parts[1]).map_err(context)?,
         kind: parts
@@ -72,7 +85,13 @@ pub fn parse_declaration(text: &str) -> Result<TenantSpec, String> {
             Some(shared) => parse_shared(shared).map_err(context)?,
             None => name == "default",
         },
-    })
+        tier2: parts
+            .get(4)
+            .map_or(Ok(true), |tier2| parse_tier2(tier2))
+            .map_err(context)?,
+    };
+    check_tier2(&spec).map_err(context)?;
+    Ok(spec)
 }
 
 /// Which tenant a connection writes as and which namespace its keys live in.
@@ -126,12 +145,13 @@ pub fn snapshots(
 }
 
 /// The fields of one tenant as INFO and TENANT GET list them, in order.
-pub fn fields(snapshot: &TenantSnapshot) -> [(&'static str, String); 11] {
+pub fn fields(snapshot: &TenantSnapshot) -> [(&'static str, String); 12] {
     [
         ("id", snapshot.id.to_string()),
         ("weight", snapshot.weight.to_string()),
         ("kind", snapshot.kind.name().to_string()),
         ("shared", crate::units::yes_no(snapshot.shared).to_string()),
+        ("tier2", crate::units::yes_no(snapshot.tier2).to_string()),
         ("resident_bytes", snapshot.resident_bytes.to_string()),
         ("share", format!("{:.6}", snapshot.share)),
         ("fairness", format!("{:.6}", snapshot.fairness)),
@@ -195,9 +215,17 @@ mod tests {
         assert_eq!(spec.weight, 200);
         assert_eq!(spec.kind, TenantKind::Ephemeral);
         assert!(!spec.shared);
+        assert!(spec.tier2, "tier 2 is on unless declared off");
         let spec = parse_declaration("db:50:persistent:yes").unwrap();
         assert_eq!(spec.kind, TenantKind::Persistent);
         assert!(spec.shared);
+        assert!(spec.tier2);
+        let spec = parse_declaration("fs:100:ephemeral:no:no").unwrap();
+        assert_eq!(
+            (spec.kind, spec.shared, spec.tier2),
+            (TenantKind::Ephemeral, false, false)
+        );
+        assert!(parse_declaration("fs:100:ephemeral:no:yes").unwrap().tier2);
         assert!(
             parse_declaration("default:300").unwrap().shared,
             "the default tenant stays in the common keyspace"
@@ -215,6 +243,9 @@ mod tests {
             "web:1:cache",
             "web:1:ephemeral:maybe",
             "web:1:ephemeral:no:extra",
+            "web:1:ephemeral:no:no:extra",
+            "web:1:persistent:no:no",
+            "web:1:ephemeral:no:",
             ":1",
             "a,b:1",
         ] {
@@ -239,6 +270,7 @@ mod tests {
             weight: 200,
             kind: TenantKind::Persistent,
             shared: false,
+            tier2: true,
             resident_bytes: 4096,
             share: 0.25,
             fairness: 1.5,
@@ -251,7 +283,7 @@ mod tests {
         info_section(&[snapshot], &mut text);
         assert_eq!(
             text,
-            "# Tenants\r\ntenant_web:id=3,weight=200,kind=persistent,shared=no,resident_bytes=4096,\
+            "# Tenants\r\ntenant_web:id=3,weight=200,kind=persistent,shared=no,tier2=yes,resident_bytes=4096,\
              share=0.250000,fairness=1.500000,hits=7,misses=2,evicted_keys=1,evicted_bytes=64\r\n"
         );
     }

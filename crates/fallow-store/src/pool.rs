@@ -52,6 +52,10 @@ pub struct TenantSpec {
     pub kind: TenantKind,
     /// Its keys live in the common keyspace (visible to every shared tenant and the default one).
     pub shared: bool,
+    /// Its items may go to tier 2 when they leave RAM (an ephemeral tenant with this off is evicted
+    /// instead, as without tier 2: a cache of disk blocks gains nothing from a copy on the same disk).
+    /// A persistent tenant always keeps it (its tier-2 log is its durability).
+    pub tier2: bool,
 }
 
 impl TenantSpec {
@@ -61,6 +65,7 @@ impl TenantSpec {
             weight: 100,
             kind: TenantKind::Ephemeral,
             shared: true,
+            tier2: true,
         }
     }
 
@@ -80,6 +85,9 @@ pub struct TenantCounters {
     pub resident_bytes: AtomicUsize,
     /// The tenant is persistent (a copy of its spec's kind that writes read without the tenants' lock).
     pub persistent: AtomicBool,
+    /// The tenant is ephemeral with tier 2 off: its items never go to tier 2 (read without the lock by
+    /// the shards; false, the default, for ids no tenant has yet).
+    pub tier2_off: AtomicBool,
     pub hits: AtomicU64,
     pub misses: AtomicU64,
     pub evicted_keys: AtomicU64,
@@ -98,6 +106,7 @@ pub struct TenantSnapshot {
     pub weight: u32,
     pub kind: TenantKind,
     pub shared: bool,
+    pub tier2: bool,
     pub resident_bytes: usize,
     /// r_i = w_i / Σw over the tenants that hold bytes (see `share_of`).
     pub share: f64,
@@ -234,6 +243,12 @@ impl Pool {
         if spec.name.is_empty() || spec.name.len() > 64 {
             return Err("tenant names are 1..64 bytes".into());
         }
+        if spec.kind == TenantKind::Persistent && !spec.tier2 {
+            return Err(
+                "a persistent tenant keeps tier 2 (its log is its durability): TIER2 no is for ephemeral tenants"
+                    .into(),
+            );
+        }
         let mut tenants = self.tenants.write();
         if let Some(id) = tenants
             .iter()
@@ -247,24 +262,35 @@ impl Pool {
             {
                 return Err("a tenant holding data cannot change keyspace (SHARED)".into());
             }
-            self.counters[id]
-                .persistent
-                .store(spec.kind == TenantKind::Persistent, Ordering::Relaxed);
+            self.publish_flags(id, &spec);
             tenants[id].spec = spec;
             return Ok(id as TenantId);
         }
         if tenants.len() >= TENANTS_MAX {
             return Err(format!("at most {TENANTS_MAX} tenants"));
         }
-        self.counters[tenants.len()]
-            .persistent
-            .store(spec.kind == TenantKind::Persistent, Ordering::Relaxed);
+        self.publish_flags(tenants.len(), &spec);
         tenants.push(Tenant { spec });
         assert!(
             tenants.len() <= self.counters.len(),
             "every tenant has its counters"
         );
         Ok((tenants.len() - 1) as TenantId)
+    }
+
+    /// Copies the options the shards read without the tenants' lock into the tenant's counters.
+    fn publish_flags(&self, id: usize, spec: &TenantSpec) {
+        let persistent = spec.kind == TenantKind::Persistent;
+        assert!(
+            !persistent || spec.tier2,
+            "define refuses a persistent tenant without tier 2"
+        );
+        self.counters[id]
+            .persistent
+            .store(persistent, Ordering::Relaxed);
+        self.counters[id]
+            .tier2_off
+            .store(!persistent && !spec.tier2, Ordering::Relaxed);
     }
 
     /// Every tenant's spec, by id.
@@ -294,6 +320,11 @@ impl Pool {
     /// True when the tenant is persistent (lock-free: every write asks).
     pub fn is_persistent(&self, id: TenantId) -> bool {
         self.counters(id).persistent.load(Ordering::Relaxed)
+    }
+
+    /// True when the tenant's items may be written to tier 2 (lock-free: every departure asks).
+    pub fn tier2_allowed(&self, id: TenantId) -> bool {
+        !self.counters(id).tier2_off.load(Ordering::Relaxed)
     }
 
     pub fn kind(&self, id: TenantId) -> TenantKind {
@@ -380,6 +411,7 @@ impl Pool {
                     weight: tenant.spec.weight,
                     kind: tenant.spec.kind,
                     shared: tenant.spec.shared,
+                    tier2: tenant.spec.tier2,
                     resident_bytes,
                     share,
                     fairness,
@@ -480,6 +512,7 @@ mod tests {
             weight,
             kind,
             shared: false,
+            tier2: true,
         };
         let small = pool
             .define(spec("small", 100, TenantKind::Ephemeral))

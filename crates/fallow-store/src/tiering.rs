@@ -467,6 +467,7 @@ mod tests {
             weight: 100,
             kind,
             shared: false,
+            tier2: true,
         };
         assert_eq!(
             store.define_tenant(spec("keep", TenantKind::Persistent)),
@@ -1200,5 +1201,142 @@ mod tests {
         finished
             .recv_timeout(Duration::from_secs(30))
             .expect("room-making returned");
+    }
+
+    /// Interleaves `count` writes of the cache tenant (2) and of `blocks` (3, ephemeral, tier 2 off)
+    /// through 256 KiB of RAM with tier 2 attached, cleaning and cleaning ahead as the server does.
+    fn fill_two_tenants(store: &Store, tier2: &Tier2, count: usize) {
+        let (cache, blocks) = (keyspace(2, 2, 0), keyspace(3, 3, 0));
+        for i in 0..count {
+            set(store, cache, format!("c{i}").as_bytes(), &value(i));
+            set(store, blocks, format!("c{i}").as_bytes(), &value(i));
+            let (_, total) = tier2.regions_free_total();
+            store
+                .tier2_maintain(crate::admission::regions_kept_free(total), 8)
+                .unwrap();
+            store.tier2_clean_ahead(16 << 10);
+        }
+    }
+
+    #[test]
+    fn an_ephemeral_tenant_with_tier2_off_is_evicted_not_demoted() {
+        let (cache, blocks) = (keyspace(2, 2, 0), keyspace(3, 3, 0));
+        let (_dir, store, tier2) = cache_store("tiering-tier2-off", AdmissionRule::All);
+        let spec = TenantSpec {
+            name: "blocks".into(),
+            weight: 100,
+            kind: TenantKind::Ephemeral,
+            shared: false,
+            tier2: false,
+        };
+        assert_eq!(store.define_tenant(spec), Ok(3));
+        fill_two_tenants(&store, &tier2, 1500);
+        let stubs = |space| (0..1500).filter(|&i| is_stub(&store, space, i)).count();
+        let present = |space| (0..1500).filter(|&i| exists(&store, space, i)).count();
+        let (cache_stubs, block_stubs) = (stubs(cache), stubs(blocks));
+        assert!(
+            cache_stubs > 100,
+            "the other tenant is demoted: {cache_stubs} stubs"
+        );
+        assert_eq!(
+            block_stubs, 0,
+            "nothing of the tier2-off tenant is on tier 2"
+        );
+        let blocks_present = present(blocks);
+        assert!(
+            blocks_present < 1500,
+            "the tier2-off tenant's keys were evicted"
+        );
+        let snapshot = store.tenant_snapshots()[3].clone();
+        assert!(!snapshot.tier2);
+        assert_eq!(
+            snapshot.evicted_keys,
+            (1500 - blocks_present) as u64,
+            "every departure is counted as an eviction"
+        );
+        // What stayed reads back whole.
+        for i in (0..1500).filter(|&i| exists(&store, blocks, i)) {
+            assert_eq!(
+                get(&store, blocks, format!("c{i}").as_bytes()),
+                Some(value(i))
+            );
+        }
+    }
+
+    #[test]
+    fn an_elastic_shrink_drops_a_tier2_off_tenant_and_stubs_the_other() {
+        use crate::pool::ReclaimPath;
+        let (cache, blocks) = (keyspace(2, 2, 0), keyspace(3, 3, 0));
+        let dir = TempDir::new("tiering-tier2-off-elastic");
+        let store = store(0);
+        let (tier2, _) = attach_with(&store, &dir, 64, AdmissionRule::All);
+        let spec = TenantSpec {
+            name: "blocks".into(),
+            weight: 100,
+            kind: TenantKind::Ephemeral,
+            shared: false,
+            tier2: false,
+        };
+        assert_eq!(store.define_tenant(spec), Ok(3));
+        store.set_pool_limit_bytes(1 << 20);
+        fill_two_tenants(&store, &tier2, 1000);
+        let stubs = |space| (0..1000).filter(|&i| is_stub(&store, space, i)).count();
+        let before = (stubs(cache), stubs(blocks));
+        for path in [ReclaimPath::Careful, ReclaimPath::Fast] {
+            store.reclaim(store.resident_bytes() / 4, path);
+        }
+        let after = (stubs(cache), stubs(blocks));
+        assert!(
+            after.0 > before.0,
+            "the cache tenant's copies became stubs: {before:?} -> {after:?}"
+        );
+        assert_eq!(
+            after.1, 0,
+            "a shrink writes nothing and keeps no stub of the tier2-off tenant"
+        );
+        let blocks_present = (0..1000).filter(|&i| exists(&store, blocks, i)).count();
+        assert_eq!(
+            store.tenant_snapshots()[3].evicted_keys,
+            (1000 - blocks_present) as u64
+        );
+    }
+
+    #[test]
+    fn turning_tier2_off_evicts_the_stubs_a_tenant_had() {
+        let cache = keyspace(2, 2, 0);
+        let (_dir, store, tier2) = cache_store("tiering-tier2-switch", AdmissionRule::All);
+        fill_cache(&store, &tier2, 0..1500, |_| {});
+        let stubs = |store: &Store| (0..3000).filter(|&i| is_stub(store, cache, i)).count();
+        let stubs_before = stubs(&store);
+        assert!(stubs_before > 100);
+        let mut spec = store.tenant_spec(2).unwrap();
+        spec.tier2 = false;
+        store.define_tenant(spec).unwrap();
+        let demoted = load(&tier_stats(&store).demoted_keys);
+        fill_cache(&store, &tier2, 1500..6000, |_| {});
+        assert_eq!(
+            load(&tier_stats(&store).demoted_keys),
+            demoted,
+            "no demotion after the switch"
+        );
+        assert!(
+            (1500..6000).all(|i| !is_stub(&store, cache, i)),
+            "no new stub after the switch"
+        );
+        let stubs_after = stubs(&store);
+        assert!(
+            stubs_after < stubs_before / 2,
+            "the stubs from before the switch are evicted under pressure: {stubs_before} -> {stubs_after}"
+        );
+    }
+
+    #[test]
+    fn a_persistent_tenant_keeps_tier2() {
+        let store = store(0);
+        let mut spec = store.tenant_spec(1).unwrap();
+        spec.tier2 = false;
+        let error = store.define_tenant(spec).unwrap_err();
+        assert!(error.contains("persistent"), "{error}");
+        assert!(store.tenant_spec(1).unwrap().tier2, "unchanged");
     }
 }

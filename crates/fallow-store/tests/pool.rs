@@ -26,6 +26,7 @@ fn tenant(store: &Store, name: &str, weight: u32, kind: TenantKind) -> TenantId 
             weight,
             kind,
             shared: false,
+            tier2: true,
         })
         .unwrap()
 }
@@ -212,6 +213,7 @@ fn tenants_keyspaces_are_private_and_shared_tenants_use_the_common_one() {
             weight: 100,
             kind: TenantKind::Ephemeral,
             shared: true,
+            tier2: true,
         })
         .unwrap();
     assert!(write(&store, first, b"k", b"one", now_ms()));

@@ -14,6 +14,10 @@ use std::sync::Arc;
 /// A block's bytes as read (shorter than a block at the end of the file), or the errno of the read.
 pub type BlockResult = Result<Arc<Vec<u8>>, i32>;
 
+/// Most bytes one backing read covers: consecutive blocks of one file queued together are read with one
+/// request (a device counts requests as well as bytes).
+pub const COALESCE_BYTES_MAX: u64 = 1 << 20;
+
 /// A read-ahead job's outcome when fallow had the block already (nothing was read): a reader that
 /// caught up with it takes the block from fallow. Never a real errno (those are positive).
 const ALREADY_CACHED: i32 = -1;
@@ -144,45 +148,64 @@ impl IoQueue {
         })
     }
 
-    /// A reader needs `block`, which fallow did not have: waits for the read in flight or starts one.
-    /// The bool says whether a read was already in flight (a hit on read-ahead).
-    pub fn demand(&self, file: &Arc<FileState>, epoch: u64, block: u64) -> (BlockResult, bool) {
-        if let Some(job) = self.current_job(file, epoch, block) {
-            if !job.demanded.swap(true, Relaxed) && !job.started.load(Relaxed) {
-                let mut queues = self.queues.lock();
-                queues.demand.push_back(job.clone());
-                drop(queues);
-                self.wake.notify_one();
-            }
-            match job.inflight.wait() {
-                Err(ALREADY_CACHED) => {
-                    if let Some(bytes) = self.cached(file, epoch, block) {
-                        return (Ok(bytes), true);
-                    }
+    /// A reader needs `blocks` (ascending), which fallow did not have: joins the reads in flight and
+    /// queues the others together (consecutive ones become one backing read), then waits for them all.
+    /// Each result says whether a read was already in flight (a hit on read-ahead).
+    pub fn demand(
+        &self,
+        file: &Arc<FileState>,
+        epoch: u64,
+        blocks: &[u64],
+    ) -> Vec<(BlockResult, bool)> {
+        let mut waits = Vec::with_capacity(blocks.len());
+        let mut inline = Vec::new();
+        for &block in blocks {
+            if let Some(job) = self.current_job(file, epoch, block) {
+                if !job.demanded.swap(true, Relaxed) && !job.started.load(Relaxed) {
+                    self.queues.lock().demand.push_back(job.clone());
+                    self.wake.notify_one();
                 }
-                outcome => return (outcome, true),
+                waits.push((job, true));
+                continue;
             }
-        }
-        let job = self.new_job(file, epoch, block, true);
-        self.inflight
-            .lock()
-            .insert(inflight_key(file, epoch, block), job.clone());
-        let queued = {
+            let job = self.new_job(file, epoch, block, true);
+            self.inflight
+                .lock()
+                .insert(inflight_key(file, epoch, block), job.clone());
             let mut queues = self.queues.lock();
             if queues.queued_bytes + self.block_bytes <= self.queue_bytes_max && !queues.stopping {
                 queues.queued_bytes += self.block_bytes;
                 queues.demand.push_back(job.clone());
-                true
+                drop(queues);
+                self.wake.notify_one();
             } else {
-                false
+                // The queue is full: this thread reads these blocks itself rather than wait for room.
+                inline.push(job.clone());
             }
-        };
-        if queued {
-            self.wake.notify_one();
-        } else {
-            // The queue is full: this thread reads the block itself rather than wait for room.
-            self.run_job(&job, false);
+            waits.push((job, false));
         }
+        if !inline.is_empty() {
+            self.run_group(inline, false);
+        }
+        waits
+            .into_iter()
+            .map(|(job, in_flight)| match job.inflight.wait() {
+                Err(ALREADY_CACHED) => match self.cached(file, epoch, job.block) {
+                    Some(bytes) => (Ok(bytes), true),
+                    None => self.demand_alone(file, epoch, job.block),
+                },
+                outcome => (outcome, in_flight),
+            })
+            .collect()
+    }
+
+    /// A block read-ahead found in fallow but gone by the time a reader asked: read it now.
+    fn demand_alone(&self, file: &Arc<FileState>, epoch: u64, block: u64) -> (BlockResult, bool) {
+        let job = self.new_job(file, epoch, block, true);
+        self.inflight
+            .lock()
+            .insert(inflight_key(file, epoch, block), job.clone());
+        self.run_group(vec![job.clone()], false);
         (job.inflight.wait(), false)
     }
 
@@ -229,95 +252,173 @@ impl IoQueue {
 
     fn run(&self) {
         loop {
-            let job = {
+            let group = {
                 let mut queues = self.queues.lock();
                 loop {
                     if queues.stopping {
                         return;
                     }
-                    if let Some(job) = queues
-                        .demand
-                        .pop_front()
-                        .or_else(|| queues.prefetch.pop_front())
-                    {
-                        break job;
+                    if let Some(group) = self.take_group(&mut queues) {
+                        break group;
                     }
                     self.wake.wait(&mut queues);
                 }
             };
-            self.run_job(&job, true);
+            self.run_group(group, true);
         }
     }
 
-    /// Reads the job's block (unless another thread started it), hands the bytes to its waiters, then
-    /// stores them in fallow when no write changed the file meanwhile.
-    fn run_job(&self, job: &Arc<Job>, from_queue: bool) {
-        if job.started.swap(true, Relaxed) {
-            return;
+    /// The next job, with the jobs queued right behind it for the next blocks of the same file (demand
+    /// first, then read-ahead).
+    fn take_group(&self, queues: &mut Queues) -> Option<Vec<Arc<Job>>> {
+        let queue = if queues.demand.is_empty() {
+            &mut queues.prefetch
+        } else {
+            &mut queues.demand
+        };
+        let mut group = vec![queue.pop_front()?];
+        let blocks_max = (COALESCE_BYTES_MAX / self.block_bytes).max(1) as usize;
+        while group.len() < blocks_max {
+            let last = group.last().expect("not empty");
+            match queue.front() {
+                Some(next)
+                    if Arc::ptr_eq(&next.file, &last.file)
+                        && next.epoch == last.epoch
+                        && next.block == last.block + 1 =>
+                {
+                    group.push(queue.pop_front().expect("front exists"));
+                }
+                _ => break,
+            }
         }
+        Some(group)
+    }
+
+    /// Runs the jobs no other thread started: those fallow has already are answered from it (Mortar's
+    /// second look: stored by another reader meanwhile, or read ahead before), the rest are read from
+    /// the backing file, one read per run of consecutive blocks, then stored.
+    fn run_group(&self, group: Vec<Arc<Job>>, from_queue: bool) {
+        let group: Vec<Arc<Job>> = group
+            .into_iter()
+            .filter(|job| !job.started.swap(true, Relaxed))
+            .collect();
         if from_queue {
             let mut queues = self.queues.lock();
-            queues.queued_bytes = queues.queued_bytes.saturating_sub(self.block_bytes);
+            queues.queued_bytes = queues
+                .queued_bytes
+                .saturating_sub(self.block_bytes * group.len() as u64);
         }
-        let key = block_key(job.file.id(), job.epoch, job.block);
-        // Mortar's second look: the block may be in fallow already (stored by another reader's job since
-        // it was missed, or read ahead before). Read-ahead only asks whether it is there.
-        if let Some(remote) = &self.remote {
-            if !job.demanded.load(Relaxed)
-                && matches!(
-                    remote.call(&[b"EXISTS", &key]),
-                    Ok(fallow_client::Reply::Int(1))
-                )
+        let group = self.answer_cached(group);
+        let mut start = 0;
+        for end in 1..=group.len() {
+            if end == group.len()
+                || group[end].block != group[end - 1].block + 1
+                || !Arc::ptr_eq(&group[end].file, &group[start].file)
             {
-                job.inflight.finish(Err(ALREADY_CACHED));
-                self.forget(job);
-                return;
-            }
-            if let Some(bytes) = job
-                .demanded
-                .load(Relaxed)
-                .then(|| self.cached(&job.file, job.epoch, job.block))
-                .flatten()
-            {
-                job.inflight.finish(Ok(bytes));
-                self.forget(job);
-                return;
+                self.read_run(&group[start..end]);
+                start = end;
             }
         }
-        let outcome = job.file.read_block(job.block, self.block_bytes);
-        if let Ok(bytes) = &outcome {
-            self.counters.backing_reads.fetch_add(1, Relaxed);
-            self.counters
-                .backing_read_bytes
-                .fetch_add(bytes.len() as u64, Relaxed);
-        }
-        let outcome = outcome.map(Arc::new);
-        job.inflight.finish(outcome.clone());
-        if let (Ok(bytes), Some(remote)) = (&outcome, &self.remote) {
-            self.store(remote, job, &key, bytes);
-        }
-        self.forget(job);
     }
 
-    fn store(&self, remote: &Remote, job: &Job, key: &[u8], bytes: &[u8]) {
-        // Under the fill lock (shared): a write either finished its invalidation before this check
-        // (its generation differs: not stored) or deletes this block after it.
-        let _fill = job.file.fill_lock.read();
-        if job.file.write_gen() != job.write_gen {
-            self.counters.store_skipped_stale.fetch_add(1, Relaxed);
-            return;
+    /// Finishes the jobs whose blocks fallow holds; returns the others.
+    fn answer_cached(&self, group: Vec<Arc<Job>>) -> Vec<Arc<Job>> {
+        let Some(remote) = &self.remote else {
+            return group;
+        };
+        if group.is_empty() {
+            return group;
         }
-        match remote.set(key, bytes) {
-            Ok(true) => {
+        let keys: Vec<Vec<u8>> = group
+            .iter()
+            .map(|job| block_key(job.file.id(), job.epoch, job.block))
+            .collect();
+        let Ok(present) = remote.exists_many(&keys) else {
+            return group;
+        };
+        let mut rest = Vec::with_capacity(group.len());
+        for (job, present) in group.into_iter().zip(present) {
+            if !present {
+                rest.push(job);
+            } else if !job.demanded.load(Relaxed) {
+                job.inflight.finish(Err(ALREADY_CACHED));
+                self.forget(&job);
+            } else if let Some(bytes) = self.cached(&job.file, job.epoch, job.block) {
+                job.inflight.finish(Ok(bytes));
+                self.forget(&job);
+            } else {
+                rest.push(job);
+            }
+        }
+        rest
+    }
+
+    /// One backing read for consecutive blocks of one file; each job gets its block, then the blocks are
+    /// stored in fallow.
+    fn read_run(&self, run: &[Arc<Job>]) {
+        let Some(first) = run.first() else {
+            return;
+        };
+        let outcome = first
+            .file
+            .read_blocks(first.block, run.len() as u64, self.block_bytes);
+        let block_bytes = self.block_bytes as usize;
+        match outcome {
+            Ok(bytes) => {
+                self.counters.backing_reads.fetch_add(1, Relaxed);
+                self.counters
+                    .backing_read_bytes
+                    .fetch_add(bytes.len() as u64, Relaxed);
+                let blocks: Vec<Arc<Vec<u8>>> = (0..run.len())
+                    .map(|index| {
+                        let from = (index * block_bytes).min(bytes.len());
+                        Arc::new(bytes[from..(from + block_bytes).min(bytes.len())].to_vec())
+                    })
+                    .collect();
+                for (job, block) in run.iter().zip(&blocks) {
+                    job.inflight.finish(Ok(block.clone()));
+                }
+                if let Some(remote) = &self.remote {
+                    self.store(remote, run, &blocks);
+                }
+            }
+            Err(code) => {
+                for job in run {
+                    job.inflight.finish(Err(code));
+                }
+            }
+        }
+        for job in run {
+            self.forget(job);
+        }
+    }
+
+    /// Stores a run's blocks (not the empty ones past the end of the file) in one pipeline.
+    fn store(&self, remote: &Remote, run: &[Arc<Job>], blocks: &[Arc<Vec<u8>>]) {
+        let file = &run[0].file;
+        // Under the fill lock (shared): a write either finished its invalidation before this check (its
+        // generation differs: not stored) or deletes these blocks after it. Jobs of one run share a file.
+        let _fill = file.fill_lock.read();
+        let mut entries = Vec::with_capacity(run.len());
+        for (job, block) in run.iter().zip(blocks) {
+            if file.write_gen() != job.write_gen {
+                self.counters.store_skipped_stale.fetch_add(1, Relaxed);
+            } else if !block.is_empty() {
+                entries.push((block_key(file.id(), job.epoch, job.block), block.clone()));
+            }
+        }
+        let Ok(stored) = remote.set_many(&entries) else {
+            return;
+        };
+        for ((_, block), stored) in entries.iter().zip(stored) {
+            if stored {
                 self.counters.blocks_stored.fetch_add(1, Relaxed);
                 self.counters
                     .blocks_stored_bytes
-                    .fetch_add(bytes.len() as u64, Relaxed);
-            }
-            Ok(false) => {
+                    .fetch_add(block.len() as u64, Relaxed);
+            } else {
                 self.counters.store_refused.fetch_add(1, Relaxed);
             }
-            Err(_) => {}
         }
     }
 

@@ -103,15 +103,15 @@ impl FileState {
         sys::fstat(self.opath.as_raw_fd()).map(|stat| Stamp::of(&stat))
     }
 
-    /// Reads block `block` from the backing file (short at its end).
-    pub fn read_block(&self, block: u64, block_bytes: u64) -> Result<Vec<u8>, i32> {
+    /// Reads `count` blocks from `first` on from the backing file in one read (short at its end).
+    pub fn read_blocks(&self, first: u64, count: u64, block_bytes: u64) -> Result<Vec<u8>, i32> {
         let reader = self.reader.lock().clone().ok_or(libc::EBADF)?;
-        let offset = block * block_bytes;
+        let (offset, len) = (first * block_bytes, count * block_bytes);
         if reader.direct {
-            sys::pread_direct(&reader.file, offset, block_bytes as usize)
+            sys::pread_direct(&reader.file, offset, len as usize)
         } else {
-            let bytes = sys::pread_full(&reader.file, offset, block_bytes as usize)?;
-            sys::drop_page_cache(&reader.file, offset, block_bytes);
+            let bytes = sys::pread_full(&reader.file, offset, len as usize)?;
+            sys::drop_page_cache(&reader.file, offset, len);
             Ok(bytes)
         }
     }
@@ -271,14 +271,25 @@ impl BlockCache {
             file.open_handles.fetch_add(1, Relaxed);
         }
         self.counters.opens.fetch_add(1, Relaxed);
-        let changed = self.validate(file)?;
-        Ok(!changed)
+        match self.validate(file) {
+            Ok(changed) => Ok(!changed),
+            Err(code) => {
+                // No handle comes of this open.
+                self.release_count(file);
+                Err(code)
+            }
+        }
     }
 
     /// At every release: the stream's unread read-ahead is wasted; the last close writes the file record.
     pub fn release(&self, file: &FileState, open: &OpenFile) {
         let unread = open.stream.lock().close();
         self.count_wasted(unread);
+        self.release_count(file);
+    }
+
+    /// One handle fewer; the last one writes the file record and closes the fill descriptor.
+    fn release_count(&self, file: &FileState) {
         if file.open_handles.fetch_sub(1, Relaxed) == 1 {
             self.write_record(file);
             let mut reader = file.reader.lock();
@@ -417,11 +428,27 @@ impl BlockCache {
         let Ok(cached) = self.remote.get_many(&keys) else {
             return self.read_direct(handle, offset, size, true);
         };
+        let blocks: Vec<u64> = blocks.collect();
+        let cached: Vec<Option<Vec<u8>>> = blocks
+            .iter()
+            .zip(&keys)
+            .zip(cached)
+            .map(|((&block, key), cached)| {
+                cached
+                    .filter(|bytes| !self.is_stale_short_block(key, block, bytes.len(), file_size))
+            })
+            .collect();
+        // Every missing block is asked for at once, so consecutive ones become one backing read.
+        let missing: Vec<u64> = blocks
+            .iter()
+            .zip(&cached)
+            .filter(|(_, cached)| cached.is_none())
+            .map(|(&block, _)| block)
+            .collect();
+        let mut fetched = self.queue.demand(file, epoch, &missing).into_iter();
         let mut out = Vec::with_capacity(size as usize);
-        let mut outcomes = Vec::with_capacity(keys.len());
-        for ((block, key), cached) in blocks.zip(&keys).zip(cached) {
-            let cached = cached
-                .filter(|bytes| !self.is_stale_short_block(key, block, bytes.len(), file_size));
+        let mut outcomes = Vec::with_capacity(blocks.len());
+        for (&block, cached) in blocks.iter().zip(cached) {
             let (bytes, hit) = match cached {
                 Some(bytes) => {
                     self.counters
@@ -430,7 +457,8 @@ impl BlockCache {
                     (Arc::new(bytes), true)
                 }
                 None => {
-                    let (outcome, in_flight) = self.queue.demand(file, epoch, block);
+                    let (outcome, in_flight) =
+                        fetched.next().expect("one result per missing block");
                     (outcome?, in_flight)
                 }
             };

@@ -18,15 +18,26 @@ use crate::options::Prefetch;
 use std::collections::BTreeSet;
 use std::ops::Range;
 
-pub const SEQUENTIAL_READS_MIN: u32 = 2;
+pub const SEQUENTIAL_READS_MIN: u32 = 3;
 pub const FEEDBACK_DEPTH_INITIAL: u32 = 4;
 /// Below this accuracy over the recent window, the depth halves.
 pub const ACCURACY_MIN: f64 = 0.5;
 /// Prefetched blocks a stream remembers (unread); more are not issued.
 pub const OUTSTANDING_BLOCKS_MAX: usize = 4096;
-/// A read this many blocks (or the depth, when larger) from where the stream's reads reached still
-/// continues it.
-pub const REORDER_WINDOW_BLOCKS: u32 = 4;
+/// The largest read the kernel sends (max_pages): the kernel's read-ahead requests arrive out of order
+/// over several threads, so a read up to one request past where the stream reached still continues it.
+pub const REQUEST_BYTES_MAX: u64 = 1 << 20;
+/// A read this far behind the last one is a late request of the same stream, not a jump.
+pub const REORDER_BYTES_MAX: u64 = 4 << 20;
+/// Feedback read-ahead that fell to depth 0 (useless for this stream) probes again with depth 1 after
+/// this many forward reads in a row.
+pub const PROBE_READS: u32 = 8;
+
+enum Step {
+    Forward,
+    Reordered,
+    Jump,
+}
 
 /// What one stream's block reads told the controller.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,6 +54,9 @@ pub enum BlockOutcome {
 #[derive(Debug)]
 pub struct Stream {
     next_offset: u64,
+    /// Where the last read started.
+    last_offset: u64,
+    /// Forward reads in a row (the first read counts one).
     sequential_reads: u32,
     depth_blocks: u32,
     /// Blocks below this were already issued (or read) in this run.
@@ -66,6 +80,7 @@ impl Stream {
         };
         Stream {
             next_offset: 0,
+            last_offset: 0,
             sequential_reads: 0,
             depth_blocks,
             issued_through: 0,
@@ -99,37 +114,37 @@ impl Stream {
         file_blocks: u64,
         cap: &DepthCap,
     ) -> (Range<u64>, u64) {
-        // Reads of one stream arrive out of order (the kernel's read-ahead requests are served by
-        // several threads), so "where the last ended" is a window, not a point.
-        let window_bytes = u64::from(self.depth_blocks.max(REORDER_WINDOW_BLOCKS)) * block_bytes;
-        let continues =
-            self.sequential_reads > 0 && offset.abs_diff(self.next_offset) <= window_bytes;
         let mut wasted = 0;
-        if continues {
-            self.sequential_reads = self.sequential_reads.saturating_add(1);
-        } else {
-            wasted = self.abandon();
-            self.sequential_reads = 1;
-            self.issued_through = 0;
+        match self.classify(offset, len) {
+            Step::Forward => {
+                self.sequential_reads = self.sequential_reads.saturating_add(1);
+                self.next_offset = self.next_offset.max(offset + len);
+            }
+            // A request the kernel issued earlier, served late by another thread: neither evidence
+            // for the stream nor against it.
+            Step::Reordered => {}
+            Step::Jump => {
+                wasted = self.abandon();
+                self.sequential_reads = 1;
+                self.issued_through = 0;
+                self.next_offset = offset + len;
+            }
         }
-        self.next_offset = if continues {
-            self.next_offset.max(offset + len)
-        } else {
-            offset + len
-        };
+        self.last_offset = offset;
         if wasted > 0 {
             self.on_waste(policy, wasted as u32);
         }
         self.follow_cap(policy, cap);
+        let probing = matches!(policy, Prefetch::Feedback { .. }) && self.depth_blocks == 0;
+        if probing && self.sequential_reads >= PROBE_READS {
+            self.depth_blocks = 1;
+        }
         if policy == Prefetch::Off || !self.is_sequential() || self.depth_blocks == 0 {
             return (0..0, wasted);
         }
-        let last_read_block = (offset + len.max(1) - 1) / block_bytes;
-        let from = self
-            .issued_through
-            .max(last_read_block + 1)
-            .max(self.next_offset.div_ceil(block_bytes));
-        let to = (last_read_block + 1 + u64::from(self.depth_blocks)).min(file_blocks);
+        let reached = self.next_offset.div_ceil(block_bytes);
+        let from = self.issued_through.max(reached);
+        let to = (reached + u64::from(self.depth_blocks)).min(file_blocks);
         if from >= to || self.outstanding.len() >= OUTSTANDING_BLOCKS_MAX {
             return (0..0, wasted);
         }
@@ -137,6 +152,24 @@ impl Stream {
         self.outstanding.extend(from..to);
         self.issued_through = to;
         (from..to, wasted)
+    }
+
+    /// Where a read of `len` bytes at `offset` stands to the stream: forward from the last read, at most
+    /// two such reads past where the reads reached (one request overtaken by the next); a little behind
+    /// (reordered); or anywhere else (a jump). Small random reads so rarely land in that window twice in a
+    /// row that they are not taken for a stream.
+    fn classify(&self, offset: u64, len: u64) -> Step {
+        if self.sequential_reads == 0 {
+            return Step::Jump;
+        }
+        let gap_bytes = (2 * len).min(REQUEST_BYTES_MAX);
+        if offset >= self.last_offset && offset <= self.next_offset + gap_bytes {
+            Step::Forward
+        } else if offset < self.last_offset && self.last_offset - offset <= REORDER_BYTES_MAX {
+            Step::Reordered
+        } else {
+            Step::Jump
+        }
     }
 
     /// A prefetch of `block` was not issued after all (queue full, fallow away): forget it.
@@ -211,7 +244,7 @@ impl Stream {
     }
 
     fn halve(&mut self) {
-        self.depth_blocks = (self.depth_blocks / 2).max(1);
+        self.depth_blocks /= 2;
         self.used_since_growth = 0;
     }
 
@@ -312,53 +345,94 @@ mod tests {
     }
 
     #[test]
-    fn a_sequential_stream_is_found_after_two_reads_and_read_ahead_follows_it() {
+    fn a_sequential_stream_is_found_after_three_reads_and_read_ahead_follows_it() {
         let cap = DepthCap::new(64);
-        let mut stream = Stream::new(Prefetch::Fixed(8));
+        let fixed = Prefetch::Fixed(8);
+        let mut stream = Stream::new(fixed);
+        assert_eq!(stream.on_read(fixed, 0, BLOCK, BLOCK, 100, &cap).0, 0..0);
         assert_eq!(
-            stream
-                .on_read(Prefetch::Fixed(8), 0, BLOCK, BLOCK, 100, &cap)
-                .0,
+            stream.on_read(fixed, BLOCK, BLOCK, BLOCK, 100, &cap).0,
             0..0
         );
         assert_eq!(
-            stream
-                .on_read(Prefetch::Fixed(8), BLOCK, BLOCK, BLOCK, 100, &cap)
-                .0,
-            2..10
+            stream.on_read(fixed, 2 * BLOCK, BLOCK, BLOCK, 100, &cap).0,
+            3..11
         );
         // The next read issues only the block that entered the window.
         assert_eq!(
-            stream
-                .on_read(Prefetch::Fixed(8), 2 * BLOCK, BLOCK, BLOCK, 100, &cap)
-                .0,
-            10..11
+            stream.on_read(fixed, 3 * BLOCK, BLOCK, BLOCK, 100, &cap).0,
+            11..12
         );
-        // Never past the end of the file.
-        let mut near_end = Stream::new(Prefetch::Fixed(8));
-        near_end.on_read(Prefetch::Fixed(8), 0, BLOCK, BLOCK, 3, &cap);
+        // A late request behind the stream changes nothing; a jump starts over.
         assert_eq!(
-            near_end
-                .on_read(Prefetch::Fixed(8), BLOCK, BLOCK, BLOCK, 3, &cap)
-                .0,
-            2..3
+            stream.on_read(fixed, BLOCK, BLOCK, BLOCK, 100, &cap),
+            (0..0, 0)
+        );
+        assert!(stream.is_sequential());
+        assert_eq!(
+            stream.on_read(fixed, 90 * BLOCK, BLOCK, BLOCK, 100, &cap),
+            (0..0, 9)
+        );
+        assert!(!stream.is_sequential());
+        // Never past the end of the file.
+        let mut near_end = Stream::new(fixed);
+        for index in 0..3 {
+            near_end.on_read(fixed, index * BLOCK, BLOCK, BLOCK, 5, &cap);
+        }
+        assert_eq!(
+            near_end.outstanding.iter().copied().collect::<Vec<_>>(),
+            vec![3, 4]
         );
     }
 
     #[test]
     fn random_reads_issue_nothing_and_waste_what_was_outstanding() {
         let cap = DepthCap::new(64);
-        let mut stream = Stream::new(Prefetch::Fixed(4));
-        stream.on_read(Prefetch::Fixed(4), 0, 4096, BLOCK, 1000, &cap);
-        let (issued, _) = stream.on_read(Prefetch::Fixed(4), 4096, 4096, BLOCK, 1000, &cap);
+        let fixed = Prefetch::Fixed(4);
+        let mut stream = Stream::new(fixed);
+        stream.on_read(fixed, 0, 4096, BLOCK, 1000, &cap);
+        stream.on_read(fixed, 4096, 4096, BLOCK, 1000, &cap);
+        let (issued, _) = stream.on_read(fixed, 8192, 4096, BLOCK, 1000, &cap);
         assert_eq!(issued, 1..5);
-        let (issued, wasted) =
-            stream.on_read(Prefetch::Fixed(4), 500 * BLOCK, 4096, BLOCK, 1000, &cap);
+        let (issued, wasted) = stream.on_read(fixed, 500 * BLOCK, 4096, BLOCK, 1000, &cap);
         assert_eq!((issued, wasted), (0..0, 4));
         assert_eq!(
             stream.on_read(Prefetch::Off, 7, 1, BLOCK, 1000, &cap).0,
             0..0
         );
+    }
+
+    #[test]
+    fn feedback_turns_read_ahead_off_for_a_stream_it_does_not_help_and_probes_again() {
+        let cap = DepthCap::new(64);
+        let mut stream = Stream::new(FEEDBACK);
+        // Short sequential bursts, each abandoned: every jump wastes what was read ahead.
+        for burst in 0..6u64 {
+            for index in 0..3 {
+                stream.on_read(
+                    FEEDBACK,
+                    (burst * 1000 + index) * BLOCK,
+                    BLOCK,
+                    BLOCK,
+                    1 << 20,
+                    &cap,
+                );
+            }
+        }
+        assert_eq!(stream.depth_blocks(), 0, "read-ahead off");
+        let (issued, _) = stream.on_read(FEEDBACK, 6000 * BLOCK, BLOCK, BLOCK, 1 << 20, &cap);
+        assert!(issued.is_empty());
+        for index in 1..PROBE_READS as u64 {
+            stream.on_read(
+                FEEDBACK,
+                (6000 + index) * BLOCK,
+                BLOCK,
+                BLOCK,
+                1 << 20,
+                &cap,
+            );
+        }
+        assert_eq!(stream.depth_blocks(), 1, "a long forward run probes again");
     }
 
     #[test]
@@ -425,7 +499,7 @@ mod tests {
                 stream.on_block(FEEDBACK, offset / BLOCK, hit, &cap);
                 let (issued, _) = stream.on_read(FEEDBACK, offset, len, BLOCK, 80, &cap);
                 proptest::prop_assert!(issued.end <= 80);
-                proptest::prop_assert!((1..=64).contains(&stream.depth_blocks()));
+                proptest::prop_assert!(stream.depth_blocks() <= 64);
                 proptest::prop_assert!(stream.outstanding.len() <= OUTSTANDING_BLOCKS_MAX);
             }
         }

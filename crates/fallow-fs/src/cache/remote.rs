@@ -176,6 +176,7 @@ impl Remote {
                 b"+@all",
                 b"-@admin",
                 b"-@dangerous",
+                b"+info",
             ],
         )?;
         Ok(password)
@@ -273,6 +274,39 @@ impl Remote {
     /// Stores one value; Ok(false) when fallow refused it (out of memory and nothing to evict).
     pub fn set(&self, key: &[u8], value: &[u8]) -> Result<bool, Unavailable> {
         self.with(|connection| Ok(error_text(&connection.call(&[b"SET", key, value])?).is_none()))
+    }
+
+    /// Stores values in one pipeline; for each, whether fallow took it (false: refused, out of memory).
+    pub fn set_many(
+        &self,
+        entries: &[(Vec<u8>, std::sync::Arc<Vec<u8>>)],
+    ) -> Result<Vec<bool>, Unavailable> {
+        if entries.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.with(|connection| {
+            for (key, value) in entries {
+                connection.push(&[b"SET", key, value]);
+            }
+            connection.flush()?;
+            entries
+                .iter()
+                .map(|_| Ok(error_text(&connection.read_reply()?).is_none()))
+                .collect()
+        })
+    }
+
+    /// Whether fallow holds each of `keys`, in one pipeline.
+    pub fn exists_many(&self, keys: &[Vec<u8>]) -> Result<Vec<bool>, Unavailable> {
+        self.with(|connection| {
+            for key in keys {
+                connection.push(&[b"EXISTS", key]);
+            }
+            connection.flush()?;
+            keys.iter()
+                .map(|_| Ok(matches!(connection.read_reply()?, Reply::Int(1))))
+                .collect()
+        })
     }
 
     /// Deletes `keys` (UNLINK: fallow frees them off the request path).

@@ -12,6 +12,7 @@ pub mod connection;
 pub mod dispatch;
 pub mod dump;
 pub mod elastic;
+pub mod fscache;
 pub mod geo;
 pub mod hash;
 pub mod hyperloglog;
@@ -96,6 +97,7 @@ const HANDLERS: &[&[(&str, Handler)]] = &[
     topn::HANDLERS,
     bag::HANDLERS,
     uid::HANDLERS,
+    fscache::HANDLERS,
 ];
 
 /// The command table with handlers, indexed like `info::table()`: every row has exactly one handler and

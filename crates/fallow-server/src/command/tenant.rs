@@ -4,17 +4,19 @@
 use super::reply::help_reply;
 use super::shards::tenant_snapshots;
 use super::{is, subcommand_error, Ctx, Handler, SYNTAX};
-use crate::tenants::{self, parse_kind, parse_shared, parse_weight, WEIGHT_DEFAULT};
+use crate::tenants::{self, parse_kind, parse_shared, parse_tier2, parse_weight, WEIGHT_DEFAULT};
 use fallow_store::{TenantKind, TenantSpec};
 
 pub const HANDLERS: &[(&str, Handler)] = &[("tenant", tenant)];
 
 const HELP: &[&str] = &[
-    "SET <name> [WEIGHT <weight>] [KIND ephemeral|persistent] [SHARED yes|no]",
+    "SET <name> [WEIGHT <weight>] [KIND ephemeral|persistent] [SHARED yes|no] [TIER2 yes|no]",
     "    Create a tenant or change one; options left out keep their value (a new tenant: weight 100,",
-    "    ephemeral, not shared). A RESP connection is the tenant named like its ACL user.",
+    "    ephemeral, not shared, tier 2 on). TIER2 no: an ephemeral tenant's items are evicted rather",
+    "    than written to tier 2 (a persistent tenant keeps tier 2). A RESP connection is the tenant",
+    "    named like its ACL user.",
     "GET <name>",
-    "    Weight, kind, keyspace, resident bytes, share, fairness, hits, misses and evictions of a tenant.",
+    "    Weight, kind, keyspace, tier 2, resident bytes, share, fairness, hits, misses and evictions of a tenant.",
     "LIST",
     "    Names of every tenant.",
 ];
@@ -58,7 +60,7 @@ fn get(ctx: &mut Ctx, name: &[u8]) {
     for (field, value) in fields {
         ctx.out.bulk(field.as_bytes());
         match field {
-            "kind" | "shared" | "share" | "fairness" => ctx.out.bulk(value.as_bytes()),
+            "kind" | "shared" | "tier2" | "share" | "fairness" => ctx.out.bulk(value.as_bytes()),
             _ => ctx.out.int(value.parse().unwrap_or(i64::MAX)),
         }
     }
@@ -93,10 +95,11 @@ fn new_spec(name: &str) -> TenantSpec {
         weight: WEIGHT_DEFAULT,
         kind: TenantKind::Ephemeral,
         shared: false,
+        tier2: true,
     }
 }
 
-/// Applies `WEIGHT w`, `KIND k` and `SHARED yes|no` pairs; Err is the reply.
+/// Applies `WEIGHT w`, `KIND k`, `SHARED yes|no` and `TIER2 yes|no` pairs; Err is the reply.
 fn apply_options(mut spec: TenantSpec, options: &[&[u8]]) -> Result<TenantSpec, String> {
     if !options.len().is_multiple_of(2) {
         return Err(SYNTAX.into());
@@ -109,11 +112,14 @@ fn apply_options(mut spec: TenantSpec, options: &[&[u8]]) -> Result<TenantSpec, 
             parse_kind(&value).map(|kind| spec.kind = kind)
         } else if is(pair[0], "shared") {
             parse_shared(&value).map(|shared| spec.shared = shared)
+        } else if is(pair[0], "tier2") {
+            parse_tier2(&value).map(|tier2| spec.tier2 = tier2)
         } else {
             return Err(SYNTAX.into());
         };
         result.map_err(|error| format!("ERR {error}"))?;
     }
+    tenants::check_tier2(&spec).map_err(|error| format!("ERR {error}"))?;
     Ok(spec)
 }
 
@@ -128,6 +134,7 @@ mod tests {
             weight: 300,
             kind: TenantKind::Persistent,
             shared: true,
+            tier2: true,
         };
         let spec = apply_options(base.clone(), &[b"weight", b"50"]).unwrap();
         assert_eq!(
@@ -142,6 +149,13 @@ mod tests {
         assert!(apply_options(base.clone(), &[b"weight"]).is_err());
         assert!(apply_options(base.clone(), &[b"weight", b"0"]).is_err());
         assert!(apply_options(base.clone(), &[b"color", b"red"]).is_err());
-        assert!(apply_options(base, &[b"kind", b"durable"]).is_err());
+        assert!(apply_options(base.clone(), &[b"kind", b"durable"]).is_err());
+        assert!(
+            apply_options(base.clone(), &[b"tier2", b"no"]).is_err(),
+            "a persistent tenant keeps tier 2"
+        );
+        assert!(apply_options(base.clone(), &[b"tier2", b"maybe"]).is_err());
+        let spec = apply_options(base, &[b"kind", b"ephemeral", b"TIER2", b"no"]).unwrap();
+        assert_eq!((spec.kind, spec.tier2), (TenantKind::Ephemeral, false));
     }
 }

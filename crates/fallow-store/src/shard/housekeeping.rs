@@ -748,6 +748,7 @@ mod tests {
                 weight: 100,
                 kind: TenantKind::Persistent,
                 shared: false,
+                tier2: true,
             })
             .unwrap();
         let kept = crate::pool::keyspace(tenant, tenant, 0);

@@ -345,6 +345,8 @@ impl Shard {
     /// (offset, evict, bytes) of each live item of `slot`, by the rule of `plan_careful_release`.
     fn rank_items(&self, slot: u32, hotness: &Hotness, now_ms: u64) -> Vec<(u32, bool, usize)> {
         let segment = self.segment(slot);
+        // A tenant with tier 2 off keeps no stubs: one left from before the switch is a victim.
+        let stubs_stay = self.memory.pool.tier2_allowed(segment.tenant);
         self.live_offsets(slot)
             .into_iter()
             .map(|offset| {
@@ -352,8 +354,10 @@ impl Shard {
                 let expired = header.expire_at_ms != 0 && header.expire_at_ms <= now_ms;
                 // A stub stays (it is moved, its value is on tier 2): planned as a survivor, so a
                 // segment of stubs is the last a release picks, not the first.
-                let evict = expired
-                    || (!header.is_stub() && !hotness.is_hot(header.access_s, header.lfu_counter));
+                let evict = match header.is_stub() {
+                    true => expired || !stubs_stay,
+                    false => expired || !hotness.is_hot(header.access_s, header.lfu_counter),
+                };
                 (offset, evict, header.item_bytes())
             })
             .collect()

@@ -219,6 +219,11 @@ impl Shard {
         self.memory.pool.is_persistent(tenant)
     }
 
+    /// False for an ephemeral tenant with tier 2 off: its items leave RAM by eviction only.
+    fn tier2_allowed(&self, tenant: TenantId) -> bool {
+        self.memory.pool.tier2_allowed(tenant)
+    }
+
     /// True when a write by `writer` over the item at `old` must be logged.
     pub(super) fn must_log(&self, writer: TenantId, old: Option<Location>) -> bool {
         self.tier.is_some()
@@ -402,6 +407,18 @@ impl Shard {
         let header = *self.header(location);
         let keyspace = space_of(&header);
         let hash = hash_key(self.item_key(location));
+        let tenant = self.segment(slot_of(location)).tenant;
+        if !self.tier2_allowed(tenant) {
+            // Tier 2 off for this tenant: it leaves as without tier 2 (a stub or copy from before the
+            // switch goes too, its record dead).
+            return match self.noeviction() && !header.is_stub() {
+                true => {
+                    self.move_item(location, header);
+                    Departure::Kept
+                }
+                false => Departure::Evict,
+            };
+        }
         if header.is_stub() {
             // The fast path gives RAM back at once: an ephemeral stub goes (a cache eviction; its record
             // is dead). A careful release plans stubs as survivors and only meets expired ones here.
@@ -450,6 +467,9 @@ impl Shard {
         };
         let header = *self.header(location);
         let tenant = self.segment(slot_of(location)).tenant;
+        if !self.tier2_allowed(tenant) {
+            return false;
+        }
         if self.is_persistent(tenant) {
             self.log_item(location);
             return self.header(location).tier2_slot != 0;
@@ -881,10 +901,12 @@ impl Shard {
                 let header = *self.segment(slot).header(at);
                 offset = self.segment(slot).next_offset(at);
                 let location = super::location(slot, at);
+                let owner = self.segment(slot).tenant;
                 let wanted = header.alive == 1
                     && !header.is_stub()
                     && header.tier2_slot == 0
-                    && !self.is_persistent(self.segment(slot).tenant);
+                    && !self.is_persistent(owner)
+                    && self.tier2_allowed(owner);
                 if wanted && self.write_clean_copy(location) {
                     written += header.item_bytes();
                     self.count(|stats| &stats.clean_ahead_bytes, header.item_bytes() as u64);

@@ -9,6 +9,7 @@ pub mod bitmap;
 pub mod bulk;
 pub mod connection;
 pub mod elastic;
+pub mod fscache;
 pub mod geo;
 pub mod hash;
 pub mod hyperloglog;
@@ -59,6 +60,7 @@ const FAMILIES: &[&[CommandInfo]] = &[
     topn::COMMANDS,
     bag::COMMANDS,
     uid::COMMANDS,
+    fscache::COMMANDS,
 ];
 
 /// Command flags (Redis's command flags, as COMMAND INFO lists them).

@@ -5,5 +5,5 @@ use super::{info, CommandInfo, Group, Keys};
 // One row per command, as a table: name, arity, flags, key positions, group, summary.
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandInfo] = &[
-    info("tenant", -2, ADMIN | NOSCRIPT | LOADING | STALE, Keys::None, Group::SERVER, "Define and inspect tenants (SET, GET, LIST): weight, kind, keyspace, usage and fairness"),
+    info("tenant", -2, ADMIN | NOSCRIPT | LOADING | STALE, Keys::None, Group::SERVER, "Define and inspect tenants (SET, GET, LIST): weight, kind, keyspace, tier 2, usage and fairness"),
 ];

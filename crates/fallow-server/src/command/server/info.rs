@@ -14,7 +14,7 @@ static OPS_SAMPLE: parking_lot::Mutex<Option<(std::time::Instant, u64, u64)>> =
     parking_lot::Mutex::new(None);
 
 /// Sections INFO prints without arguments, in order.
-const DEFAULT_SECTIONS: [&str; 17] = [
+const DEFAULT_SECTIONS: [&str; 18] = [
     "server",
     "clients",
     "memory",
@@ -32,6 +32,7 @@ const DEFAULT_SECTIONS: [&str; 17] = [
     "tier2",
     "scripting",
     "shm",
+    "fscache",
 ];
 
 /// Which sections an INFO call asked for, in the canonical order.
@@ -107,6 +108,7 @@ fn info_text(ctx: &mut Ctx, sections: &[&str]) -> String {
             "tier2" => tier2_section(ctx, &totals, &mut text),
             "scripting" => crate::scripting::info_section(&ctx.server.scripts, &mut text),
             "shm" => ctx.server.shm.info_section(&mut text),
+            "fscache" => ctx.server.fscache.info_section(&mut text),
             "commandstats" => commandstats_section(ctx, &mut text),
             "errorstats" => errorstats_section(ctx, &mut text),
             "latencystats" => super::latency::info_section(ctx, &mut text),
