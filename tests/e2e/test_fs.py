@@ -1055,7 +1055,9 @@ def test_concurrent_readers_share_one_backing_read(fs_server, world):
         d = stats_delta(s0, fs.stats())
     assert results == [True] * 8
     assert d["cache_hits"] + d["cache_misses"] == 8 * n
-    assert d["backing_reads"] == n, f"{d['backing_reads']} backing reads for {n} blocks read by 8 readers"
+    # each block is read from the backing once (consecutive blocks may be coalesced into one backing read)
+    assert d["backing_read_bytes"] == len(data) and 1 <= d["backing_reads"] <= n, \
+        f"{d['backing_reads']} backing reads of {d['backing_read_bytes']} bytes for {n} blocks read by 8 readers"
 
 
 def test_null_filesystem(world):
