@@ -1132,6 +1132,36 @@ def test_no_server_at_start_then_no_cache(world):
         assert fs.signal(signal.SIGTERM) == 0
 
 
+NOBODY_UID = 65534
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run a reader as another user")
+def test_allow_other(fs_server, world):
+    """Another user (nobody) reads through the mount only with --allow-other, and a file it creates there is
+    its own in the backing directory."""
+    os.chmod(world.root, 0o755)
+    script = 'cat "$1/f" && printf "by nobody" > "$1/mine"'  # sh and cat: nobody may not run our python
+    results = {}
+    for flags in ([], ["--allow-other"]):
+        name = "allow-other" if flags else "default"
+        sub = world.root / name
+        sub.mkdir(mode=0o755)
+        (sub / "backing").mkdir(mode=0o777)
+        os.chmod(sub / "backing", 0o777)  # not masked by the umask: nobody may create files in it
+        fs = world.mount(fs_server, *flags, name=name)
+        (fs.backing / "f").write_text("for everyone")
+        os.chmod(fs.backing / "f", 0o644)
+        out = subprocess.run(["/bin/sh", "-c", script, "sh", str(fs.mnt)], capture_output=True, timeout=15,
+                             user=NOBODY_UID, group=NOBODY_UID, extra_groups=[], cwd="/")
+        results[name] = (out.returncode, out.stdout.decode(), "Permission denied" in out.stderr.decode())
+        assert fs.signal(signal.SIGTERM) == 0
+    assert results["default"][0] != 0 and results["default"][2], results  # EACCES without --allow-other
+    assert results["allow-other"] == (0, "for everyone", False), results
+    mine = world.root / "allow-other" / "backing" / "mine"
+    assert mine.read_text() == "by nobody"
+    assert (mine.stat().st_uid, mine.stat().st_gid) == (NOBODY_UID, NOBODY_UID)
+
+
 # ------------------------------------------------------------------------------------------------- 6. lifecycle
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_signal_unmounts_cleanly(fs_server, world, sig):
