@@ -440,6 +440,55 @@ def test_hard_links_see_each_others_writes(fs_server, world):
             os.close(fd2)
 
 
+@pytest.mark.parametrize("policy", ["feedback", "fixed:8"])
+def test_writes_racing_read_ahead_leave_no_stale_block(fs_server, world, policy):
+    """A writer changes random ranges while sequential readers stream the file (read-ahead in flight all the
+    time); once both stop, every block read through the mount, from fallow or not, equals the backing file."""
+    fs = world.mount(fs_server, "--direct-io", "--prefetch", policy)
+    size = 24 * BLOCK
+    (fs.backing / "f").write_bytes(random.randbytes(size))
+    stop, errors = threading.Event(), []
+    with HangGuard(fs, OP_TIMEOUT_S) as g:
+        def writer():
+            rng = random.Random(1)
+            fd = os.open(fs.mnt / "f", os.O_WRONLY)
+            try:
+                while not stop.is_set():
+                    off = rng.randrange(size - 1)
+                    os.pwrite(fd, rng.randbytes(min(rng.randint(1, 2 * BLOCK), size - off)), off)
+            except OSError as e:
+                errors.append(repr(e))
+            finally:
+                os.close(fd)
+
+        def reader():
+            try:
+                while not stop.is_set():
+                    g.beat("sequential read under writes")
+                    got = read_file(fs.mnt / "f", chunk=64 * 1024)
+                    if len(got) != size:
+                        errors.append(f"read {len(got)} bytes of {size}")
+            except OSError as e:
+                errors.append(repr(e))
+
+        threads = [threading.Thread(target=writer)] + [threading.Thread(target=reader) for _ in range(2)]
+        for t in threads:
+            t.start()
+        time.sleep(3)
+        stop.set()
+        for t in threads:
+            t.join(OP_TIMEOUT_S * 2)
+        assert not errors, errors
+        time.sleep(0.3)  # read-ahead still queued finishes (and must not store what the writes replaced)
+        want = (fs.backing / "f").read_bytes()
+        for i in range(3):
+            g.beat(f"final read {i}")
+            got = read_blocks(fs.mnt / "f", size)
+            bad = [b for b in range(size // BLOCK)
+                   if got[b * BLOCK:(b + 1) * BLOCK] != want[b * BLOCK:(b + 1) * BLOCK]]
+            assert not bad, f"pass {i}: blocks {bad} differ from the backing file (stale cache)"
+
+
 FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE = 0x01, 0x02, 0x10
 
 
