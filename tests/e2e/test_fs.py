@@ -171,7 +171,8 @@ def test_model_random_ops(fs_server, world, case):
     print(f"fsx case={case} seed={seed} ops={ops} (rerun: FS_MODEL_SEED={seed})")
     fs = world.mount(fs_server, *flags, "--revalidate-ms", "200")
     cfg = FsxConfig(ops=ops, seed=seed, block_bytes=block, files=10, max_file_bytes=max_file,
-                    mmap_reads=use_mmap, behind_truncates=truncates_behind, hook_every_ops=max(200, ops // 60), check_every_ops=max(500, ops // 10))
+                    mmap_reads=use_mmap, behind_truncates=truncates_behind,
+                    hook_every_ops=max(200, ops // 60), check_every_ops=max(500, ops // 10))
     with HangGuard(fs, OP_TIMEOUT_S) as guard:
         fsx = Fsx(fs.mnt, fs.backing, cfg, hook=_pressure_hook(fs_server), progress=guard.beat)
         try:
