@@ -60,13 +60,18 @@ def mountpoint_q(path: Path) -> bool:
     return subprocess.run(["mountpoint", "-q", str(path)], timeout=CMD_TIMEOUT_S).returncode == 0
 
 
+FUSE_SUPER_MAGIC = "65735546"  # statfs f_type of a FUSE filesystem, as `stat -f -c %t` prints it
+
+
 def live_mount(path: Path) -> bool:
-    """A mount point whose filesystem answers: statfs always goes to the filesystem, so a dead mount (ENOTCONN)
-    fails it. In a child process with a timeout, so a filesystem that does not answer cannot hang the test."""
+    """A live FUSE mount on `path`: `mountpoint -q`, and a statfs that a FUSE filesystem answers (statfs always
+    goes to the filesystem, so a dead mount fails it with ENOTCONN; the type tells a live FUSE mount from the
+    bare directory a `fallow fs` leaves between detaching a dead mount and mounting). In a child process with a
+    timeout, so a filesystem that does not answer cannot hang the test."""
     if not mountpoint_q(path):
         return False
-    return subprocess.run(["stat", "-f", str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                          timeout=CMD_TIMEOUT_S).returncode == 0
+    out = subprocess.run(["stat", "-f", "-c", "%t", str(path)], capture_output=True, timeout=CMD_TIMEOUT_S)
+    return out.returncode == 0 and out.stdout.strip().decode() == FUSE_SUPER_MAGIC
 
 
 def force_unmount(path: Path) -> None:

@@ -71,7 +71,7 @@ OP_WEIGHTS = {
     "mmap": 40,
     "reopen": 90,
     "stat": 60,
-    "fsync": 10,
+    "fsync": 4,  # slow when other work fills the disk
     "behind": 10,
     "check_backing": 5,
     "reread_after_reopen": 100,
@@ -95,6 +95,7 @@ class Fsx:
         self.bytes_read = 0
         self.bytes_written = 0
         self.op_no = 0
+        self.slowest: tuple[float, str] = (0.0, "")  # (seconds, op) of the slowest op so far
         names, weights = zip(*[(k, v) for k, v in OP_WEIGHTS.items()
                                if (k != "mmap" or cfg.mmap_reads) and (k != "behind" or cfg.behind_writes)])
         self.op_names, self.op_weights = list(names), list(weights)
@@ -130,17 +131,22 @@ class Fsx:
             op = self.rng.choices(self.op_names, self.op_weights)[0]
             f = self.rng.choice(self.files)
             self.counts[op] += 1
+            t_op = time.monotonic()
             try:
                 getattr(self, "op_" + op)(f)
-            except ModelMismatch:
+            except (ModelMismatch, TimeoutError):  # TimeoutError: the caller's watchdog, not the filesystem
                 raise
             except OSError as e:
                 self.fail(f"{op} on {f.name} raised {e!r}")
+            took = time.monotonic() - t_op
+            if took > self.slowest[0]:
+                self.slowest = (took, self.history[-1] if self.history else op)
         self.close_all()
         self.check_all_backing()
         self.check_all_mount()
         return {"ops": self.cfg.ops, "seconds": round(time.monotonic() - t0, 2), "counts": dict(self.counts),
-                "bytes_read": self.bytes_read, "bytes_written": self.bytes_written, "seed": self.cfg.seed}
+                "bytes_read": self.bytes_read, "bytes_written": self.bytes_written, "seed": self.cfg.seed,
+                "slowest_op": f"{self.slowest[0]:.3f}s {self.slowest[1]}"}
 
     # ------------------------------------------------------------------ helpers
     def _note(self, text: str) -> None:
