@@ -391,7 +391,13 @@ fn matrix_run(ctx: &Context<'_>, workload: Workload, config: &Config) -> anyhow:
         .map(|pool| Server::start(ctx.bin, pool))
         .transpose()?;
     let mnt = match &config.flags {
-        Some(flags) => Some(ctx.mount(workload.name(), server.as_ref(), flags)?),
+        Some(flags) => {
+            let mut flags = flags.clone();
+            if workload == Workload::Oltp && server.is_some() && s.oltp_fs_block_bytes != 0 {
+                flags.extend(["--block-bytes".to_string(), s.oltp_fs_block_bytes.to_string()]);
+            }
+            Some(ctx.mount(workload.name(), server.as_ref(), &flags)?)
+        }
         None => None,
     };
     let dir = mnt

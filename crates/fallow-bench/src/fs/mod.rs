@@ -89,6 +89,11 @@ pub struct FsArgs {
     /// OLTP's read size.
     #[arg(long, default_value = "8k", value_parser = size)]
     pub oltp_block_bytes: u64,
+    /// `fallow fs --block-bytes` for the OLTP mounts: a random workload's cache block should be its page
+    /// (a 128 KiB block would read 16 times the bytes per miss and hold mostly cold pages); 0 = fallow fs's
+    /// default (128 KiB).
+    #[arg(long, default_value = "8k", value_parser = size)]
+    pub oltp_fs_block_bytes: u64,
     /// OLTP's key skew (fio `random_distribution=zipf:THETA`).
     #[arg(long, default_value_t = 0.9)]
     pub oltp_zipf: f64,
@@ -135,6 +140,7 @@ pub struct Settings {
     pub video_s: u64,
     pub oltp_bytes: u64,
     pub oltp_block_bytes: u64,
+    pub oltp_fs_block_bytes: u64,
     pub oltp_zipf: f64,
     pub oltp_jobs: usize,
     pub oltp_s: u64,
@@ -180,6 +186,7 @@ impl FsArgs {
             video_s: pick(self.video_s, 30, 2),
             oltp_bytes: pick(self.oltp_bytes, 2 << 30, 32 * MIB),
             oltp_block_bytes: self.oltp_block_bytes,
+            oltp_fs_block_bytes: self.oltp_fs_block_bytes,
             oltp_zipf: self.oltp_zipf,
             oltp_jobs: self.oltp_jobs,
             oltp_s: pick(self.oltp_s, 20, 1),
