@@ -89,10 +89,10 @@ pub struct FsArgs {
     /// OLTP's read size.
     #[arg(long, default_value = "8k", value_parser = size)]
     pub oltp_block_bytes: u64,
-    /// `fallow fs --block-bytes` for the OLTP mounts: a random workload's cache block should be its page
-    /// (a 128 KiB block would read 16 times the bytes per miss and hold mostly cold pages); 0 = fallow fs's
-    /// default (128 KiB).
-    #[arg(long, default_value = "8k", value_parser = size)]
+    /// `fallow fs --block-bytes` for the OLTP mounts; 0 = fallow fs's default (128 KiB). Smaller blocks
+    /// (the database's page) read fewer bytes per miss but warm the cache 16 times slower on a device
+    /// that counts requests: at 8 KiB the 2 GiB file takes minutes to warm (docs/benchmarks.md).
+    #[arg(long, default_value = "0", value_parser = size)]
     pub oltp_fs_block_bytes: u64,
     /// OLTP's key skew (fio `random_distribution=zipf:THETA`).
     #[arg(long, default_value_t = 0.9)]
