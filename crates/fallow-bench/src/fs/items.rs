@@ -394,7 +394,10 @@ fn matrix_run(ctx: &Context<'_>, workload: Workload, config: &Config) -> anyhow:
         Some(flags) => {
             let mut flags = flags.clone();
             if workload == Workload::Oltp && server.is_some() && s.oltp_fs_block_bytes != 0 {
-                flags.extend(["--block-bytes".to_string(), s.oltp_fs_block_bytes.to_string()]);
+                flags.extend([
+                    "--block-bytes".to_string(),
+                    s.oltp_fs_block_bytes.to_string(),
+                ]);
             }
             Some(ctx.mount(workload.name(), server.as_ref(), &flags)?)
         }
