@@ -187,15 +187,17 @@ fn serve_backing(
     let _ = notifier_slot.set(notifier.clone());
     let session = session.spawn()?;
     tracing::info!(mountpoint = %args.mountpoint.display(), backing = %backing.display(), cache = cache.is_some(), "fallow fs mounted");
-    let mut watcher = Watcher::new(
-        args,
+    let mut watcher = Watcher {
+        args: args.clone(),
         prefetch,
-        cache.clone(),
+        cache: cache.clone(),
         inodes,
         handles,
         counters,
         notifier,
-    );
+        last: HashMap::new(),
+        report_refused_logged: AtomicBool::new(false),
+    };
     let result = serve(session, signals, || watcher.tick());
     if let Some(cache) = &cache {
         cache.queue.stop();
@@ -256,28 +258,6 @@ struct Watcher {
 }
 
 impl Watcher {
-    fn new(
-        args: &FsArgs,
-        prefetch: Prefetch,
-        cache: Option<Arc<BlockCache>>,
-        inodes: Arc<Inodes>,
-        handles: Arc<Mutex<HashMap<u64, Arc<Handle>>>>,
-        counters: Arc<Counters>,
-        notifier: Notifier,
-    ) -> Watcher {
-        Watcher {
-            args: args.clone(),
-            prefetch,
-            cache,
-            inodes,
-            handles,
-            counters,
-            notifier,
-            last: HashMap::new(),
-            report_refused_logged: AtomicBool::new(false),
-        }
-    }
-
     fn due(&mut self, duty: &'static str, period: Duration) -> bool {
         let now = Instant::now();
         match self.last.get(duty) {

@@ -13,9 +13,9 @@ use fuser::{
 };
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::ffi::{OsStr, OsString};
+use std::ffi::{CStr, OsStr, OsString};
 use std::fs::File;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -173,6 +173,23 @@ impl Passthrough {
             })?;
         }
         self.lookup_entry(parent, name)
+    }
+
+    /// Makes a directory entry with `make(parent's descriptor, name)` (mknod, mkdir, symlink), gives it
+    /// to the caller, and replies with it.
+    fn make_entry(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        make: impl FnOnce(RawFd, &CStr) -> libc::c_int,
+        reply: ReplyEntry,
+    ) {
+        let result = self.inodes.get(parent.0).and_then(|parent| {
+            check(make(parent.fd(), &cstring(name)?))?;
+            self.made_entry(req, &parent, name)
+        });
+        self.reply_entry(result, reply);
     }
 
     fn reply_entry(&self, result: Result<(Arc<Inode>, libc::stat), i32>, reply: ReplyEntry) {
@@ -436,13 +453,10 @@ impl Filesystem for Passthrough {
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        let result = self.inodes.get(parent.0).and_then(|parent| {
-            let cname = cstring(name)?;
-            // SAFETY: a valid C string.
-            check(unsafe { libc::mknodat(parent.fd(), cname.as_ptr(), mode, u64::from(rdev)) })?;
-            self.made_entry(req, &parent, name)
-        });
-        self.reply_entry(result, reply);
+        // SAFETY (of each maker below): a valid C string and a directory descriptor.
+        let make =
+            |dir, name: &CStr| unsafe { libc::mknodat(dir, name.as_ptr(), mode, u64::from(rdev)) };
+        self.make_entry(req, parent, name, make, reply);
     }
 
     fn mkdir(
@@ -454,13 +468,8 @@ impl Filesystem for Passthrough {
         _umask: u32,
         reply: ReplyEntry,
     ) {
-        let result = self.inodes.get(parent.0).and_then(|parent| {
-            let cname = cstring(name)?;
-            // SAFETY: a valid C string.
-            check(unsafe { libc::mkdirat(parent.fd(), cname.as_ptr(), mode) })?;
-            self.made_entry(req, &parent, name)
-        });
-        self.reply_entry(result, reply);
+        let make = |dir, name: &CStr| unsafe { libc::mkdirat(dir, name.as_ptr(), mode) };
+        self.make_entry(req, parent, name, make, reply);
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -479,13 +488,12 @@ impl Filesystem for Passthrough {
         target: &std::path::Path,
         reply: ReplyEntry,
     ) {
-        let result = self.inodes.get(parent.0).and_then(|parent| {
-            let (cname, ctarget) = (cstring(link_name)?, cstring(target.as_os_str())?);
-            // SAFETY: valid C strings.
-            check(unsafe { libc::symlinkat(ctarget.as_ptr(), parent.fd(), cname.as_ptr()) })?;
-            self.made_entry(req, &parent, link_name)
-        });
-        self.reply_entry(result, reply);
+        let Ok(ctarget) = cstring(target.as_os_str()) else {
+            return reply.error(errno(libc::EINVAL));
+        };
+        let make =
+            |dir, name: &CStr| unsafe { libc::symlinkat(ctarget.as_ptr(), dir, name.as_ptr()) };
+        self.make_entry(req, parent, link_name, make, reply);
     }
 
     fn rename(
