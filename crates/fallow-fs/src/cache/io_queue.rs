@@ -59,6 +59,17 @@ pub struct Job {
 
 type InflightKey = (u64, u64, u64, u64);
 
+/// What a read-ahead request queued.
+#[derive(Debug, Default)]
+pub struct Prefetched {
+    /// Jobs queued.
+    pub queued: u64,
+    /// Blocks from the start of the range that are queued or were in flight already.
+    pub covered: u64,
+    /// The blocks among them another request was reading already (not this read-ahead's).
+    pub in_flight: Vec<u64>,
+}
+
 struct Queues {
     demand: VecDeque<Arc<Job>>,
     prefetch: VecDeque<Arc<Job>>,
@@ -215,18 +226,18 @@ impl IoQueue {
         remote.get_many(&[key]).ok()?.pop().flatten().map(Arc::new)
     }
 
-    /// Queues read-ahead of `blocks`, stopping when the queue is full. Returns (jobs queued, blocks
-    /// covered: queued or in flight already).
+    /// Queues read-ahead of `blocks`, stopping when the queue is full.
     pub fn prefetch(
         &self,
         file: &Arc<FileState>,
         epoch: u64,
         blocks: std::ops::Range<u64>,
-    ) -> (u64, u64) {
-        let (mut queued, mut covered) = (0, 0);
+    ) -> Prefetched {
+        let mut outcome = Prefetched::default();
         for block in blocks {
             if self.current_job(file, epoch, block).is_some() {
-                covered += 1;
+                outcome.covered += 1;
+                outcome.in_flight.push(block);
                 continue;
             }
             {
@@ -244,10 +255,10 @@ impl IoQueue {
                 .insert(inflight_key(file, epoch, block), job.clone());
             self.queues.lock().prefetch.push_back(job);
             self.wake.notify_one();
-            queued += 1;
-            covered += 1;
+            outcome.queued += 1;
+            outcome.covered += 1;
         }
-        (queued, covered)
+        outcome
     }
 
     fn run(&self) {

@@ -549,12 +549,17 @@ impl BlockCache {
         if issue.is_empty() {
             return;
         }
-        let (queued, covered) = self.queue.prefetch(file, epoch, issue.clone());
-        self.counters.prefetch_issued.fetch_add(queued, Relaxed);
-        let skipped = issue.end - issue.start - covered;
+        let prefetched = self.queue.prefetch(file, epoch, issue.clone());
+        self.counters
+            .prefetch_issued
+            .fetch_add(prefetched.queued, Relaxed);
+        let skipped = issue.end - issue.start - prefetched.covered;
+        let mut stream = stream.lock();
+        // Blocks another request is reading are not this stream's read-ahead: neither used nor wasted.
+        stream.not_ours(&prefetched.in_flight);
         if skipped > 0 {
             self.counters.prefetch_skipped.fetch_add(skipped, Relaxed);
-            stream.lock().not_issued(issue.start + covered..issue.end);
+            stream.not_issued(issue.start + prefetched.covered..issue.end);
         }
     }
 

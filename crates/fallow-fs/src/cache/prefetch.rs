@@ -162,7 +162,12 @@ impl Stream {
         if self.sequential_reads == 0 {
             return Step::Jump;
         }
-        let gap_bytes = (2 * len).min(REQUEST_BYTES_MAX);
+        // An established stream tolerates requests overtaking each other as far as it does late ones.
+        let gap_bytes = if self.is_sequential() {
+            REORDER_BYTES_MAX
+        } else {
+            (2 * len).min(REQUEST_BYTES_MAX)
+        };
         if offset >= self.last_offset && offset <= self.next_offset + gap_bytes {
             Step::Forward
         } else if offset < self.last_offset && self.last_offset - offset <= REORDER_BYTES_MAX {
@@ -178,6 +183,13 @@ impl Stream {
             self.outstanding.remove(&block);
         }
         self.issued_through = self.issued_through.min(blocks.start);
+    }
+
+    /// `blocks` were being read for another request when read-ahead reached them: not outstanding.
+    pub fn not_ours(&mut self, blocks: &[u64]) {
+        for block in blocks {
+            self.outstanding.remove(block);
+        }
     }
 
     /// The read of `block` found it in the cache (`hit`) or not.
@@ -369,9 +381,16 @@ mod tests {
             (0..0, 0)
         );
         assert!(stream.is_sequential());
+        // Requests overtaking others up to 4 MiB ahead continue an established stream (the blocks
+        // between are other requests' to read).
+        assert_eq!(
+            stream.on_read(fixed, 16 * BLOCK, BLOCK, BLOCK, 100, &cap).0,
+            17..25
+        );
+        assert!(stream.is_sequential());
         assert_eq!(
             stream.on_read(fixed, 90 * BLOCK, BLOCK, BLOCK, 100, &cap),
-            (0..0, 9)
+            (0..0, 17)
         );
         assert!(!stream.is_sequential());
         // Never past the end of the file.
