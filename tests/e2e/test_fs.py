@@ -1056,6 +1056,27 @@ def test_counters_sequential_read_with_prefetch(fs_server, world, policy):
     assert s1["prefetch_wasted_bytes"] >= 0 and s1["prefetch_wasted"] <= s1["prefetch_issued"]
 
 
+def test_feedback_pauses_read_ahead_over_a_cached_file(fs_server, world):
+    """A second pass over a file fallow holds whole: feedback read-ahead finds its blocks there already and
+    pauses (a fixed depth would ask for every block again); every byte still comes back right."""
+    fs = world.mount(fs_server, "--direct-io", "--prefetch", "feedback")
+    data = random.randbytes(160 * BLOCK)
+    n = blocks_of(len(data))
+    (fs.backing / "f").write_bytes(data)
+    with HangGuard(fs, OP_TIMEOUT_S) as g:
+        g.beat("first pass")
+        assert read_file(fs.mnt / "f") == data
+        s0 = fs.stats()
+        g.beat("second pass")
+        assert read_file(fs.mnt / "f") == data
+        s1 = fs.stats()
+    d = stats_delta(s0, s1)
+    print(f"second pass {d}")
+    assert d["cache_misses"] == 0, "the pool holds the file"
+    assert d["prefetch_already_cached"] > 0
+    assert d["prefetch_issued"] < n // 2, f"read-ahead kept asking for cached blocks: {d['prefetch_issued']} of {n}"
+
+
 def test_counters_writes_and_stale_detection(fs_server, world):
     fs = world.mount(fs_server, "--direct-io")
     data = random.randbytes(2 * BLOCK)

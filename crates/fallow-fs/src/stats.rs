@@ -57,6 +57,7 @@ counters! {
     prefetch_issued: "Blocks queued for read-ahead.",
     prefetch_skipped: "Read-ahead blocks not queued: the I/O queue was full or fallow away.",
     prefetch_used: "Read-ahead blocks later read from the cache.",
+    prefetch_already_cached: "Read-ahead blocks fallow held already (a request, no backing read); feedback pauses a stream whose read-ahead keeps finding them, until it misses.",
     prefetch_wasted: "Read-ahead blocks never read: evicted first, or the stream jumped or closed.",
     prefetch_wasted_bytes: "Their bytes.",
     prefetch_depth_increases: "Feedback read-ahead depth doublings.",
@@ -101,8 +102,16 @@ pub struct StatsFile {
     pub counters: Snapshot,
 }
 
-/// Replaces the stats file atomically (a reader never sees half of one).
+/// Replaces the stats file atomically (a reader never sees half of one). Creates its directory (this
+/// user's default socket directory, private as the server makes it) when no server made it yet.
 pub fn write_stats_file(path: &Path, stats: &StatsFile) -> std::io::Result<()> {
+    if let Some(dir) = path.parent().filter(|dir| !dir.exists()) {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+    }
     let temporary = path.with_extension(format!("json.{}", std::process::id()));
     std::fs::write(&temporary, serde_json::to_vec_pretty(stats)?)?;
     std::fs::rename(&temporary, path)
@@ -154,8 +163,8 @@ mod tests {
     fn stats_files_differ_per_mountpoint_and_round_trip() {
         assert_ne!(stats_file(Path::new("/a")), stats_file(Path::new("/b")));
         let dir = std::env::temp_dir().join(format!("fallow-fs-stats-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("s.json");
+        // The directory is made when missing (no server made its socket directory yet), private.
+        let path = dir.join("socket-dir").join("s.json");
         let stats = StatsFile {
             mountpoint: "/m".into(),
             backing: "/b".into(),
@@ -172,6 +181,12 @@ mod tests {
         let back: StatsFile =
             serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         assert_eq!(back.counters, stats.counters);
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(path.parent().unwrap())
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o077, 0, "the directory is private: {mode:o}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -1218,18 +1218,22 @@ mod tests {
         }
     }
 
-    #[test]
-    fn an_ephemeral_tenant_with_tier2_off_is_evicted_not_demoted() {
-        let (cache, blocks) = (keyspace(2, 2, 0), keyspace(3, 3, 0));
-        let (_dir, store, tier2) = cache_store("tiering-tier2-off", AdmissionRule::All);
-        let spec = TenantSpec {
+    /// An ephemeral tenant "blocks" that keeps nothing on tier 2 (fallow fs's kind).
+    fn blocks_tenant_tier2_off() -> TenantSpec {
+        TenantSpec {
             name: "blocks".into(),
             weight: 100,
             kind: TenantKind::Ephemeral,
             shared: false,
             tier2: false,
-        };
-        assert_eq!(store.define_tenant(spec), Ok(3));
+        }
+    }
+
+    #[test]
+    fn an_ephemeral_tenant_with_tier2_off_is_evicted_not_demoted() {
+        let (cache, blocks) = (keyspace(2, 2, 0), keyspace(3, 3, 0));
+        let (_dir, store, tier2) = cache_store("tiering-tier2-off", AdmissionRule::All);
+        assert_eq!(store.define_tenant(blocks_tenant_tier2_off()), Ok(3));
         fill_two_tenants(&store, &tier2, 1500);
         let stubs = |space| (0..1500).filter(|&i| is_stub(&store, space, i)).count();
         let present = |space| (0..1500).filter(|&i| exists(&store, space, i)).count();
@@ -1270,14 +1274,7 @@ mod tests {
         let dir = TempDir::new("tiering-tier2-off-elastic");
         let store = store(0);
         let (tier2, _) = attach_with(&store, &dir, 64, AdmissionRule::All);
-        let spec = TenantSpec {
-            name: "blocks".into(),
-            weight: 100,
-            kind: TenantKind::Ephemeral,
-            shared: false,
-            tier2: false,
-        };
-        assert_eq!(store.define_tenant(spec), Ok(3));
+        assert_eq!(store.define_tenant(blocks_tenant_tier2_off()), Ok(3));
         store.set_pool_limit_bytes(1 << 20);
         fill_two_tenants(&store, &tier2, 1000);
         let stubs = |space| (0..1000).filter(|&i| is_stub(&store, space, i)).count();

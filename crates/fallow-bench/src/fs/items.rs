@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
 
+use super::bound::OltpBound;
 use super::device::{self, Device};
 use super::fio::{self, Job};
 use super::mount::{self, Mount, Server};
@@ -264,7 +265,11 @@ struct Config {
     policy: String,
 }
 
-fn configs(s: &Settings) -> Vec<Config> {
+fn configs(s: &Settings, workload: Workload) -> Vec<Config> {
+    let depths = match workload {
+        Workload::Video => &s.depths,
+        Workload::Oltp => &s.oltp_depths,
+    };
     let mut configs = vec![
         Config {
             name: "no FUSE".into(),
@@ -281,7 +286,7 @@ fn configs(s: &Settings) -> Vec<Config> {
     ];
     for &pool in &s.caches {
         let mut policies = vec!["off".to_string()];
-        policies.extend(s.depths.iter().map(|d| format!("fixed:{d}")));
+        policies.extend(depths.iter().map(|d| format!("fixed:{d}")));
         policies.push("feedback".into());
         for policy in policies {
             configs.push(Config {
@@ -373,7 +378,7 @@ pub fn matrix(
         create_file(&ctx.backing().join("oltp.db"), s.oltp_bytes)?;
     }
     ctx.device.set_memory_limit(Some(s.vm_memory_bytes))?;
-    for config in configs(s) {
+    for config in configs(s, workload) {
         ctx.progress
             .step(format!("{}: {}", workload.name(), config.name))?;
         let run = matrix_run(ctx, workload, &config)?;
@@ -382,6 +387,26 @@ pub fn matrix(
         super::report::add_speedups(runs, workload == Workload::Oltp);
     }
     ctx.device.set_memory_limit(None)
+}
+
+/// What no cache of each pool's size could beat on the OLTP runs (see [`super::bound`]); empty without a
+/// no-cache run.
+pub fn oltp_bounds(s: &Settings, runs: &[MatrixRun]) -> Vec<OltpBound> {
+    let Some(no_cache) = runs.iter().find(|r| r.name == "no cache") else {
+        return Vec::new();
+    };
+    let workload = super::bound::Workload {
+        file_bytes: s.oltp_bytes,
+        read_bytes: s.oltp_block_bytes,
+        theta: s.oltp_zipf,
+        jobs: s.oltp_jobs,
+        read_iops: s.device.read_iops,
+        vm_memory_bytes: s.vm_memory_bytes,
+    };
+    s.caches
+        .iter()
+        .map(|&pool| workload.bound(pool, no_cache.read_latency.lat_mean_us))
+        .collect()
 }
 
 fn matrix_run(ctx: &Context<'_>, workload: Workload, config: &Config) -> anyhow::Result<MatrixRun> {
@@ -611,7 +636,11 @@ mod tests {
         let mut s = super::super::tests_settings();
         s.caches = vec![100 * MIB, 1 << 30];
         s.depths = vec![4, 16];
-        let names: Vec<String> = configs(&s).into_iter().map(|c| c.name).collect();
+        s.oltp_depths = vec![64];
+        let names: Vec<String> = configs(&s, Workload::Video)
+            .into_iter()
+            .map(|c| c.name)
+            .collect();
         assert_eq!(
             names,
             [
@@ -627,6 +656,11 @@ mod tests {
                 "feedback 1G"
             ]
         );
+        let oltp: Vec<String> = configs(&s, Workload::Oltp)
+            .into_iter()
+            .map(|c| c.name)
+            .collect();
+        assert_eq!(oltp[2..5], ["off 100M", "fixed:64 100M", "feedback 100M"]);
     }
 
     #[test]

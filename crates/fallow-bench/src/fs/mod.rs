@@ -3,6 +3,7 @@
 //! prefetch policies and cache sizes (2), cache-hit bandwidth against a null FUSE file system and memcpy
 //! (3), and the pool halved and restored during a video run (4). Writes fs.json, fs.md and PNG plots; see
 //! docs/fs.md "Benchmarks".
+pub mod bound;
 pub mod device;
 pub mod fio;
 pub mod items;
@@ -89,10 +90,11 @@ pub struct FsArgs {
     /// OLTP's read size.
     #[arg(long, default_value = "8k", value_parser = size)]
     pub oltp_block_bytes: u64,
-    /// `fallow fs --block-bytes` for the OLTP mounts; 0 = fallow fs's default (128 KiB). Smaller blocks
-    /// (the database's page) read fewer bytes per miss but warm the cache 16 times slower on a device
-    /// that counts requests: at 8 KiB the 2 GiB file takes minutes to warm (docs/benchmarks.md).
-    #[arg(long, default_value = "0", value_parser = size)]
+    /// `fallow fs --block-bytes` for the OLTP mounts (0: fallow fs's default, 128 KiB). The database's
+    /// page, as ZFS's recordsize advice for databases: a 128 KiB block caches 15 cold pages with each hot
+    /// one, so a pool holds 16 times fewer hot pages; but 8 KiB blocks warm 16 times slower on a device
+    /// that counts requests, hence the long warm-up (docs/benchmarks.md).
+    #[arg(long, default_value = "8k", value_parser = size)]
     pub oltp_fs_block_bytes: u64,
     /// OLTP's key skew (fio `random_distribution=zipf:THETA`).
     #[arg(long, default_value_t = 0.9)]
@@ -100,18 +102,23 @@ pub struct FsArgs {
     /// OLTP's reader threads.
     #[arg(long, default_value_t = 4)]
     pub oltp_jobs: usize,
-    /// Measured seconds of each OLTP run, after its warm-up [default: 20; --quick: 1].
+    /// Measured seconds of each OLTP run, after its warm-up [default: 30; --quick: 1].
     #[arg(long)]
     pub oltp_s: Option<u64>,
-    /// Warm-up seconds of each OLTP run (not measured) [default: 10; --quick: 1].
+    /// Warm-up seconds of each OLTP run (not measured) [default: 150: at 1000 IOPS a 1 GiB pool of 8 KiB
+    /// blocks reaches its steady hit ratio after about two minutes; --quick: 1].
     #[arg(long)]
     pub oltp_warmup_s: Option<u64>,
     /// fallow pool sizes of item 2 [default: 100m,1g; --quick: 64m].
     #[arg(long, value_delimiter = ',', value_parser = size)]
     pub caches: Option<Vec<u64>>,
-    /// Fixed read-ahead depths of item 2, in blocks [default: 4,16,64; --quick: 4].
+    /// Fixed read-ahead depths of the video server, in blocks [default: 4,16,64; --quick: 4].
     #[arg(long, value_delimiter = ',')]
     pub depths: Option<Vec<u32>>,
+    /// Fixed read-ahead depths of OLTP [default: 16; --quick: 4]: random reads start no stream, so every
+    /// depth runs like `off`; one shows it without minutes per depth.
+    #[arg(long, value_delimiter = ',')]
+    pub oltp_depths: Option<Vec<u32>>,
     /// Item 3's file [default: 512m; --quick: 16m].
     #[arg(long, value_parser = size)]
     pub efficiency_bytes: Option<u64>,
@@ -147,6 +154,7 @@ pub struct Settings {
     pub oltp_warmup_s: u64,
     pub caches: Vec<u64>,
     pub depths: Vec<u32>,
+    pub oltp_depths: Vec<u32>,
     pub efficiency_bytes: u64,
     pub efficiency_s: u64,
     pub elastic_pool_bytes: u64,
@@ -189,8 +197,8 @@ impl FsArgs {
             oltp_fs_block_bytes: self.oltp_fs_block_bytes,
             oltp_zipf: self.oltp_zipf,
             oltp_jobs: self.oltp_jobs,
-            oltp_s: pick(self.oltp_s, 20, 1),
-            oltp_warmup_s: pick(self.oltp_warmup_s, 10, 1),
+            oltp_s: pick(self.oltp_s, 30, 1),
+            oltp_warmup_s: pick(self.oltp_warmup_s, 150, 1),
             caches: self.caches.clone().unwrap_or(if q {
                 vec![64 * MIB]
             } else {
@@ -200,6 +208,10 @@ impl FsArgs {
                 .depths
                 .clone()
                 .unwrap_or(if q { vec![4] } else { vec![4, 16, 64] }),
+            oltp_depths: self
+                .oltp_depths
+                .clone()
+                .unwrap_or(if q { vec![4] } else { vec![16] }),
             efficiency_bytes: pick(self.efficiency_bytes, 512 * MIB, 16 * MIB),
             efficiency_s: pick(self.efficiency_s, 5, 1),
             elastic_pool_bytes,
@@ -258,8 +270,9 @@ impl Settings {
         if self.caches.is_empty() || self.caches.iter().any(|&c| c < MIB) {
             bail!("--caches: one or more sizes of at least 1m");
         }
-        if self.depths.iter().any(|&d| d == 0 || d > DEPTH_MAX) {
-            bail!("--depths: each from 1 to {DEPTH_MAX}");
+        let depths = self.depths.iter().chain(&self.oltp_depths);
+        if depths.into_iter().any(|&d| d == 0 || d > DEPTH_MAX) {
+            bail!("--depths, --oltp-depths: each from 1 to {DEPTH_MAX}");
         }
         Ok(())
     }
@@ -288,12 +301,12 @@ impl Settings {
 
     /// Steps of the progress bar: one per run (and one for the device).
     fn run_count(&self) -> u64 {
-        let matrix = 2 + self.caches.len() * (self.depths.len() + 2);
+        let matrix = |depths: &[u32]| 2 + self.caches.len() * (depths.len() + 2);
         let mut runs = 1;
         for (item, count) in [
             (Item::Slowcat, 6),
-            (Item::Video, matrix),
-            (Item::Oltp, matrix),
+            (Item::Video, matrix(&self.depths)),
+            (Item::Oltp, matrix(&self.oltp_depths)),
             (Item::Efficiency, 3),
             (Item::Elastic, 1),
         ] {
@@ -422,7 +435,9 @@ fn run_items(
         items::matrix(&ctx, items::Workload::Video, &mut report.video)?;
     }
     if s.runs(Item::Oltp) {
-        items::matrix(&ctx, items::Workload::Oltp, &mut report.oltp)?;
+        let finished = items::matrix(&ctx, items::Workload::Oltp, &mut report.oltp);
+        report.oltp_bounds = items::oltp_bounds(s, &report.oltp);
+        finished?;
     }
     if s.runs(Item::Efficiency) {
         report.efficiency = Some(items::efficiency(&ctx)?);
@@ -488,6 +503,7 @@ mod tests {
             &["--read-iops", "0"],
             &["--oltp-zipf", "0"],
             &["--depths", "0"],
+            &["--oltp-depths", "5000"],
             &["--caches", "10"],
             &["--slowcat-bytes", "100g"],
             &["--elastic-s", "1"],

@@ -4,6 +4,7 @@ use std::path::Path;
 use anyhow::Context;
 use serde::Serialize;
 
+use super::bound::OltpBound;
 use super::device::IoBytes;
 use super::fio::{Direction, FioRun};
 use super::items::size_name;
@@ -344,6 +345,8 @@ pub struct Report {
     pub slowcat: Vec<SlowcatCase>,
     pub video: Vec<MatrixRun>,
     pub oltp: Vec<MatrixRun>,
+    /// Per pool: the best mean latency any cache of that size could give OLTP.
+    pub oltp_bounds: Vec<OltpBound>,
     pub efficiency: Option<EfficiencyResult>,
     pub elastic: Option<ElasticResult>,
     /// Why the run stopped early, if it did.
@@ -383,6 +386,7 @@ impl Report {
             slowcat: Vec::new(),
             video: Vec::new(),
             oltp: Vec::new(),
+            oltp_bounds: Vec::new(),
             efficiency: None,
             elastic: None,
             error: None,
@@ -417,6 +421,7 @@ impl Report {
         md += &self.slowcat_table();
         md += &matrix_table("Video server", &self.video, false);
         md += &matrix_table("OLTP", &self.oltp, true);
+        md += &bounds_line(&self.oltp_bounds);
         md += &self.efficiency_table();
         if let Some(e) = &self.elastic {
             md += &format!("## Elastic\n\n{}\n\n", e.summary());
@@ -502,6 +507,30 @@ fn matrix_table(title: &str, runs: &[MatrixRun], by_latency: bool) -> String {
         "read bandwidth"
     };
     md + &format!("\nSpeedups compare {basis}. Pools: {}.\n\n", pools(runs))
+}
+
+/// The OLTP bounds under the table: what no cache of each size could beat.
+fn bounds_line(bounds: &[OltpBound]) -> String {
+    if bounds.is_empty() {
+        return String::new();
+    }
+    let each: Vec<String> = bounds
+        .iter()
+        .map(|b| {
+            format!(
+                "{}: at least {:.1}% of reads miss, mean latency at least {:.2} ms, speedup vs no cache at most {:.2}x",
+                size_name(b.pool_bytes),
+                b.miss_ratio_floor * 100.0,
+                b.latency_floor_us / 1000.0,
+                b.speedup_bound_vs_no_cache
+            )
+        })
+        .collect();
+    format!(
+        "Bound for any cache (zipf mass beyond the VM's memory + the pool, each miss one read at the throttle's \
+         IOPS; `fallow-bench/src/fs/bound.rs`): {}.\n\n",
+        each.join("; ")
+    )
 }
 
 fn pools(runs: &[MatrixRun]) -> String {

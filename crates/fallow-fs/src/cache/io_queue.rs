@@ -8,7 +8,7 @@ use crate::cache::remote::Remote;
 use crate::stats::Counters;
 use parking_lot::{Condvar, Mutex};
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
 use std::sync::Arc;
 
 /// A block's bytes as read (shorter than a block at the end of the file), or the errno of the read.
@@ -55,6 +55,8 @@ pub struct Job {
     /// A reader waits for it (a read-ahead job a reader caught up with).
     demanded: AtomicBool,
     inflight: Arc<Inflight>,
+    /// A read-ahead job's stream counter of blocks found in fallow already (feedback pauses on it).
+    already_cached: Option<Arc<AtomicU32>>,
 }
 
 type InflightKey = (u64, u64, u64, u64);
@@ -147,7 +149,14 @@ impl IoQueue {
         (job.write_gen == file.write_gen()).then(|| job.clone())
     }
 
-    fn new_job(&self, file: &Arc<FileState>, epoch: u64, block: u64, demanded: bool) -> Arc<Job> {
+    fn new_job(
+        &self,
+        file: &Arc<FileState>,
+        epoch: u64,
+        block: u64,
+        already_cached: Option<Arc<AtomicU32>>,
+    ) -> Arc<Job> {
+        let demanded = already_cached.is_none();
         Arc::new(Job {
             file: file.clone(),
             epoch,
@@ -156,6 +165,7 @@ impl IoQueue {
             started: AtomicBool::new(false),
             demanded: AtomicBool::new(demanded),
             inflight: Arc::new(Inflight::default()),
+            already_cached,
         })
     }
 
@@ -179,7 +189,7 @@ impl IoQueue {
                 waits.push((job, true));
                 continue;
             }
-            let job = self.new_job(file, epoch, block, true);
+            let job = self.new_job(file, epoch, block, None);
             self.inflight
                 .lock()
                 .insert(inflight_key(file, epoch, block), job.clone());
@@ -212,7 +222,7 @@ impl IoQueue {
 
     /// A block read-ahead found in fallow but gone by the time a reader asked: read it now.
     fn demand_alone(&self, file: &Arc<FileState>, epoch: u64, block: u64) -> (BlockResult, bool) {
-        let job = self.new_job(file, epoch, block, true);
+        let job = self.new_job(file, epoch, block, None);
         self.inflight
             .lock()
             .insert(inflight_key(file, epoch, block), job.clone());
@@ -226,12 +236,14 @@ impl IoQueue {
         remote.get_many(&[key]).ok()?.pop().flatten().map(Arc::new)
     }
 
-    /// Queues read-ahead of `blocks`, stopping when the queue is full.
+    /// Queues read-ahead of `blocks`, stopping when the queue is full; each block found in fallow already
+    /// adds one to `already_cached`.
     pub fn prefetch(
         &self,
         file: &Arc<FileState>,
         epoch: u64,
         blocks: std::ops::Range<u64>,
+        already_cached: &Arc<AtomicU32>,
     ) -> Prefetched {
         let mut outcome = Prefetched::default();
         for block in blocks {
@@ -249,7 +261,7 @@ impl IoQueue {
                 queues.queued_bytes += self.block_bytes;
             }
             // In the in-flight map before any thread can run (and forget) it.
-            let job = self.new_job(file, epoch, block, false);
+            let job = self.new_job(file, epoch, block, Some(already_cached.clone()));
             self.inflight
                 .lock()
                 .insert(inflight_key(file, epoch, block), job.clone());
@@ -352,6 +364,10 @@ impl IoQueue {
             if !present {
                 rest.push(job);
             } else if !job.demanded.load(Relaxed) {
+                if let Some(counter) = &job.already_cached {
+                    counter.fetch_add(1, Relaxed);
+                }
+                self.counters.prefetch_already_cached.fetch_add(1, Relaxed);
                 job.inflight.finish(Err(ALREADY_CACHED));
                 self.forget(&job);
             } else if let Some(bytes) = self.cached(&job.file, job.epoch, job.block) {

@@ -522,7 +522,7 @@ impl BlockCache {
     ) {
         let policy = self.settings.prefetch;
         let block_bytes = self.settings.block_bytes;
-        let (issue, wasted) = {
+        let (issue, wasted, already_cached) = {
             let mut stream = stream.lock();
             let before = stream.depth_blocks();
             for &(block, hit) in outcomes {
@@ -543,13 +543,15 @@ impl BlockCache {
             if stream.depth_blocks() > before {
                 self.counters.prefetch_depth_increases.fetch_add(1, Relaxed);
             }
-            plan
+            (plan.0, plan.1, stream.already_cached_counter())
         };
         self.count_wasted(wasted);
         if issue.is_empty() {
             return;
         }
-        let prefetched = self.queue.prefetch(file, epoch, issue.clone());
+        let prefetched = self
+            .queue
+            .prefetch(file, epoch, issue.clone(), &already_cached);
         self.counters
             .prefetch_issued
             .fetch_add(prefetched.queued, Relaxed);

@@ -10,6 +10,12 @@
 //! | prefetched blocks left unread (the stream jumped or closed)   | halves           |
 //! | accuracy (used / (used + wasted)) below `ACCURACY_MIN`        | halves           |
 //! | the pool shrank (its target fell)                             | halves, ≤ cap    |
+//! | ¾ of a window of read-ahead found already in fallow           | 0 until a miss   |
+//! | a read misses while read-ahead is paused so                   | initial depth    |
+//!
+//! Read-ahead of blocks fallow already holds reads nothing from the device but still costs a request per
+//! block (a looping stream whose file the pool holds whole): feedback pauses it, and the first read that
+//! misses resumes it.
 //!
 //! `cap` is the pool's room shared among the active streams (`DepthCap`), so read-ahead never takes more of
 //! the pool than is free. A stream is sequential after `SEQUENTIAL_READS_MIN` reads that each start where
@@ -17,6 +23,8 @@
 use crate::options::Prefetch;
 use std::collections::BTreeSet;
 use std::ops::Range;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 
 pub const SEQUENTIAL_READS_MIN: u32 = 3;
 pub const FEEDBACK_DEPTH_INITIAL: u32 = 4;
@@ -32,6 +40,8 @@ pub const REORDER_BYTES_MAX: u64 = 4 << 20;
 /// Feedback read-ahead that fell to depth 0 (useless for this stream) probes again with depth 1 after
 /// this many forward reads in a row.
 pub const PROBE_READS: u32 = 8;
+/// Read-ahead blocks per judgement of how many fallow already held.
+pub const ALREADY_CACHED_WINDOW_BLOCKS: u32 = 32;
 
 enum Step {
     Forward,
@@ -67,6 +77,12 @@ pub struct Stream {
     shrinks_seen: u64,
     window_used: u32,
     window_wasted: u32,
+    /// Read-ahead blocks the I/O threads found fallow already holding (they add, the stream takes).
+    already_cached: Arc<AtomicU32>,
+    window_issued: u32,
+    window_already_cached: u32,
+    /// Feedback paused read-ahead because its blocks were cached already; a miss resumes it.
+    paused_while_cached: bool,
     pub used_total: u64,
     pub wasted_total: u64,
 }
@@ -89,6 +105,10 @@ impl Stream {
             shrinks_seen: 0,
             window_used: 0,
             window_wasted: 0,
+            already_cached: Arc::default(),
+            window_issued: 0,
+            window_already_cached: 0,
+            paused_while_cached: false,
             used_total: 0,
             wasted_total: 0,
         }
@@ -96,6 +116,15 @@ impl Stream {
 
     pub fn depth_blocks(&self) -> u32 {
         self.depth_blocks
+    }
+
+    /// What the I/O threads add to when a block this stream read ahead was in fallow already.
+    pub fn already_cached_counter(&self) -> Arc<AtomicU32> {
+        self.already_cached.clone()
+    }
+
+    pub fn is_paused_while_cached(&self) -> bool {
+        self.paused_while_cached
     }
 
     pub fn is_sequential(&self) -> bool {
@@ -135,7 +164,10 @@ impl Stream {
             self.on_waste(policy, wasted as u32);
         }
         self.follow_cap(policy, cap);
-        let probing = matches!(policy, Prefetch::Feedback { .. }) && self.depth_blocks == 0;
+        self.judge_already_cached(policy);
+        let probing = matches!(policy, Prefetch::Feedback { .. })
+            && self.depth_blocks == 0
+            && !self.paused_while_cached;
         if probing && self.sequential_reads >= PROBE_READS {
             self.depth_blocks = 1;
         }
@@ -151,6 +183,7 @@ impl Stream {
         let to = to.min(from + (OUTSTANDING_BLOCKS_MAX - self.outstanding.len()) as u64);
         self.outstanding.extend(from..to);
         self.issued_through = to;
+        self.window_issued = self.window_issued.saturating_add((to - from) as u32);
         (from..to, wasted)
     }
 
@@ -201,6 +234,9 @@ impl Stream {
         cap: &DepthCap,
     ) -> BlockOutcome {
         if !self.outstanding.remove(&block) {
+            if !hit && self.paused_while_cached {
+                self.resume(policy);
+            }
             return BlockOutcome::NotPrefetched;
         }
         if !hit {
@@ -210,7 +246,7 @@ impl Stream {
         self.used_total += 1;
         self.window_used += 1;
         self.used_since_growth += 1;
-        if let Prefetch::Feedback { depth_max } = policy {
+        if let (Prefetch::Feedback { depth_max }, false) = (policy, self.paused_while_cached) {
             let room = cap.blocks().min(depth_max);
             if self.used_since_growth >= self.depth_blocks && self.depth_blocks < room {
                 self.depth_blocks = (self.depth_blocks * 2).clamp(1, room);
@@ -253,6 +289,33 @@ impl Stream {
         }
         self.window_used = 0;
         self.window_wasted = 0;
+    }
+
+    /// Pauses feedback read-ahead when most of a window of it found fallow holding the blocks already.
+    fn judge_already_cached(&mut self, policy: Prefetch) {
+        if !matches!(policy, Prefetch::Feedback { .. }) {
+            return;
+        }
+        self.window_already_cached += self.already_cached.swap(0, Ordering::Relaxed);
+        if self.window_issued < ALREADY_CACHED_WINDOW_BLOCKS {
+            return;
+        }
+        if self.window_already_cached * 4 >= self.window_issued * 3 {
+            self.paused_while_cached = true;
+            self.depth_blocks = 0;
+            self.used_since_growth = 0;
+        }
+        self.window_issued = 0;
+        self.window_already_cached = 0;
+    }
+
+    /// A read missed while read-ahead was paused: the stream left what fallow holds.
+    fn resume(&mut self, policy: Prefetch) {
+        self.paused_while_cached = false;
+        if let Prefetch::Feedback { depth_max } = policy {
+            self.depth_blocks = FEEDBACK_DEPTH_INITIAL.min(depth_max);
+            self.used_since_growth = 0;
+        }
     }
 
     fn halve(&mut self) {
@@ -487,6 +550,46 @@ mod tests {
         assert_eq!(cap.blocks(), 4);
         stream.on_read(FEEDBACK, 301 * BLOCK, BLOCK, BLOCK, 1 << 20, &cap);
         assert_eq!(stream.depth_blocks(), 4);
+    }
+
+    /// Reads `reads` blocks sequentially from `first`, every block a hit and every read-ahead block found
+    /// in fallow already (a file the pool holds whole); returns the blocks issued by the last half.
+    fn over_a_cached_file(stream: &mut Stream, policy: Prefetch, first: u64, reads: u64) -> u64 {
+        let cap = DepthCap::new(64);
+        let counter = stream.already_cached_counter();
+        let mut issued_late = 0;
+        for block in first..first + reads {
+            stream.on_block(policy, block, true, &cap);
+            let (issued, _) = stream.on_read(policy, block * BLOCK, BLOCK, BLOCK, 1 << 20, &cap);
+            counter.fetch_add((issued.end - issued.start) as u32, Ordering::Relaxed);
+            if block >= first + reads / 2 {
+                issued_late += issued.end - issued.start;
+            }
+        }
+        issued_late
+    }
+
+    #[test]
+    fn feedback_pauses_read_ahead_that_finds_its_blocks_cached_until_a_read_misses() {
+        let cap = DepthCap::new(64);
+        let mut stream = Stream::new(FEEDBACK);
+        assert_eq!(over_a_cached_file(&mut stream, FEEDBACK, 0, 200), 0);
+        assert!(stream.is_paused_while_cached());
+        assert_eq!(stream.depth_blocks(), 0);
+        // Hits keep it paused, without probes.
+        assert_eq!(over_a_cached_file(&mut stream, FEEDBACK, 200, 40), 0);
+        // The stream reaches blocks fallow lacks: the first miss resumes read-ahead at the initial depth.
+        stream.on_block(FEEDBACK, 240, false, &cap);
+        assert!(!stream.is_paused_while_cached());
+        let (issued, _) = stream.on_read(FEEDBACK, 240 * BLOCK, BLOCK, BLOCK, 1 << 20, &cap);
+        assert_eq!(issued, 241..241 + u64::from(FEEDBACK_DEPTH_INITIAL));
+        // A fixed depth reads ahead whatever fallow holds.
+        let mut fixed = Stream::new(Prefetch::Fixed(8));
+        assert_eq!(
+            over_a_cached_file(&mut fixed, Prefetch::Fixed(8), 0, 200),
+            100
+        );
+        assert!(!fixed.is_paused_while_cached());
     }
 
     #[test]
