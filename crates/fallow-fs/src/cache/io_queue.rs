@@ -149,6 +149,29 @@ impl IoQueue {
         (job.write_gen == file.write_gen()).then(|| job.clone())
     }
 
+    /// The job reading `block` now (true: joined), or a new one put in the in-flight map within the same
+    /// lock hold, so two readers that miss one block at once never both read it from the backing file. A
+    /// job from before the file's last write is not joined: its bytes may be older than the write.
+    fn job_for(
+        &self,
+        file: &Arc<FileState>,
+        epoch: u64,
+        block: u64,
+        already_cached: Option<Arc<AtomicU32>>,
+    ) -> (Arc<Job>, bool) {
+        let key = inflight_key(file, epoch, block);
+        let mut inflight = self.inflight.lock();
+        if let Some(job) = inflight
+            .get(&key)
+            .filter(|job| job.write_gen == file.write_gen())
+        {
+            return (job.clone(), true);
+        }
+        let job = self.new_job(file, epoch, block, already_cached);
+        inflight.insert(key, job.clone());
+        (job, false)
+    }
+
     fn new_job(
         &self,
         file: &Arc<FileState>,
@@ -181,7 +204,8 @@ impl IoQueue {
         let mut waits = Vec::with_capacity(blocks.len());
         let mut inline = Vec::new();
         for &block in blocks {
-            if let Some(job) = self.current_job(file, epoch, block) {
+            let (job, joined) = self.job_for(file, epoch, block, None);
+            if joined {
                 if !job.demanded.swap(true, Relaxed) && !job.started.load(Relaxed) {
                     self.queues.lock().demand.push_back(job.clone());
                     self.wake.notify_one();
@@ -189,10 +213,6 @@ impl IoQueue {
                 waits.push((job, true));
                 continue;
             }
-            let job = self.new_job(file, epoch, block, None);
-            self.inflight
-                .lock()
-                .insert(inflight_key(file, epoch, block), job.clone());
             let mut queues = self.queues.lock();
             if queues.queued_bytes + self.block_bytes <= self.queue_bytes_max && !queues.stopping {
                 queues.queued_bytes += self.block_bytes;
@@ -261,10 +281,15 @@ impl IoQueue {
                 queues.queued_bytes += self.block_bytes;
             }
             // In the in-flight map before any thread can run (and forget) it.
-            let job = self.new_job(file, epoch, block, Some(already_cached.clone()));
-            self.inflight
-                .lock()
-                .insert(inflight_key(file, epoch, block), job.clone());
+            let (job, joined) = self.job_for(file, epoch, block, Some(already_cached.clone()));
+            if joined {
+                // A reader got there between the look above and the reservation.
+                let mut queues = self.queues.lock();
+                queues.queued_bytes = queues.queued_bytes.saturating_sub(self.block_bytes);
+                outcome.covered += 1;
+                outcome.in_flight.push(block);
+                continue;
+            }
             self.queues.lock().prefetch.push_back(job);
             self.wake.notify_one();
             outcome.queued += 1;
