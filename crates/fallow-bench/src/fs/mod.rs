@@ -270,8 +270,8 @@ impl Settings {
         if self.caches.is_empty() || self.caches.iter().any(|&c| c < MIB) {
             bail!("--caches: one or more sizes of at least 1m");
         }
-        let depths = self.depths.iter().chain(&self.oltp_depths);
-        if depths.into_iter().any(|&d| d == 0 || d > DEPTH_MAX) {
+        let mut depths = self.depths.iter().chain(&self.oltp_depths);
+        if depths.any(|&d| d == 0 || d > DEPTH_MAX) {
             bail!("--depths, --oltp-depths: each from 1 to {DEPTH_MAX}");
         }
         Ok(())

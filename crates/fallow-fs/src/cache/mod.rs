@@ -543,12 +543,15 @@ impl BlockCache {
             if stream.depth_blocks() > before {
                 self.counters.prefetch_depth_increases.fetch_add(1, Relaxed);
             }
-            (plan.0, plan.1, stream.already_cached_counter())
+            let (issue, wasted) = plan;
+            // The counter the I/O threads add to, taken only by reads that read ahead.
+            let already_cached = (!issue.is_empty()).then(|| stream.already_cached_counter());
+            (issue, wasted, already_cached)
         };
         self.count_wasted(wasted);
-        if issue.is_empty() {
+        let Some(already_cached) = already_cached else {
             return;
-        }
+        };
         let prefetched = self
             .queue
             .prefetch(file, epoch, issue.clone(), &already_cached);
