@@ -830,8 +830,12 @@ impl<'a> Guards<'a> {
     }
 
     /// Elastic mode: releases (carefully) segments of the ephemeral tenant with the largest fairness until
-    /// resident bytes are under the pool limit; held shards first, then shards free right now. Err when
-    /// only persistent data is left (the persistent floor is reached) or nothing reachable can go.
+    /// resident bytes are under the pool limit: from a held shard that holds at least its share of the
+    /// victim's bytes, else from the shard free right now that holds the most, else from any held shard.
+    /// A release takes a shard's oldest segments, so shards kept level keep items for about as long on
+    /// each; a write's own shard emptying itself regardless would shrink it until it evicted its newest
+    /// items (its active segment) while other shards kept older ones. Err when only persistent data is
+    /// left (the persistent floor is reached) or nothing reachable can go.
     fn make_pool_room(&mut self, additional_bytes: usize) -> Result<(), OutOfMemory> {
         let now = now_ms();
         drop(self.store.memory.take_spares(usize::MAX));
@@ -845,15 +849,17 @@ impl<'a> Guards<'a> {
                 return Err(OutOfMemory);
             }
             let victim = self.store.memory.pool.victim().ok_or(OutOfMemory)?;
-            let mut outcome = StepOutcome::Nothing;
-            for (_, shard) in self.guards.iter_mut() {
-                outcome = outcome.max(StepOutcome::of(&shard.careful_release_step(victim, now)));
-                if outcome == StepOutcome::Released {
-                    break;
-                }
-            }
+            let share_bytes = self
+                .store
+                .memory
+                .pool
+                .counters(victim)
+                .resident_bytes
+                .load(Ordering::Relaxed)
+                / self.store.shards.len();
+            let mut outcome = self.release_from_held(victim, now, share_bytes);
             // Shards busy with other commands are skipped (try_lock); give them a few chances before
-            // calling the pool full, so contention alone does not fail a write.
+            // falling back on the held shards, so contention alone does not fail a write.
             for attempt in 0..4 {
                 if outcome == StepOutcome::Released {
                     break;
@@ -862,6 +868,9 @@ impl<'a> Guards<'a> {
                     std::thread::yield_now();
                 }
                 outcome = outcome.max(self.release_from_unlocked(victim, now));
+            }
+            if outcome != StepOutcome::Released {
+                outcome = outcome.max(self.release_from_held(victim, now, 0));
             }
             fruitless_steps = match outcome {
                 StepOutcome::Nothing => return Err(OutOfMemory),
@@ -875,15 +884,38 @@ impl<'a> Guards<'a> {
         Ok(())
     }
 
-    /// One careful release slice for `victim` on each shard this command does not hold (try_lock), until
-    /// one releases bytes.
-    fn release_from_unlocked(&self, victim: TenantId, now: u64) -> StepOutcome {
+    /// One careful release slice for `victim` on each held shard holding at least `share_bytes` of its
+    /// segments, until one releases bytes.
+    fn release_from_held(&mut self, victim: TenantId, now: u64, share_bytes: usize) -> StepOutcome {
         let mut outcome = StepOutcome::Nothing;
-        for (index, shard) in self.store.shards.iter().enumerate() {
-            if self.guards.iter().any(|(held, _)| *held == index) {
+        for (_, shard) in self.guards.iter_mut() {
+            if share_bytes > 0 && shard.tenant_segment_bytes(victim) < share_bytes {
                 continue;
             }
-            let Some(mut shard) = shard.try_lock() else {
+            outcome = outcome.max(StepOutcome::of(&shard.careful_release_step(victim, now)));
+            if outcome == StepOutcome::Released {
+                break;
+            }
+        }
+        outcome
+    }
+
+    /// One careful release slice for `victim` on the shards this command does not hold and can lock now
+    /// (try_lock), the ones holding most of its segments first, until one releases bytes.
+    fn release_from_unlocked(&self, victim: TenantId, now: u64) -> StepOutcome {
+        let mut fullest: Vec<(usize, usize)> = (0..self.store.shards.len())
+            .filter(|index| !self.guards.iter().any(|(held, _)| held == index))
+            .filter_map(|index| {
+                let bytes = self.store.shards[index]
+                    .try_lock()?
+                    .tenant_segment_bytes(victim);
+                (bytes > 0).then_some((bytes, index))
+            })
+            .collect();
+        fullest.sort_unstable_by(|a, b| b.cmp(a));
+        let mut outcome = StepOutcome::Nothing;
+        for (_, index) in fullest {
+            let Some(mut shard) = self.store.shards[index].try_lock() else {
                 continue;
             };
             let step = shard.careful_release_step(victim, now);

@@ -1,5 +1,6 @@
 //! The elastic pool through the Store API: releases give whole segments back, the careful path keeps hot
-//! items, tenants share a full pool by weight, persistent data is never evicted, keyspaces are private.
+//! items (a zipf working set at least as well as exact LRU), tenants share a full pool by weight,
+//! persistent data is never evicted, keyspaces are private.
 
 /// The memory cap per write (one test binary per crate: linking each costs CI ~10 s).
 mod maxmemory;
@@ -119,6 +120,104 @@ fn careful_release_keeps_recently_and_frequently_used_items() {
     assert!(
         hot_kept > 0.9 && cold_kept < 0.6,
         "hot {hot_kept:.2} cold {cold_kept:.2}"
+    );
+}
+
+/// Exact LRU over key indexes, by last-use stamp: the yardstick for the pool's eviction.
+struct ExactLru {
+    capacity: usize,
+    stamp_of: std::collections::HashMap<usize, u64>,
+    by_stamp: std::collections::BTreeMap<u64, usize>,
+    clock: u64,
+}
+
+impl ExactLru {
+    /// True on a hit; the key is the most recent either way.
+    fn access(&mut self, index: usize) -> bool {
+        self.clock += 1;
+        let hit = match self.stamp_of.insert(index, self.clock) {
+            Some(stamp) => self.by_stamp.remove(&stamp).is_some(),
+            None => false,
+        };
+        self.by_stamp.insert(self.clock, index);
+        while self.stamp_of.len() > self.capacity {
+            let (_, oldest) = self
+                .by_stamp
+                .pop_first()
+                .expect("over capacity, so not empty");
+            self.stamp_of.remove(&oldest);
+        }
+        hit
+    }
+}
+
+/// Key indexes drawn from zipf(θ) over `keys` ranks, the ranks scattered over the indexes (as fio
+/// scatters them over a file).
+fn zipf_indexes(keys: usize, theta: f64, count: usize, seed: u64) -> Vec<usize> {
+    use rand::{seq::SliceRandom, Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let weights: Vec<f64> = (1..=keys).map(|rank| (rank as f64).powf(-theta)).collect();
+    let total: f64 = weights.iter().sum();
+    let cdf: Vec<f64> = weights
+        .iter()
+        .scan(0.0, |sum, weight| {
+            *sum += weight / total;
+            Some(*sum)
+        })
+        .collect();
+    let mut scatter: Vec<usize> = (0..keys).collect();
+    scatter.shuffle(&mut rng);
+    (0..count)
+        .map(|_| scatter[cdf.partition_point(|&c| c < rng.gen::<f64>()).min(keys - 1)])
+        .collect()
+}
+
+/// A read-through cache's stream (read; on a miss, write) under a full pool: the careful release keeps
+/// at least as many hits as exact LRU of as many items. It once kept 0.60 of reads to LRU's 0.68: the
+/// sampled-median rule lost hot items, and a write's own shard emptied itself, down to its newest items.
+#[test]
+fn a_full_pool_keeps_a_zipf_working_set_at_least_as_well_as_exact_lru() {
+    const KEYS: usize = 20_000;
+    const READS: usize = 240_000;
+    const MEASURED: usize = 80_000;
+    let store = store();
+    store.set_pool_limit_bytes(24 * MIB);
+    let value = vec![5u8; 2_000];
+    let mut lru: Option<ExactLru> = None;
+    let (mut pool_hits, mut lru_hits) = (0, 0);
+    for (read_index, index) in zipf_indexes(KEYS, 0.9, READS, 7).into_iter().enumerate() {
+        let hit = read(&store, 0, &key(index)).is_some();
+        if !hit {
+            assert!(write(&store, 0, &key(index), &value, now_ms()));
+        }
+        // LRU gets the capacity the pool has when it first evicts.
+        if lru.is_none() && store.tenant_snapshots()[0].evicted_keys > 0 {
+            let keys_held = (0..KEYS)
+                .filter(|&i| read(&store, 0, &key(i)).is_some())
+                .count();
+            lru = Some(ExactLru {
+                capacity: keys_held,
+                stamp_of: Default::default(),
+                by_stamp: Default::default(),
+                clock: 0,
+            });
+        }
+        let lru_hit = lru.as_mut().is_some_and(|lru| lru.access(index));
+        if read_index >= READS - MEASURED {
+            pool_hits += hit as usize;
+            lru_hits += lru_hit as usize;
+        }
+    }
+    let lru = lru.expect("the pool filled");
+    assert!(lru.capacity > 5_000, "{} items fit", lru.capacity);
+    let (pool_ratio, lru_ratio) = (
+        pool_hits as f64 / MEASURED as f64,
+        lru_hits as f64 / MEASURED as f64,
+    );
+    assert!(
+        pool_ratio >= lru_ratio,
+        "pool hit {pool_ratio:.3}, exact LRU of {} items {lru_ratio:.3}",
+        lru.capacity
     );
 }
 

@@ -27,7 +27,8 @@ pub struct OltpBound {
     /// The least mean read latency (µs).
     pub latency_floor_us: f64,
     /// The no-cache run's mean latency over `latency_floor_us`: no cache of this size can do better.
-    pub speedup_bound_vs_no_cache: f64,
+    /// None when every page fits in the VM and the pool (no read need reach the device).
+    pub speedup_bound_vs_no_cache: Option<f64>,
 }
 
 /// The probability mass of zipf(θ) over `ranks` ranks that lies beyond the `cached` most popular.
@@ -37,6 +38,9 @@ pub fn zipf_tail_mass(ranks: u64, theta: f64, cached: u64) -> f64 {
         ranks <= RANKS_SUMMED_MAX,
         "{ranks} ranks: too many to sum here"
     );
+    if cached >= ranks {
+        return 0.0;
+    }
     let weight = |k: u64| (k as f64).powf(-theta);
     // Summed smallest first, so the small terms are not lost against the large ones.
     let tail: f64 = (cached.min(ranks) + 1..=ranks).rev().map(weight).sum();
@@ -67,7 +71,8 @@ impl Workload {
             cached_pages,
             miss_ratio_floor,
             latency_floor_us,
-            speedup_bound_vs_no_cache: no_cache_latency_us / latency_floor_us.max(1e-9),
+            speedup_bound_vs_no_cache: (latency_floor_us > 0.0)
+                .then(|| no_cache_latency_us / latency_floor_us),
         }
     }
 }
@@ -112,13 +117,23 @@ mod tests {
         assert_eq!(small.cached_pages, 356 * 128);
         assert!((small.miss_ratio_floor - 0.220).abs() < 0.005, "{small:?}");
         assert!(
-            (2.3..2.5).contains(&small.speedup_bound_vs_no_cache),
+            small
+                .speedup_bound_vs_no_cache
+                .is_some_and(|b| (2.3..2.5).contains(&b)),
             "{small:?}"
         );
         assert!(
-            (8.0..8.7).contains(&large.speedup_bound_vs_no_cache),
+            large
+                .speedup_bound_vs_no_cache
+                .is_some_and(|b| (8.0..8.7).contains(&b)),
             "{large:?}"
         );
+        let whole = workload.bound(2 << 30, 2106.0);
+        assert_eq!(
+            whole.miss_ratio_floor, 0.0,
+            "the file fits in the VM and the pool"
+        );
+        assert_eq!(whole.speedup_bound_vs_no_cache, None);
         assert!((small.latency_floor_us - 4.0 * small.miss_ratio_floor * 1000.0).abs() < 1e-6);
     }
 }

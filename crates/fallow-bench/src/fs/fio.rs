@@ -1,7 +1,9 @@
 //! fio as the workload: jobs given on the command line (`--name=` starts a job; options before the first
 //! apply to all), run inside the device's cgroups, JSON output parsed into per-job read/write figures.
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use serde::Serialize;
@@ -111,20 +113,7 @@ pub fn run(
     jobs: &[Job],
     log_prefix: Option<&Path>,
 ) -> anyhow::Result<FioRun> {
-    let mut args: Vec<String> = vec![
-        "--output-format=json".into(),
-        "--ioengine=psync".into(),
-        "--invalidate=0".into(),
-    ];
-    if let Some(prefix) = log_prefix {
-        args.push(format!("--write_bw_log={}", prefix.display()));
-        args.push("--log_avg_msec=1000".into());
-    }
-    args.extend(global.iter().cloned());
-    for job in jobs {
-        args.push(format!("--name={}", job.name));
-        args.extend(job.options.iter().map(|o| format!("--{o}")));
-    }
+    let args = command_line(global, jobs, log_prefix);
     let started = std::time::Instant::now();
     let output = device
         .command(Path::new("fio"), &args)
@@ -144,6 +133,82 @@ pub fn run(
     }
     let jobs = parse(&stdout).context("parsing fio's JSON")?;
     Ok(FioRun { jobs, wall_s })
+}
+
+/// fio's arguments for `global` options and `jobs` (see [`run`]).
+fn command_line(global: &[String], jobs: &[Job], log_prefix: Option<&Path>) -> Vec<String> {
+    let mut args: Vec<String> = vec![
+        "--output-format=json".into(),
+        "--ioengine=psync".into(),
+        "--invalidate=0".into(),
+    ];
+    if let Some(prefix) = log_prefix {
+        args.push(format!("--write_bw_log={}", prefix.display()));
+        args.push("--log_avg_msec=1000".into());
+    }
+    args.extend(global.iter().cloned());
+    for job in jobs {
+        args.push(format!("--name={}", job.name));
+        args.extend(job.options.iter().map(|o| format!("--{o}")));
+    }
+    args
+}
+
+/// fio running `jobs` in the background, inside the device's groups, for a load nobody measures (a
+/// warm-up); [`Background::stop`] ends it.
+pub struct Background {
+    child: Child,
+}
+
+impl Background {
+    pub fn start(device: &Device, jobs: &[Job]) -> anyhow::Result<Background> {
+        let child = device
+            .command(Path::new("fio"), &command_line(&[], jobs, None))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .context("starting fio (is it installed?)")?;
+        Ok(Background { child })
+    }
+
+    /// Err when fio has exited on its own before being stopped (a bad job, a read error).
+    pub fn check_running(&mut self) -> anyhow::Result<()> {
+        if let Some(status) = self.child.try_wait()? {
+            let mut stderr = String::new();
+            if let Some(mut pipe) = self.child.stderr.take() {
+                let _ = pipe.read_to_string(&mut stderr);
+            }
+            bail!("background fio exited early ({status}): {}", stderr.trim());
+        }
+        Ok(())
+    }
+
+    /// SIGINT (fio stops its jobs and exits), then SIGKILL if it has not exited within `STOP_WAIT`.
+    pub fn stop(mut self) -> anyhow::Result<()> {
+        const STOP_WAIT: Duration = Duration::from_secs(30);
+        // SAFETY: kill(2) on our own child's pid, which is not reaped yet (try_wait has not seen it exit).
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGINT) };
+        let started = Instant::now();
+        while self.child.try_wait()?.is_none() {
+            if started.elapsed() > STOP_WAIT {
+                self.child.kill()?;
+                self.child.wait()?;
+                bail!("background fio ignored SIGINT for {STOP_WAIT:?}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
 }
 
 /// The jobs of fio's JSON output (text before the first `{`, such as warnings, is skipped).

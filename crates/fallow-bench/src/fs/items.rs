@@ -13,6 +13,7 @@ use super::fio::{self, Job};
 use super::mount::{self, Mount, Server};
 use super::report::{
     DeviceMeasured, EfficiencyResult, ElasticResult, ElasticSample, Levels, MatrixRun, SlowcatCase,
+    WarmUp,
 };
 use super::{Progress, Settings, MIB};
 
@@ -344,7 +345,8 @@ fn video_jobs(dir: &Path, prefix: &str, file_bytes: u64, runtime_s: u64) -> Vec<
     jobs
 }
 
-fn oltp_jobs(s: &Settings, path: &Path) -> Vec<Job> {
+/// OLTP's readers for `runtime_s` seconds (a warm-up runs them before, see [`oltp_warm_up`]).
+fn oltp_jobs(s: &Settings, path: &Path, runtime_s: u64) -> Vec<Job> {
     vec![
         Job::new("oltp", &["rw=randread", "norandommap", "group_reporting"])
             .with(format!("filename={}", path.display()))
@@ -353,9 +355,52 @@ fn oltp_jobs(s: &Settings, path: &Path) -> Vec<Job> {
             .with(format!("random_distribution=zipf:{}", s.oltp_zipf))
             .with(format!("numjobs={}", s.oltp_jobs))
             .with("time_based".into())
-            .with(format!("runtime={}", s.oltp_s))
-            .with(format!("ramp_time={}", s.oltp_warmup_s)),
+            .with(format!("runtime={runtime_s}")),
     ]
+}
+
+/// OLTP's warm-up: its readers run unmeasured for at least `oltp_warmup_s` (the VM's page cache fills)
+/// and, with a pool, until the pool has been full for `oltp_settle_s` (its hit ratio is the steady
+/// one, not a filling cache's); never past `oltp_warmup_max_s`.
+fn oltp_warm_up(ctx: &Context<'_>, dir: &Path, server: Option<&Server>) -> anyhow::Result<WarmUp> {
+    const POLL: Duration = Duration::from_secs(1);
+    let s = ctx.settings;
+    let jobs = oltp_jobs(s, &dir.join("oltp.db"), s.oltp_warmup_max_s);
+    let mut fio = fio::Background::start(ctx.device, &jobs)?;
+    let started = Instant::now();
+    let mut pool_full_after_s = None;
+    loop {
+        std::thread::sleep(POLL);
+        if super::interrupted() {
+            fio.stop()?;
+            bail!("interrupted during a warm-up: cleaned up");
+        }
+        fio.check_running()?;
+        let elapsed_s = started.elapsed().as_secs_f64();
+        if pool_full_after_s.is_none() && server.is_some_and(pool_is_full) {
+            pool_full_after_s = Some(elapsed_s);
+        }
+        let settled = match (server, pool_full_after_s) {
+            (None, _) => true,
+            (Some(_), Some(full_s)) => elapsed_s - full_s >= s.oltp_settle_s as f64,
+            (Some(_), None) => false,
+        };
+        if (elapsed_s >= s.oltp_warmup_s as f64 && settled)
+            || elapsed_s >= s.oltp_warmup_max_s as f64
+        {
+            fio.stop()?;
+            return Ok(WarmUp {
+                seconds: started.elapsed().as_secs_f64(),
+                pool_full_after_s,
+            });
+        }
+    }
+}
+
+/// The pool has evicted, or holds within 5% of its limit.
+fn pool_is_full(server: &Server) -> bool {
+    server.info_number("evicted_keys") > 0.0
+        || server.info_number("pool_used_bytes") >= server.pool_bytes as f64 * 0.95
 }
 
 /// Item 2: every configuration of one workload, in the "VM" of `vm_memory` bytes; runs go into `runs` as
@@ -433,9 +478,13 @@ fn matrix_run(ctx: &Context<'_>, workload: Workload, config: &Config) -> anyhow:
         .map_or(ctx.backing().to_path_buf(), |m| m.path.clone());
     let jobs = match workload {
         Workload::Video => video_jobs(&dir, "video", s.video_file_bytes, s.video_s),
-        Workload::Oltp => oltp_jobs(s, &dir.join("oltp.db")),
+        Workload::Oltp => oltp_jobs(s, &dir.join("oltp.db"), s.oltp_s),
     };
     ctx.cold()?;
+    let warm_up = match workload {
+        Workload::Oltp => Some(oltp_warm_up(ctx, &dir, server.as_ref())?),
+        Workload::Video => None,
+    };
     let stats_before = mnt.as_ref().and_then(|m| m.fresh_stats().ok());
     let io_before = ctx.device.io_bytes()?;
     let run = fio::run(ctx.device, &[], &jobs, None)?;
@@ -463,6 +512,7 @@ fn matrix_run(ctx: &Context<'_>, workload: Workload, config: &Config) -> anyhow:
         levels: Levels::new(run.read_bytes(), stats.as_ref(), device_bytes),
         device: device_bytes,
         fs_stats: stats,
+        warm_up,
         speedup_vs_no_fuse: None,
         speedup_vs_no_cache: None,
     })

@@ -117,6 +117,8 @@ pub struct MatrixRun {
     pub levels: Levels,
     pub device: IoBytes,
     pub fs_stats: Option<serde_json::Value>,
+    /// OLTP: the unmeasured run before (the figures above are the measured run's alone).
+    pub warm_up: Option<WarmUp>,
     /// Video: read bandwidth over the no-FUSE run's; OLTP: the no-FUSE run's mean read latency over this.
     pub speedup_vs_no_fuse: Option<f64>,
     /// The same against `--no-cache`.
@@ -134,8 +136,14 @@ impl MatrixRun {
             .map_or(String::new(), |w| {
                 format!(", prefetch wasted {:.0} MiB", w / 1048576.0)
             });
+        let warm_up = self.warm_up.as_ref().map_or(String::new(), |w| {
+            let full = w
+                .pool_full_after_s
+                .map_or(String::new(), |f| format!(", pool full after {f:.0} s"));
+            format!(" (after {:.0} s of warm-up{full})", w.seconds)
+        });
         format!(
-            "{workload} {:<16} read {:>7.1} MB/s, latency mean {:.2} ms p50 {:.2} p99 {:.1}, {} MiB from the device{wasted}",
+            "{workload} {:<16} read {:>7.1} MB/s, latency mean {:.2} ms p50 {:.2} p99 {:.1}, {} MiB from the device{wasted}{warm_up}",
             self.name,
             self.read_bytes_per_s / 1e6,
             self.read_latency.lat_mean_us / 1000.0,
@@ -144,6 +152,13 @@ impl MatrixRun {
             self.device.read >> 20
         )
     }
+}
+
+/// How long a run warmed up, and when its pool was full (absent: never within the warm-up).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct WarmUp {
+    pub seconds: f64,
+    pub pool_full_after_s: Option<f64>,
 }
 
 /// Fills the speedups: by latency (OLTP, lower is better) or by bandwidth (video).
@@ -516,14 +531,17 @@ fn bounds_line(bounds: &[OltpBound]) -> String {
     }
     let each: Vec<String> = bounds
         .iter()
-        .map(|b| {
-            format!(
-                "{}: at least {:.1}% of reads miss, mean latency at least {:.2} ms, speedup vs no cache at most {:.2}x",
+        .map(|b| match b.speedup_bound_vs_no_cache {
+            Some(speedup) => format!(
+                "{}: at least {:.1}% of reads miss, mean latency at least {:.2} ms, speedup vs no cache at most {speedup:.2}x",
                 size_name(b.pool_bytes),
                 b.miss_ratio_floor * 100.0,
                 b.latency_floor_us / 1000.0,
-                b.speedup_bound_vs_no_cache
-            )
+            ),
+            None => format!(
+                "{}: every page fits, no read need reach the device",
+                size_name(b.pool_bytes)
+            ),
         })
         .collect();
     format!(
@@ -576,6 +594,7 @@ mod tests {
             levels: Levels::default(),
             device: IoBytes::default(),
             fs_stats: None,
+            warm_up: None,
             speedup_vs_no_fuse: None,
             speedup_vs_no_cache: None,
         }

@@ -52,7 +52,20 @@ pub const ITEM_FLAG_TIER2_READ: u16 = 2;
 /// since): cleaning reports whether it was read to the doorkeeper (`admission::Doorkeeper`).
 pub const ITEM_FLAG_TIER2_DOORKEEPER: u16 = 4;
 
+/// Two bits counting the reads since the item was last appended (0 to `READS_SINCE_APPEND_MAX`): the
+/// careful release keeps an item that has some, spending one each time it re-appends it (second chances
+/// with a memory of frequency, as S3-FIFO's main queue).
+const ITEM_FLAG_READS_SHIFT: u16 = 3;
+const ITEM_FLAG_READS_MASK: u16 = 0b11 << ITEM_FLAG_READS_SHIFT;
+pub const READS_SINCE_APPEND_MAX: u8 = 3;
+
 const _: () = assert!(ITEM_HEADER_BYTES == 48);
+const _: () = assert!(
+    ITEM_FLAG_READS_MASK & (ITEM_FLAG_STUB | ITEM_FLAG_TIER2_READ | ITEM_FLAG_TIER2_DOORKEEPER)
+        == 0
+);
+const _: () =
+    assert!(READS_SINCE_APPEND_MAX as u16 == ITEM_FLAG_READS_MASK >> ITEM_FLAG_READS_SHIFT);
 
 impl ItemHeader {
     pub fn new(kind: u8, db: u8, key_len: usize, value_len: usize) -> Self {
@@ -72,6 +85,36 @@ impl ItemHeader {
             namespace: 0,
             flags: 0,
         }
+    }
+
+    /// Reads since the item was last appended, at most `READS_SINCE_APPEND_MAX`.
+    pub fn reads_since_append(&self) -> u8 {
+        ((self.flags & ITEM_FLAG_READS_MASK) >> ITEM_FLAG_READS_SHIFT) as u8
+    }
+
+    fn set_reads_since_append(&mut self, reads: u8) {
+        assert!(
+            reads <= READS_SINCE_APPEND_MAX,
+            "{reads} reads do not fit two bits"
+        );
+        self.flags =
+            (self.flags & !ITEM_FLAG_READS_MASK) | ((reads as u16) << ITEM_FLAG_READS_SHIFT);
+    }
+
+    /// Counts one read (saturating).
+    pub fn note_read(&mut self) {
+        let reads = self.reads_since_append();
+        self.set_reads_since_append((reads + 1).min(READS_SINCE_APPEND_MAX));
+    }
+
+    /// Spends one read: the item is re-appended by a release that kept it for it.
+    pub fn spend_read(&mut self) {
+        let reads = self.reads_since_append();
+        assert!(
+            reads > 0,
+            "a release keeps only an item with a read to spend"
+        );
+        self.set_reads_since_append(reads - 1);
     }
 
     /// True when the value is on tier 2 only.
@@ -459,6 +502,30 @@ mod tests {
         segment.kill(first);
         assert_eq!(segment.live_bytes(), item_bytes(3, 5));
         assert_eq!(segment.header(first).alive, 0);
+    }
+
+    #[test]
+    fn reads_since_append_saturate_spend_and_leave_the_other_flags_alone() {
+        let mut header = ItemHeader::new(1, 0, 3, 5);
+        header.flags = ITEM_FLAG_STUB | ITEM_FLAG_TIER2_DOORKEEPER;
+        assert_eq!(header.reads_since_append(), 0);
+        for expected in [1, 2, 3, 3] {
+            header.note_read();
+            assert_eq!(header.reads_since_append(), expected);
+        }
+        header.spend_read();
+        assert_eq!(header.reads_since_append(), 2);
+        assert!(header.is_stub());
+        assert_eq!(
+            header.flags & !ITEM_FLAG_READS_MASK,
+            ITEM_FLAG_STUB | ITEM_FLAG_TIER2_DOORKEEPER
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "a release keeps only an item with a read to spend")]
+    fn an_unread_item_has_no_read_to_spend() {
+        ItemHeader::new(1, 0, 3, 5).spend_read();
     }
 
     #[test]

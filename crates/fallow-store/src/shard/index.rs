@@ -186,6 +186,7 @@ impl Shard {
         }
         header.lfu_counter = counter;
         header.access_s = clock;
+        header.note_read();
     }
 
     /// Sets a key's access record as RESTORE's IDLETIME or FREQ asks: last accessed `idle_s` seconds ago,
