@@ -168,7 +168,10 @@ fn zipf_indexes(keys: usize, theta: f64, count: usize, seed: u64) -> Vec<usize> 
     let mut scatter: Vec<usize> = (0..keys).collect();
     scatter.shuffle(&mut rng);
     (0..count)
-        .map(|_| scatter[cdf.partition_point(|&c| c < rng.gen::<f64>()).min(keys - 1)])
+        .map(|_| {
+            let draw: f64 = rng.gen();
+            scatter[cdf.partition_point(|&c| c < draw).min(keys - 1)]
+        })
         .collect()
 }
 

@@ -105,8 +105,9 @@ pub struct FsArgs {
     /// Measured seconds of each OLTP run, after its warm-up [default: 30; --quick: 1].
     #[arg(long)]
     pub oltp_s: Option<u64>,
-    /// The least warm-up of each OLTP run, in seconds (the workload runs unmeasured first) [default: 60:
-    /// the VM's page cache fills; --quick: 1].
+    /// The least warm-up of each OLTP run, in seconds (the workload runs unmeasured first), with or
+    /// without a pool [default: 150: the VM's page cache has long filled, and the baselines warm as long
+    /// as a small pool's runs; --quick: 1].
     #[arg(long)]
     pub oltp_warmup_s: Option<u64>,
     /// With a pool, the warm-up goes on until the pool has been full (evicting) for this many seconds, so
@@ -210,7 +211,7 @@ impl FsArgs {
             oltp_zipf: self.oltp_zipf,
             oltp_jobs: self.oltp_jobs,
             oltp_s: pick(self.oltp_s, 30, 1),
-            oltp_warmup_s: pick(self.oltp_warmup_s, 60, 1),
+            oltp_warmup_s: pick(self.oltp_warmup_s, 150, 1),
             oltp_settle_s: pick(self.oltp_settle_s, 120, 1),
             oltp_warmup_max_s: pick(self.oltp_warmup_max_s, 900, 5),
             caches: self.caches.clone().unwrap_or(if q {

@@ -318,7 +318,6 @@ impl Shard {
         let (slot, items) = candidates
             .iter()
             .copied()
-            .into_iter()
             .map(|slot| (slot, self.rank_items(slot, now_ms)))
             .min_by_key(|(_, items)| kept_bytes(items))?;
         debug_assert_eq!(
