@@ -476,18 +476,44 @@ fn matrix_run(ctx: &Context<'_>, workload: Workload, config: &Config) -> anyhow:
     let dir = mnt
         .as_ref()
         .map_or(ctx.backing().to_path_buf(), |m| m.path.clone());
-    let jobs = match workload {
+    // A `--no-cache` mount drops a file's pages at every open (it cannot tell the file is unchanged), so a
+    // warm-up in a fio of its own would hand the measured one a cold page cache: that run warms up inside
+    // the measured fio instead (`ramp_time`), its counters sampled when the ramp ends.
+    let warm_in_process = workload == Workload::Oltp && mnt.is_some() && server.is_none();
+    let mut jobs = match workload {
         Workload::Video => video_jobs(&dir, "video", s.video_file_bytes, s.video_s),
         Workload::Oltp => oltp_jobs(s, &dir.join("oltp.db"), s.oltp_s),
     };
+    if warm_in_process {
+        jobs = jobs
+            .into_iter()
+            .map(|job| job.with(format!("ramp_time={}", s.oltp_warmup_s)))
+            .collect();
+    }
     ctx.cold()?;
-    let warm_up = match workload {
-        Workload::Oltp => Some(oltp_warm_up(ctx, &dir, server.as_ref())?),
-        Workload::Video => None,
+    let warm_up = match (workload, warm_in_process) {
+        (Workload::Oltp, false) => Some(oltp_warm_up(ctx, &dir, server.as_ref())?),
+        (Workload::Oltp, true) => Some(WarmUp {
+            seconds: s.oltp_warmup_s as f64,
+            pool_full_after_s: None,
+        }),
+        (Workload::Video, _) => None,
     };
-    let stats_before = mnt.as_ref().and_then(|m| m.fresh_stats().ok());
-    let io_before = ctx.device.io_bytes()?;
-    let run = fio::run(ctx.device, &[], &jobs, None)?;
+    let (run, stats_before, io_before) = match warm_in_process {
+        false => {
+            let stats_before = mnt.as_ref().and_then(|m| m.fresh_stats().ok());
+            let io_before = ctx.device.io_bytes()?;
+            (fio::run(ctx.device, &[], &jobs, None)?, stats_before, io_before)
+        }
+        true => std::thread::scope(|scope| {
+            let fio = scope.spawn(|| fio::run(ctx.device, &[], &jobs, None));
+            std::thread::sleep(Duration::from_secs(s.oltp_warmup_s));
+            let io_before = ctx.device.io_bytes();
+            let stats_before = mnt.as_ref().and_then(|m| m.fresh_stats().ok());
+            let run = fio.join().expect("the fio thread does not panic");
+            anyhow::Ok((run?, stats_before, io_before?))
+        })?,
+    };
     let device_bytes = ctx.device.io_bytes()?.since(io_before);
     let stats = match (&mnt, stats_before) {
         (Some(m), Some(before)) => m
