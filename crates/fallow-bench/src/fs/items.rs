@@ -503,7 +503,11 @@ fn matrix_run(ctx: &Context<'_>, workload: Workload, config: &Config) -> anyhow:
         false => {
             let stats_before = mnt.as_ref().and_then(|m| m.fresh_stats().ok());
             let io_before = ctx.device.io_bytes()?;
-            (fio::run(ctx.device, &[], &jobs, None)?, stats_before, io_before)
+            (
+                fio::run(ctx.device, &[], &jobs, None)?,
+                stats_before,
+                io_before,
+            )
         }
         true => std::thread::scope(|scope| {
             let fio = scope.spawn(|| fio::run(ctx.device, &[], &jobs, None));
