@@ -235,8 +235,10 @@ impl Shard {
                 objects += 1;
             } else {
                 let mut header = *self.header(at);
-                // A stub is kept for its tier-2 copy, not for a read.
-                if !header.is_stub() {
+                // A stub is kept for its tier-2 copy, not for a read; reads only grow between the plan
+                // and here, so a kept item has one to spend.
+                debug_assert!(header.is_stub() || header.reads_since_append() > 0);
+                if !header.is_stub() && header.reads_since_append() > 0 {
                     header.spend_read();
                 }
                 self.move_item(at, header);
