@@ -101,7 +101,11 @@ def test_fs_bench_matrix(tmp_path, workload):
         assert run["read_bytes"] > 0 and run["read_bytes_per_s"] > 0, run
         if run["fuse"]:
             assert run["fs_stats"] is not None and run["speedup_vs_no_cache"] > 0, run
-            assert run["fs_stats"]["reads"] > 0 and run["fs_stats"]["fallow_errors"] == 0, run
+            assert run["fs_stats"]["fallow_errors"] == 0, run
+            # OLTP's counters cover the measured run alone; --quick's file fits the VM, so after the warm-up
+            # its reads may all be page-cache hits: the warm-up's reads reached the mount.
+            warm_reads = (run.get("warm_up") or {}).get("fs_reads") or 0
+            assert run["fs_stats"]["reads"] + warm_reads > 0, run
         if workload == "video":
             # fio's flow control: one byte written per six read; the readers loop over their files.
             assert 0.1 <= run["write_bytes"] / run["read_bytes"] <= 0.25, run

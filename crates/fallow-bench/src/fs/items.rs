@@ -392,6 +392,7 @@ fn oltp_warm_up(ctx: &Context<'_>, dir: &Path, server: Option<&Server>) -> anyho
             return Ok(WarmUp {
                 seconds: started.elapsed().as_secs_f64(),
                 pool_full_after_s,
+                fs_reads: None,
             });
         }
     }
@@ -491,11 +492,16 @@ fn matrix_run(ctx: &Context<'_>, workload: Workload, config: &Config) -> anyhow:
             .collect();
     }
     ctx.cold()?;
-    let warm_up = match (workload, warm_in_process) {
+    let stats_at_start = match workload {
+        Workload::Oltp => mnt.as_ref().and_then(|m| m.fresh_stats().ok()),
+        Workload::Video => None,
+    };
+    let mut warm_up = match (workload, warm_in_process) {
         (Workload::Oltp, false) => Some(oltp_warm_up(ctx, &dir, server.as_ref())?),
         (Workload::Oltp, true) => Some(WarmUp {
             seconds: s.oltp_warmup_s as f64,
             pool_full_after_s: None,
+            fs_reads: None,
         }),
         (Workload::Video, _) => None,
     };
@@ -519,6 +525,11 @@ fn matrix_run(ctx: &Context<'_>, workload: Workload, config: &Config) -> anyhow:
         })?,
     };
     let device_bytes = ctx.device.io_bytes()?.since(io_before);
+    if let (Some(warm_up), Some(start), Some(before)) =
+        (&mut warm_up, &stats_at_start, &stats_before)
+    {
+        warm_up.fs_reads = Some(mount::counter(&mount::delta(start, before), "reads"));
+    }
     let stats = match (&mnt, stats_before) {
         (Some(m), Some(before)) => m
             .fresh_stats()

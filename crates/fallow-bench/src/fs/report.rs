@@ -159,6 +159,8 @@ impl MatrixRun {
 pub struct WarmUp {
     pub seconds: f64,
     pub pool_full_after_s: Option<f64>,
+    /// Reads that reached `fallow fs` during the warm-up (a small file may be all page-cache hits after).
+    pub fs_reads: Option<f64>,
 }
 
 /// Fills the speedups: by latency (OLTP, lower is better) or by bandwidth (video).
