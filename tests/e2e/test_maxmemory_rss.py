@@ -63,7 +63,7 @@ def test_lowering_maxmemory_gives_resident_memory_back(server_factory, tier2):
         assert int(fallow["segments_mapped_bytes"]) <= 1.10 * budget
         keys = c.cmd("DBSIZE")
         assert 8000 < keys < (20001 if tier2 == "on" else 11000), keys
-        # Writes go on at the limit, each evicting one old key: RSS stays bounded.
+        # Writes go on at the limit, evicting old keys: RSS stays bounded.
         for round_ in range(4):
             _set_many(c, b"new%d" % round_, 2000)  # ~100 MB each
             data = _rss_bytes(s.pid) - base
@@ -71,5 +71,9 @@ def test_lowering_maxmemory_gives_resident_memory_back(server_factory, tier2):
         assert int(_info(c, "memory")["used_memory"]) <= budget
         assert c.cmd("GET", "new3:00001999") == VALUE, "the newest writes stay"
         if tier2 == "off":
-            assert int(_info(c, "stats")["evicted_keys"]) >= 20000 - keys + 8000
+            # Every key that left was evicted and counted. How many stay may drift a little from the count right
+            # after the lowering (a release racing the lowering may overshoot, later writes refill the budget).
+            final_keys = c.cmd("DBSIZE")
+            assert 8000 < final_keys < 11000, final_keys
+            assert int(_info(c, "stats")["evicted_keys"]) == 20000 + 1 + 8000 - final_keys
             assert c.cmd("EXISTS", "obj:00000000") == 0, "the oldest went first"
