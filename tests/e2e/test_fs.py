@@ -1022,6 +1022,43 @@ def test_counters_two_passes_without_prefetch(fs_server, world):
     assert d2["backing_reads"] == 0 and d2["backing_read_bytes"] == 0
 
 
+@pytest.mark.parametrize("admission", ["doorkeeper", "admit all"])
+def test_a_full_pool_stores_a_block_read_for_a_reader_at_its_second_miss(fs_server, world, admission):
+    """Once the pool is full, a block read for a reader is stored only at its second miss within the last pool's
+    worth of misses (TinyLFU's doorkeeper, docs/fs.md "Admission"); with --no-admission at its first."""
+    extra = ["--no-admission"] if admission == "admit all" else []
+    fs = world.mount(fs_server, "--direct-io", "--prefetch", "off", *extra)
+    set_config(fs_server, "elastic-max", str(16 << 20))
+    filler = random.randbytes(192 * BLOCK)  # 24 MiB: more than the pool
+    probe = random.randbytes(8 * BLOCK)
+    (fs.backing / "filler").write_bytes(filler)
+    (fs.backing / "probe").write_bytes(probe)
+    with HangGuard(fs, OP_TIMEOUT_S) as g:
+        g.beat("fill the pool")
+        assert read_blocks(fs.mnt / "filler", len(filler)) == filler
+        if admission == "doorkeeper":
+            assert wait_for(lambda: fs.stats()["admission_pool_full"] == 1, timeout=10, interval=0.1), fs.stats()
+        else:
+            time.sleep(1.5)  # the watcher's pool reading (every 0.5 s) would have come
+            assert fs.stats()["admission_pool_full"] == 0
+        passes = []
+        for index in range(3):
+            g.beat(f"probe pass {index}")
+            before = fs.stats()
+            assert read_blocks(fs.mnt / "probe", len(probe)) == probe
+            passes.append(stats_delta(before, fs.stats()))
+    print(passes)
+    hits = [p["cache_hits"] for p in passes]
+    if admission == "doorkeeper":
+        # First miss: remembered, not stored. Second miss: stored. Then hits.
+        assert hits == [0, 0, 8], passes
+        assert (passes[0]["admission_skipped"], passes[0]["blocks_stored"]) == (8, 0), passes[0]
+        assert (passes[1]["admitted_seen_before"], passes[1]["blocks_stored"]) == (8, 8), passes[1]
+    else:
+        assert hits == [0, 8, 8], passes
+        assert passes[0]["blocks_stored"] == 8 and passes[0]["admission_skipped"] == 0, passes[0]
+
+
 @pytest.mark.parametrize("policy", ["feedback", "fixed:4"])
 def test_counters_sequential_read_with_prefetch(fs_server, world, policy):
     fs = world.mount(fs_server, "--direct-io", "--prefetch", policy)

@@ -1,5 +1,6 @@
 //! `fallow fs`'s life: clean a dead mount left by a crash, connect to fallow, mount, run the watcher
 //! (reconnects, pool readings, revalidation of open files, counters), and unmount on SIGINT/SIGTERM.
+use crate::cache::admission::Doorkeeper;
 use crate::cache::io_queue::IoQueue;
 use crate::cache::remote::{client_address, parse_pool, Remote, RemoteConfig};
 use crate::cache::{BlockCache, CacheSettings};
@@ -229,10 +230,12 @@ fn start_cache(
         ),
     }
     let block_bytes = u64::from(args.block_bytes);
+    let admission = (!args.no_admission).then(|| Arc::new(Doorkeeper::new()));
     let queue = IoQueue::new(
         args.io_queue_bytes,
         block_bytes,
         Some(remote.clone()),
+        admission.clone(),
         counters.clone(),
     );
     queue.start(args.io_threads);
@@ -241,7 +244,13 @@ fn start_cache(
         prefetch,
         revalidate: Duration::from_millis(args.revalidate_ms),
     };
-    Ok(BlockCache::new(settings, remote, queue, counters.clone()))
+    Ok(BlockCache::new(
+        settings,
+        remote,
+        queue,
+        admission,
+        counters.clone(),
+    ))
 }
 
 /// The background duties, run between signal checks.
@@ -286,21 +295,36 @@ impl Watcher {
         }
     }
 
+    /// The pool's target and resident bytes, for feedback read-ahead's depth cap and the doorkeeper.
     fn read_pool(&self, cache: &BlockCache) {
-        let Prefetch::Feedback { depth_max } = self.prefetch else {
+        let feedback_depth_max = match self.prefetch {
+            Prefetch::Feedback { depth_max } => Some(depth_max),
+            _ => None,
+        };
+        if feedback_depth_max.is_none() && cache.admission.is_none() {
+            return;
+        }
+        let Ok(fallow_client::Reply::Bulk(info)) =
+            cache.remote.call(&[b"INFO", b"elastic", b"stats"])
+        else {
             return;
         };
-        if let Ok(fallow_client::Reply::Bulk(info)) = cache.remote.call(&[b"INFO", b"elastic"]) {
-            if let Some((target, resident)) = parse_pool(&info) {
-                let streams = self.streams().0.max(1);
-                cache.cap.update(
-                    target,
-                    resident,
-                    streams,
-                    cache.settings.block_bytes,
-                    depth_max,
-                );
-            }
+        let Some(pool) = parse_pool(&info) else {
+            return;
+        };
+        let block_bytes = cache.settings.block_bytes;
+        if let Some(doorkeeper) = &cache.admission {
+            doorkeeper.observe_pool(&pool, block_bytes);
+        }
+        if let Some(depth_max) = feedback_depth_max {
+            let streams = self.streams().0.max(1);
+            cache.cap.update(
+                pool.target_bytes,
+                pool.resident_bytes,
+                streams,
+                block_bytes,
+                depth_max,
+            );
         }
     }
 
@@ -347,6 +371,10 @@ impl Watcher {
         if let Some(cache) = &self.cache {
             snapshot.fallow_connected = u64::from(cache.remote.is_available());
             snapshot.io_queue_bytes = cache.queue.queued_bytes();
+            snapshot.admission_pool_full = cache
+                .admission
+                .as_ref()
+                .map_or(0, |doorkeeper| u64::from(doorkeeper.pool_full()));
         }
         snapshot
     }

@@ -47,6 +47,11 @@ pub struct FsArgs {
         default_value_t = 1000
     )]
     pub revalidate_ms: u64,
+    /// Store every block read for a reader, also when the pool is full. By default a full pool stores such a
+    /// block only at its second miss within the last pool's worth of misses (TinyLFU's doorkeeper: blocks
+    /// read once do not evict blocks read again; read-ahead blocks are always stored).
+    #[arg(long)]
+    pub no_admission: bool,
     /// Plain passthrough: fallow is not used (a baseline for benchmarks).
     #[arg(long)]
     pub no_cache: bool,

@@ -21,6 +21,8 @@ macro_rules! counters {
             pub streams_active: u64,
             pub fallow_connected: u64,
             pub io_queue_bytes: u64,
+            /// 1 while the doorkeeper sees the pool full (blocks read for a reader need a second miss).
+            pub admission_pool_full: u64,
         }
 
         impl Counters {
@@ -38,6 +40,7 @@ macro_rules! counters {
                 fields.push(("streams_active", self.streams_active.to_string()));
                 fields.push(("fallow_connected", self.fallow_connected.to_string()));
                 fields.push(("io_queue_bytes", self.io_queue_bytes.to_string()));
+                fields.push(("admission_pool_full", self.admission_pool_full.to_string()));
                 fields
             }
         }
@@ -65,6 +68,8 @@ counters! {
     blocks_stored_bytes: "Their bytes.",
     store_skipped_stale: "Blocks read but not stored: the file was written meanwhile.",
     store_refused: "Blocks fallow refused to store (OOM).",
+    admission_skipped: "Blocks read for a reader but not stored: the pool was full and the block had not missed within the last pool's worth of misses (the doorkeeper).",
+    admitted_seen_before: "Blocks read for a reader and stored although the pool was full: they had missed within the last pool's worth of misses.",
     writes: "FUSE write requests.",
     write_bytes: "Bytes written through to backing files.",
     invalidations: "Blocks deleted from fallow because a write or truncate changed them.",

@@ -297,6 +297,18 @@ fn configs(s: &Settings, workload: Workload) -> Vec<Config> {
                 policy,
             });
         }
+        // The doorkeeper's worth, paired in the same run: feedback storing every block read for a reader.
+        let policy = "feedback, admit all".to_string();
+        configs.push(Config {
+            name: format!("{policy} {}", size_name(pool)),
+            flags: Some(vec![
+                "--prefetch".into(),
+                "feedback".into(),
+                "--no-admission".into(),
+            ]),
+            pool_bytes: Some(pool),
+            policy,
+        });
     }
     configs
 }
@@ -741,17 +753,27 @@ mod tests {
                 "fixed:4 100M",
                 "fixed:16 100M",
                 "feedback 100M",
+                "feedback, admit all 100M",
                 "off 1G",
                 "fixed:4 1G",
                 "fixed:16 1G",
-                "feedback 1G"
+                "feedback 1G",
+                "feedback, admit all 1G"
             ]
         );
         let oltp: Vec<String> = configs(&s, Workload::Oltp)
             .into_iter()
             .map(|c| c.name)
             .collect();
-        assert_eq!(oltp[2..5], ["off 100M", "fixed:64 100M", "feedback 100M"]);
+        assert_eq!(
+            oltp[2..6],
+            [
+                "off 100M",
+                "fixed:64 100M",
+                "feedback 100M",
+                "feedback, admit all 100M"
+            ]
+        );
     }
 
     #[test]

@@ -322,7 +322,8 @@ impl Settings {
 
     /// Steps of the progress bar: one per run (and one for the device).
     fn run_count(&self) -> u64 {
-        let matrix = |depths: &[u32]| 2 + self.caches.len() * (depths.len() + 2);
+        // no FUSE, no cache; per pool: off, the fixed depths, feedback, feedback admitting all.
+        let matrix = |depths: &[u32]| 2 + self.caches.len() * (depths.len() + 3);
         let mut runs = 1;
         for (item, count) in [
             (Item::Slowcat, 6),

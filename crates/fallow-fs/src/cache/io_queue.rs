@@ -2,6 +2,7 @@
 //! pool of threads): demand reads go before read-ahead, a block in flight is read once however many
 //! readers wait for it, and the queue holds at most `queue_bytes_max` bytes of pending reads (read-ahead
 //! beyond that is skipped; a demand read beyond it is done by the requesting thread itself).
+use super::admission::{key_hash, Admit, Doorkeeper};
 use super::keys::block_key;
 use super::FileState;
 use crate::cache::remote::Remote;
@@ -86,6 +87,8 @@ pub struct IoQueue {
     queue_bytes_max: u64,
     block_bytes: u64,
     remote: Option<Arc<Remote>>,
+    /// Decides which blocks read for a reader are stored once the pool is full (None: all are).
+    admission: Option<Arc<Doorkeeper>>,
     counters: Arc<Counters>,
 }
 
@@ -99,6 +102,7 @@ impl IoQueue {
         queue_bytes_max: u64,
         block_bytes: u64,
         remote: Option<Arc<Remote>>,
+        admission: Option<Arc<Doorkeeper>>,
         counters: Arc<Counters>,
     ) -> Arc<IoQueue> {
         assert!(
@@ -117,6 +121,7 @@ impl IoQueue {
             queue_bytes_max,
             block_bytes,
             remote,
+            admission,
             counters,
         })
     }
@@ -456,7 +461,10 @@ impl IoQueue {
             if file.write_gen() != job.write_gen {
                 self.counters.store_skipped_stale.fetch_add(1, Relaxed);
             } else if !block.is_empty() {
-                entries.push((block_key(file.id(), job.epoch, job.block), block.clone()));
+                let key = block_key(file.id(), job.epoch, job.block);
+                if self.admits(job, &key) {
+                    entries.push((key, block.clone()));
+                }
             }
         }
         let Ok(stored) = remote.set_many(&entries) else {
@@ -472,6 +480,23 @@ impl IoQueue {
                 self.counters.store_refused.fetch_add(1, Relaxed);
             }
         }
+    }
+
+    /// Read-ahead blocks are always stored; a block read for a reader goes past the doorkeeper.
+    fn admits(&self, job: &Job, key: &[u8]) -> bool {
+        let Some(doorkeeper) = &self.admission else {
+            return true;
+        };
+        if job.already_cached.is_some() {
+            return true;
+        }
+        let admit = doorkeeper.admit(key_hash(key));
+        if admit == Admit::SeenBefore {
+            self.counters.admitted_seen_before.fetch_add(1, Relaxed);
+        } else if !admit.stores() {
+            self.counters.admission_skipped.fetch_add(1, Relaxed);
+        }
+        admit.stores()
     }
 
     fn forget(&self, job: &Arc<Job>) {

@@ -10,6 +10,7 @@
 //!   checked under `fill_lock` so that a write's deletion either sees the stored block or the store sees
 //!   the write). When a deletion cannot reach fallow, the file gets a new epoch instead.
 //! - While fallow is away, reads go straight to the backing file.
+pub mod admission;
 pub mod io_queue;
 pub mod keys;
 pub mod prefetch;
@@ -18,6 +19,7 @@ pub mod remote;
 use crate::options::Prefetch;
 use crate::stats::Counters;
 use crate::sys;
+use admission::Doorkeeper;
 use io_queue::IoQueue;
 use keys::{block_key, file_key, file_value, parse_file_value, FileId, Stamp};
 use parking_lot::{Mutex, RwLock};
@@ -189,6 +191,8 @@ pub struct BlockCache {
     pub remote: Arc<Remote>,
     pub queue: Arc<IoQueue>,
     pub cap: DepthCap,
+    /// The doorkeeper the I/O queue consults (None: --no-admission); the watcher feeds it the pool's state.
+    pub admission: Option<Arc<Doorkeeper>>,
     counters: Arc<Counters>,
     garbage: SyncSender<Garbage>,
 }
@@ -198,6 +202,7 @@ impl BlockCache {
         settings: CacheSettings,
         remote: Arc<Remote>,
         queue: Arc<IoQueue>,
+        admission: Option<Arc<Doorkeeper>>,
         counters: Arc<Counters>,
     ) -> Arc<BlockCache> {
         let depth_max = match settings.prefetch {
@@ -211,6 +216,7 @@ impl BlockCache {
             remote,
             queue,
             cap: DepthCap::new(depth_max),
+            admission,
             counters,
             garbage,
         });

@@ -327,8 +327,18 @@ impl Remote {
     }
 }
 
-/// `pool_target_bytes` and `pool_resident_bytes` from `INFO elastic`.
-pub fn parse_pool(info: &[u8]) -> Option<(u64, u64)> {
+/// One reading of the pool, from `INFO elastic stats`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PoolReading {
+    pub target_bytes: u64,
+    pub resident_bytes: u64,
+    /// Keys the pool has evicted or reclaimed so far (`evicted_keys` plus the two reclaim paths' objects):
+    /// a count that grows while the pool is full.
+    pub evictions: u64,
+}
+
+/// The pool's figures from the reply to `INFO elastic stats`.
+pub fn parse_pool(info: &[u8]) -> Option<PoolReading> {
     let text = std::str::from_utf8(info).ok()?;
     let field = |name: &str| {
         text.lines().find_map(|line| {
@@ -339,7 +349,13 @@ pub fn parse_pool(info: &[u8]) -> Option<(u64, u64)> {
                 .ok()
         })
     };
-    Some((field("pool_target_bytes")?, field("pool_resident_bytes")?))
+    Some(PoolReading {
+        target_bytes: field("pool_target_bytes")?,
+        resident_bytes: field("pool_resident_bytes")?,
+        evictions: field("evicted_keys")?
+            + field("reclaim_careful_objects").unwrap_or(0)
+            + field("reclaim_fast_objects").unwrap_or(0),
+    })
 }
 
 #[cfg(test)]
@@ -363,8 +379,19 @@ mod tests {
 
     #[test]
     fn pool_fields_are_read_from_info() {
-        let info = b"# Elastic\r\nmemory_mode:elastic\r\npool_target_bytes:1000\r\npool_resident_bytes:250\r\n";
-        assert_eq!(parse_pool(info), Some((1000, 250)));
+        let info = b"# Stats\r\nevicted_keys:7\r\n# Elastic\r\nmemory_mode:elastic\r\npool_target_bytes:1000\r\n\
+                     pool_resident_bytes:250\r\nreclaim_careful_objects:2\r\nreclaim_fast_objects:1\r\n";
+        let reading = PoolReading {
+            target_bytes: 1000,
+            resident_bytes: 250,
+            evictions: 10,
+        };
+        assert_eq!(parse_pool(info), Some(reading));
         assert_eq!(parse_pool(b"pool_target_bytes:x\r\n"), None);
+        // Without the stats section there is no eviction count: no reading.
+        assert_eq!(
+            parse_pool(b"pool_target_bytes:1000\r\npool_resident_bytes:250\r\n"),
+            None
+        );
     }
 }
