@@ -322,8 +322,9 @@ impl Settings {
 
     /// Steps of the progress bar: one per run (and one for the device).
     fn run_count(&self) -> u64 {
-        // no FUSE, no cache; per pool: off, the fixed depths, feedback, feedback admitting all.
-        let matrix = |depths: &[u32]| 2 + self.caches.len() * (depths.len() + 3);
+        // no FUSE, no cache; per pool: off, the fixed depths, feedback, feedback admitting all (not --quick).
+        let per_pool = |depths: &[u32]| depths.len() + 2 + usize::from(!self.quick);
+        let matrix = |depths: &[u32]| 2 + self.caches.len() * per_pool(depths);
         let mut runs = 1;
         for (item, count) in [
             (Item::Slowcat, 6),
