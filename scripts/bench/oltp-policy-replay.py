@@ -14,6 +14,8 @@ blocks under several policies:
 - `lru`: exact LRU.
 - `s3fifo`: FIFO whose items read since they were stored are stored again, spending a read (up to 3): the
   pool's careful release (docs/elastic.md "Release paths") without its segments.
+- `doorkeeper`: `s3fifo` that, once full, stores a block only at its second miss within the last `capacity`
+  misses (two generations of a set): what `fallow fs` does (docs/fs.md "Admission").
 - `tinylfu`: `s3fifo` behind TinyLFU admission (a new block enters only when it was read more often than the
   block it would evict; counts halved every 10 capacities of reads).
 - `lfu`: perfect LFU, exact counts over the whole history (no sketch, no ageing).
@@ -135,6 +137,27 @@ def s3fifo_hits(stream: list[int], capacity: int) -> list[bool]:
     return hits
 
 
+def doorkeeper_hits(stream: list[int], capacity: int) -> list[bool]:
+    cache = S3Fifo(capacity)
+    current: set[int] = set()
+    previous: set[int] = set()
+    recorded = 0  # misses in `current`; generations turn every `capacity` misses, as in admission.rs
+    hits = []
+    for page in stream:
+        hit = cache.read(page)
+        hits.append(hit)
+        if hit:
+            continue
+        seen = page in current or page in previous
+        current.add(page)
+        recorded += 1
+        if recorded >= capacity:
+            previous, current, recorded = current, set(), 0
+        if len(cache.reads) < capacity or seen:
+            cache.store(page)
+    return hits
+
+
 def tinylfu_hits(stream: list[int], capacity: int) -> list[bool]:
     cache = S3Fifo(capacity)
     counts: collections.Counter[int] = collections.Counter()
@@ -204,7 +227,8 @@ def opt_hits(stream: list[int], capacity: int) -> list[bool]:
     return hits
 
 
-POLICIES = {"lru": lru_hits, "s3fifo": s3fifo_hits, "tinylfu": tinylfu_hits, "lfu": lfu_hits, "opt": opt_hits}
+POLICIES = {"lru": lru_hits, "s3fifo": s3fifo_hits, "doorkeeper": doorkeeper_hits, "tinylfu": tinylfu_hits,
+            "lfu": lfu_hits, "opt": opt_hits}
 
 
 def replay(trace, page_cache_pages, pool_blocks, policies, warm_up_reads):
