@@ -1,10 +1,10 @@
 //! Which blocks read for a reader are worth storing once the pool is full: TinyLFU's doorkeeper
 //! (Einziger et al., "TinyLFU: A Highly Efficient Cache Admission Policy").
 //!
-//! | the pool                        | a block read from the backing file for a reader      | read-ahead blocks |
-//! |---------------------------------|------------------------------------------------------|-------------------|
-//! | has room                         | stored                                              | stored            |
-//! | is full                          | stored only if it missed before within the window  | stored            |
+//! | the pool | a block read from the backing file for a random reader | read-ahead, or for a sequential stream |
+//! |----------|---------------------------------------------------------|----------------------------------------|
+//! | has room | stored                                                  | stored                                 |
+//! | is full  | stored only if it missed before within the window      | stored                                 |
 //!
 //! The pool is full while it evicts (its eviction count grew since the watcher's last reading, or within the
 //! last `FULL_HOLD_READINGS` readings) or holds 95% of its target resident; it has room otherwise, and
@@ -14,10 +14,11 @@
 //! The window is the last `pool capacity in blocks` misses, kept as two generations of a Bloom filter
 //! (the current one and the one before: a block is remembered for one to two windows). A block stored when
 //! full evicts another; one read only once (a random read's tail page, a scan's block) would evict a block
-//! more likely to be read again. On `fallow-bench fs`'s OLTP reads replayed offline
-//! (`scripts/bench/oltp-policy-replay.py`) the doorkeeper moves a 1 GiB pool from 0.605 to 0.631 of the page
-//! cache's misses answered (2.53× to 2.71× over no pool) and a 100 MiB pool from 0.000 to 0.143. Read-ahead
-//! blocks are always stored: a stream is about to read them, and feedback read-ahead watches its own waste.
+//! more likely to be read again. Streams are left to read-ahead and its feedback, which watches its own waste:
+//! read-ahead blocks are always stored, and so are a sequential stream's own misses (with the doorkeeper on
+//! them too, a small pool kept the blocks streams had read once and evicted the read-ahead blocks before they
+//! were read: feedback's waste in `fallow-bench fs`'s 100 MiB video run went from 21 to 136 MiB).
+//! Measured (docs/benchmarks.md "Admission"): OLTP with a 1 GiB pool 2.82× → 3.66× over no cache.
 //!
 //! Memory: two bit sets of `window × 8` bits each (2 probes: about 5% false positives at a full window),
 //! between `BITS_MIN` and `BITS_MAX` bits; a window larger than `BITS_MAX / 8` blocks admits a little more

@@ -58,6 +58,9 @@ pub struct Job {
     inflight: Arc<Inflight>,
     /// A read-ahead job's stream counter of blocks found in fallow already (feedback pauses on it).
     already_cached: Option<Arc<AtomicU32>>,
+    /// Read for a sequential stream: stored past the doorkeeper, as read-ahead is (read-ahead and its
+    /// feedback govern streams; admission is for random reads).
+    for_stream: bool,
 }
 
 type InflightKey = (u64, u64, u64, u64);
@@ -163,6 +166,7 @@ impl IoQueue {
         epoch: u64,
         block: u64,
         already_cached: Option<Arc<AtomicU32>>,
+        for_stream: bool,
     ) -> (Arc<Job>, bool) {
         let key = inflight_key(file, epoch, block);
         let mut inflight = self.inflight.lock();
@@ -172,7 +176,7 @@ impl IoQueue {
         {
             return (job.clone(), true);
         }
-        let job = self.new_job(file, epoch, block, already_cached);
+        let job = self.new_job(file, epoch, block, already_cached, for_stream);
         inflight.insert(key, job.clone());
         (job, false)
     }
@@ -183,6 +187,7 @@ impl IoQueue {
         epoch: u64,
         block: u64,
         already_cached: Option<Arc<AtomicU32>>,
+        for_stream: bool,
     ) -> Arc<Job> {
         let demanded = already_cached.is_none();
         Arc::new(Job {
@@ -194,22 +199,25 @@ impl IoQueue {
             demanded: AtomicBool::new(demanded),
             inflight: Arc::new(Inflight::default()),
             already_cached,
+            for_stream,
         })
     }
 
     /// A reader needs `blocks` (ascending), which fallow did not have: joins the reads in flight and
     /// queues the others together (consecutive ones become one backing read), then waits for them all.
-    /// Each result says whether a read was already in flight (a hit on read-ahead).
+    /// Each result says whether a read was already in flight (a hit on read-ahead). `for_stream`: the reader
+    /// is a sequential stream (its blocks are stored past the doorkeeper).
     pub fn demand(
         &self,
         file: &Arc<FileState>,
         epoch: u64,
         blocks: &[u64],
+        for_stream: bool,
     ) -> Vec<(BlockResult, bool)> {
         let mut waits = Vec::with_capacity(blocks.len());
         let mut inline = Vec::new();
         for &block in blocks {
-            let (job, joined) = self.job_for(file, epoch, block, None);
+            let (job, joined) = self.job_for(file, epoch, block, None, for_stream);
             if joined {
                 if !job.demanded.swap(true, Relaxed) && !job.started.load(Relaxed) {
                     self.queues.lock().demand.push_back(job.clone());
@@ -247,7 +255,7 @@ impl IoQueue {
 
     /// A block read-ahead found in fallow but gone by the time a reader asked: read it now.
     fn demand_alone(&self, file: &Arc<FileState>, epoch: u64, block: u64) -> (BlockResult, bool) {
-        let job = self.new_job(file, epoch, block, None);
+        let job = self.new_job(file, epoch, block, None, false);
         self.inflight
             .lock()
             .insert(inflight_key(file, epoch, block), job.clone());
@@ -286,7 +294,8 @@ impl IoQueue {
                 queues.queued_bytes += self.block_bytes;
             }
             // In the in-flight map before any thread can run (and forget) it.
-            let (job, joined) = self.job_for(file, epoch, block, Some(already_cached.clone()));
+            let (job, joined) =
+                self.job_for(file, epoch, block, Some(already_cached.clone()), true);
             if joined {
                 // A reader got there between the look above and the reservation.
                 let mut queues = self.queues.lock();
@@ -482,12 +491,13 @@ impl IoQueue {
         }
     }
 
-    /// Read-ahead blocks are always stored; a block read for a reader goes past the doorkeeper.
+    /// Blocks read ahead or for a sequential stream are always stored; a block read for a random reader goes
+    /// past the doorkeeper.
     fn admits(&self, job: &Job, key: &[u8]) -> bool {
         let Some(doorkeeper) = &self.admission else {
             return true;
         };
-        if job.already_cached.is_some() {
+        if job.already_cached.is_some() || job.for_stream {
             return true;
         }
         let admit = doorkeeper.admit(key_hash(key));

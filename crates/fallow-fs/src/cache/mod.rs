@@ -451,7 +451,11 @@ impl BlockCache {
             .filter(|(_, cached)| cached.is_none())
             .map(|(&block, _)| block)
             .collect();
-        let mut fetched = self.queue.demand(file, epoch, &missing).into_iter();
+        let for_stream = open.stream.lock().is_sequential();
+        let mut fetched = self
+            .queue
+            .demand(file, epoch, &missing, for_stream)
+            .into_iter();
         let mut out = Vec::with_capacity(size as usize);
         let mut outcomes = Vec::with_capacity(blocks.len());
         for (&block, cached) in blocks.iter().zip(cached) {
