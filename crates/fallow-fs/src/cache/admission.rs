@@ -41,12 +41,29 @@ const WINDOW_BLOCKS_MIN: u64 = 1024;
 /// the doorkeeper's own refusals slow evictions down, which must not open the door at once.
 const FULL_HOLD_READINGS: u32 = 10;
 
-struct Generations {
+/// The two generations of the filter, sized for one window.
+struct Filters {
     current: Vec<u64>,
     previous: Vec<u64>,
     /// Misses recorded in `current`.
     recorded: u64,
     window_blocks: u64,
+}
+
+impl Filters {
+    fn new(window_blocks: u64) -> Filters {
+        let words = (bits_for(window_blocks) / 64) as usize;
+        Filters {
+            current: vec![0; words],
+            previous: vec![0; words],
+            recorded: 0,
+            window_blocks,
+        }
+    }
+}
+
+struct State {
+    filters: Filters,
     pool_full: bool,
     /// The pool's eviction count at the last reading (None before the first).
     evictions_seen: Option<u64>,
@@ -55,7 +72,7 @@ struct Generations {
 }
 
 pub struct Doorkeeper {
-    state: Mutex<Generations>,
+    state: Mutex<State>,
 }
 
 /// What the doorkeeper decided about one block read for a reader.
@@ -113,17 +130,9 @@ pub fn key_hash(key: &[u8]) -> u64 {
 
 impl Doorkeeper {
     pub fn new() -> Doorkeeper {
-        Doorkeeper::with_window(WINDOW_BLOCKS_MIN)
-    }
-
-    fn with_window(window_blocks: u64) -> Doorkeeper {
-        let words = (bits_for(window_blocks) / 64) as usize;
         Doorkeeper {
-            state: Mutex::new(Generations {
-                current: vec![0; words],
-                previous: vec![0; words],
-                recorded: 0,
-                window_blocks,
+            state: Mutex::new(State {
+                filters: Filters::new(WINDOW_BLOCKS_MIN),
                 pool_full: false,
                 evictions_seen: None,
                 quiet_readings: 0,
@@ -150,26 +159,23 @@ impl Doorkeeper {
         // target 0: no limit (fixed mode without maxmemory): never full.
         state.pool_full = pool.target_bytes > 0 && (evicted || near_target || still_full);
         let window = (pool.target_bytes / block_bytes).max(WINDOW_BLOCKS_MIN);
-        if window > state.window_blocks * 2 || window * 2 < state.window_blocks {
-            let words = (bits_for(window) / 64) as usize;
-            state.current = vec![0; words];
-            state.previous = vec![0; words];
-            state.recorded = 0;
-            state.window_blocks = window;
+        let sized_for = state.filters.window_blocks;
+        if window > sized_for * 2 || window * 2 < sized_for {
+            state.filters = Filters::new(window);
         }
     }
 
     /// Records a miss of the block whose key hashes to `hash` and says whether to store the block.
     pub fn admit(&self, hash: u64) -> Admit {
         let mut state = self.state.lock();
-        let seen = contains(&state.current, hash) || contains(&state.previous, hash);
-        insert(&mut state.current, hash);
-        state.recorded += 1;
-        if state.recorded >= state.window_blocks {
-            let state = &mut *state;
-            std::mem::swap(&mut state.current, &mut state.previous);
-            state.current.iter_mut().for_each(|word| *word = 0);
-            state.recorded = 0;
+        let filters = &mut state.filters;
+        let seen = contains(&filters.current, hash) || contains(&filters.previous, hash);
+        insert(&mut filters.current, hash);
+        filters.recorded += 1;
+        if filters.recorded >= filters.window_blocks {
+            std::mem::swap(&mut filters.current, &mut filters.previous);
+            filters.current.iter_mut().for_each(|word| *word = 0);
+            filters.recorded = 0;
         }
         match (state.pool_full, seen) {
             (false, _) => Admit::Room,
@@ -185,8 +191,8 @@ impl Doorkeeper {
 
     /// Bytes the two filters take.
     pub fn bytes(&self) -> u64 {
-        let state = self.state.lock();
-        (state.current.len() + state.previous.len()) as u64 * 8
+        let filters = &self.state.lock().filters;
+        (filters.current.len() + filters.previous.len()) as u64 * 8
     }
 }
 
@@ -296,7 +302,7 @@ mod tests {
         let wrongly_admitted = (1_000_000..1_010_000)
             .filter(|&block| {
                 let keeper_state = keeper.state.lock();
-                contains(&keeper_state.current, hash(block))
+                contains(&keeper_state.filters.current, hash(block))
             })
             .count();
         assert!(

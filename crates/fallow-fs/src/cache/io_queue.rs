@@ -58,8 +58,8 @@ pub struct Job {
     inflight: Arc<Inflight>,
     /// A read-ahead job's stream counter of blocks found in fallow already (feedback pauses on it).
     already_cached: Option<Arc<AtomicU32>>,
-    /// Read for a sequential stream: stored past the doorkeeper, as read-ahead is (read-ahead and its
-    /// feedback govern streams; admission is for random reads).
+    /// Read ahead, or missed by a sequential stream: stored past the doorkeeper (read-ahead and its feedback
+    /// govern streams; admission is for random reads).
     for_stream: bool,
 }
 
@@ -497,7 +497,7 @@ impl IoQueue {
         let Some(doorkeeper) = &self.admission else {
             return true;
         };
-        if job.already_cached.is_some() || job.for_stream {
+        if job.for_stream {
             return true;
         }
         let admit = doorkeeper.admit(key_hash(key));

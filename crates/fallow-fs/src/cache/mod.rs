@@ -451,7 +451,8 @@ impl BlockCache {
             .filter(|(_, cached)| cached.is_none())
             .map(|(&block, _)| block)
             .collect();
-        let for_stream = open.stream.lock().is_sequential();
+        // Only a miss needs to know (the stream's lock stays off the all-hits path).
+        let for_stream = !missing.is_empty() && open.stream.lock().is_sequential();
         let mut fetched = self
             .queue
             .demand(file, epoch, &missing, for_stream)
