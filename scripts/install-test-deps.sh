@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Idempotent installer for the e2e test dependencies (Debian 12, run as root or with sudo).
-#   apt: redis-server redis-tools memcached libmemcached-tools fuse3 fio (+ python3-pip if pip is missing)
-#        (fuse3: fusermount3 and /etc/fuse.conf for the `fallow fs` tests, tests/e2e/test_fs.py; fio: the
-#        file-cache benchmark's smoke test, tests/e2e/test_fs_bench.py)
+#   apt: redis-server redis-tools memcached libmemcached-tools fuse3 fio postgresql (+ python3-pip if pip is
+#        missing) (fuse3: fusermount3 and /etc/fuse.conf for the `fallow fs` tests, tests/e2e/test_fs.py; fio
+#        and postgresql: the file-cache benchmark's smoke test, tests/e2e/test_fs_bench.py, whose pgbench item
+#        runs PostgreSQL over a mount)
 #   pip: tests/requirements.txt
-# With --bench it also installs what the benchmarks need and the tests do not: PostgreSQL (Debian's
-# postgresql, for the read-through experiments of scripts/bench/elastic) and scripts/bench/requirements.txt.
+# With --bench it also installs what the benchmarks need and the tests do not: scripts/bench/requirements.txt
+# (PostgreSQL, which the read-through experiments of scripts/bench/elastic use too, is always installed).
 # Runs `apt-get update` only when something is missing. Stops the Debian services that the
 # packages may auto-start (the tests start their own servers on free ports).
 set -euo pipefail
@@ -35,7 +36,8 @@ have fio             || need_pkgs+=(fio)     # fallow-bench fs (tests/e2e/test_f
 PY=${PYTHON:-python3}
 have "$PY" || need_pkgs+=(python3)
 if ! "$PY" -m pip --version >/dev/null 2>&1; then need_pkgs+=(python3-pip); fi
-if [ "$BENCH" = 1 ] && ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1; then need_pkgs+=(postgresql); fi
+# fallow-bench fs's pgbench item (tests/e2e/test_fs_bench.py): the server, pgbench and the postgres user.
+if ! ls /usr/lib/postgresql/*/bin/pgbench >/dev/null 2>&1; then need_pkgs+=(postgresql); fi
 
 if [ ${#need_pkgs[@]} -gt 0 ]; then
     # de-duplicate

@@ -6,6 +6,7 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -39,8 +40,9 @@ def _leftovers(pid: int) -> list[str]:
     return found
 
 
-def _run_quick(tmp_path, items: str) -> dict:
-    """`fallow-bench fs --quick --items ITEMS`; within the 60 s watchdog, else interrupted (so it cleans up)."""
+def _run_quick(tmp_path, items: str, work_dir: Path | None = None) -> dict:
+    """`fallow-bench fs --quick --items ITEMS`; within the 60 s watchdog, else interrupted (so it cleans up).
+    The scratch directory goes in `work_dir` (default `tmp_path`)."""
     reason = _missing()
     if reason:
         pytest.skip(reason)
@@ -49,7 +51,7 @@ def _run_quick(tmp_path, items: str) -> dict:
         pytest.fail(f"fallow-bench not found at {bench}; cargo build --release")
     out = tmp_path / "out"
     proc = subprocess.Popen([str(bench), "fs", "--quick", "--quiet", "--items", items,
-                             "--fallow-bin", str(fallow_bin()), "--out", str(out), "--work-dir", str(tmp_path)],
+                             "--fallow-bin", str(fallow_bin()), "--out", str(out), "--work-dir", str(work_dir or tmp_path)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         _, stderr = proc.communicate(timeout=50)
@@ -113,6 +115,31 @@ def test_fs_bench_matrix(tmp_path, workload):
             lat = run["read_latency"]
             assert 0 < lat["lat_p50_us"] <= lat["lat_p99_us"], run
     assert (report["out"] / f"fs-{workload}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_fs_bench_pgbench(tmp_path):
+    """PostgreSQL, run as its own user, with its data directory on `fallow fs --allow-other`: `pgbench -S`."""
+    if not list(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl")):
+        pytest.skip("PostgreSQL is not installed (scripts/install-test-deps.sh)")
+    # The server runs as user postgres, which cannot traverse pytest's private (0700) temporary directories.
+    work_dir = Path(tempfile.mkdtemp(prefix="fallow-fsbench-pg-", dir="/var/tmp"))
+    try:
+        work_dir.chmod(0o755)
+        report = _run_quick(tmp_path, "pgbench", work_dir)
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
+    runs = {r["name"]: r for r in report["pgbench"]}
+    assert set(runs) == {"no FUSE", "no cache", "feedback 64M"}, runs.keys()
+    for run in runs.values():
+        assert run["tps"] > 0 and run["latency_mean_ms"] > 0 and run["seconds"] >= 1, run
+        assert run["speedup_vs_no_cache"] > 0, run
+        if run["fuse"]:
+            # The server read its files through the mount (at least at its start, in the warm-up).
+            assert run["warm_up"]["fs_reads"] > 0, run
+            assert run["fs_stats"]["fallow_errors"] == 0 and run["fs_stats"]["meta_errors"] == 0, run
+    assert runs["feedback 64M"]["pool_bytes"] == 64 << 20
+    assert (report["out"] / "fs-pgbench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "## PostgreSQL pgbench -S" in (report["out"] / "fs.md").read_text()
 
 
 def test_fs_bench_efficiency_and_elastic(tmp_path):

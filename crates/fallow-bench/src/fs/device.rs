@@ -413,16 +413,26 @@ pub fn resident_bytes(path: &Path) -> Option<u64> {
 /// Evicts every regular file under `dir` and checks that the backing files left the page cache.
 pub fn evict_tree(dir: &Path) -> anyhow::Result<BTreeMap<String, u64>> {
     let mut left = BTreeMap::new();
+    evict_into(dir, &mut left)?;
+    Ok(left)
+}
+
+/// Evicts the files under `dir` and its subdirectories (a database's data directory), recording those left.
+fn evict_into(dir: &Path, left: &mut BTreeMap<String, u64>) -> anyhow::Result<()> {
     for entry in std::fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {
-        let path = entry?.path();
-        if path.is_file() {
+        let entry = entry?;
+        let path = entry.path();
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            evict_into(&path, left)?;
+        } else if kind.is_file() {
             evict(&path)?;
             if let Some(bytes) = resident_bytes(&path).filter(|&b| b > 0) {
                 left.insert(path.display().to_string(), bytes);
             }
         }
     }
-    Ok(left)
+    Ok(())
 }
 
 #[cfg(test)]

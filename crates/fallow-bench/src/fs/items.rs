@@ -26,7 +26,7 @@ pub struct Context<'a> {
 }
 
 impl Context<'_> {
-    fn backing(&self) -> &Path {
+    pub(super) fn backing(&self) -> &Path {
         &self.device.mnt
     }
 
@@ -35,7 +35,7 @@ impl Context<'_> {
         self.device.dir.join(format!("mnt-{name}"))
     }
 
-    fn mount(
+    pub(super) fn mount(
         &self,
         name: &str,
         server: Option<&Server>,
@@ -54,7 +54,7 @@ impl Context<'_> {
     }
 
     /// Evicts every backing file and checks that none stayed in the page cache.
-    fn cold(&self) -> anyhow::Result<()> {
+    pub(super) fn cold(&self) -> anyhow::Result<()> {
         let left = device::evict_tree(self.backing())?;
         if !left.is_empty() {
             bail!("still in the page cache after eviction: {left:?}");
@@ -258,15 +258,15 @@ impl Workload {
 
 /// One configuration of item 2: no FUSE, FUSE without fallow, or fallow with a pool and a policy.
 #[derive(Clone, Debug)]
-struct Config {
-    name: String,
+pub(super) struct Config {
+    pub name: String,
     /// None: the workload reads the backing directory itself.
-    flags: Option<Vec<String>>,
-    pool_bytes: Option<u64>,
-    policy: String,
+    pub flags: Option<Vec<String>>,
+    pub pool_bytes: Option<u64>,
+    pub policy: String,
 }
 
-fn configs(s: &Settings, workload: Workload) -> Vec<Config> {
+pub(super) fn configs(s: &Settings, workload: Workload) -> Vec<Config> {
     let depths = match workload {
         Workload::Video => &s.depths,
         Workload::Oltp => &s.oltp_depths,
@@ -375,23 +375,35 @@ fn oltp_jobs(s: &Settings, path: &Path, runtime_s: u64) -> Vec<Job> {
     ]
 }
 
-/// OLTP's warm-up: its readers run unmeasured for at least `oltp_warmup_s` (the VM's page cache fills)
-/// and, with a pool, until the pool has been full for `oltp_settle_s` (its hit ratio is the steady
-/// one, not a filling cache's); never past `oltp_warmup_max_s`.
+/// OLTP's warm-up: its readers run unmeasured (see [`settle`]) in a fio of their own.
 fn oltp_warm_up(ctx: &Context<'_>, dir: &Path, server: Option<&Server>) -> anyhow::Result<WarmUp> {
-    const POLL: Duration = Duration::from_secs(1);
     let s = ctx.settings;
     let jobs = oltp_jobs(s, &dir.join("oltp.db"), s.oltp_warmup_max_s);
     let mut fio = fio::Background::start(ctx.device, &jobs)?;
+    let warm_up = settle(ctx, server, || fio.check_running());
+    fio.stop()?;
+    warm_up
+}
+
+/// Waits while a random-read workload runs unmeasured: at least `oltp_warmup_s` (the VM's page cache
+/// fills) and, with a pool, until the pool has been full for `oltp_settle_s` (its hit ratio is the steady
+/// one, not a filling cache's); never past `oltp_warmup_max_s`. `check_running` fails when the workload
+/// has stopped on its own.
+pub fn settle(
+    ctx: &Context<'_>,
+    server: Option<&Server>,
+    mut check_running: impl FnMut() -> anyhow::Result<()>,
+) -> anyhow::Result<WarmUp> {
+    const POLL: Duration = Duration::from_secs(1);
+    let s = ctx.settings;
     let started = Instant::now();
     let mut pool_full_after_s = None;
     loop {
         std::thread::sleep(POLL);
         if super::interrupted() {
-            fio.stop()?;
             bail!("interrupted during a warm-up: cleaned up");
         }
-        fio.check_running()?;
+        check_running()?;
         let elapsed_s = started.elapsed().as_secs_f64();
         if pool_full_after_s.is_none() && server.is_some_and(pool_is_full) {
             pool_full_after_s = Some(elapsed_s);
@@ -404,7 +416,6 @@ fn oltp_warm_up(ctx: &Context<'_>, dir: &Path, server: Option<&Server>) -> anyho
         if (elapsed_s >= s.oltp_warmup_s as f64 && settled)
             || elapsed_s >= s.oltp_warmup_max_s as f64
         {
-            fio.stop()?;
             return Ok(WarmUp {
                 seconds: started.elapsed().as_secs_f64(),
                 pool_full_after_s,

@@ -8,6 +8,7 @@ pub mod device;
 pub mod fio;
 pub mod items;
 pub mod mount;
+pub mod pgbench;
 pub mod plots;
 pub mod report;
 
@@ -32,6 +33,8 @@ pub enum Item {
     Video,
     /// 2b: skewed random reads of a database-sized file over prefetch policies and cache sizes.
     Oltp,
+    /// 2c: PostgreSQL's `pgbench -S` with its data directory on the mount (the server as user postgres).
+    Pgbench,
     /// 3: cache-hit bandwidth through the mount against a null FUSE file system and memcpy.
     Efficiency,
     /// 4: the pool halved, then restored, during a video run; throughput per second.
@@ -119,6 +122,13 @@ pub struct FsArgs {
     /// minutes at 1000 IOPS; --quick: 5].
     #[arg(long)]
     pub oltp_warmup_max_s: Option<u64>,
+    /// pgbench's scale factor (100,000 accounts each, about 15 MiB of table and index) [default: 100, so
+    /// 1.5 GiB: more than the VM, the small pool and the large; --quick: 1].
+    #[arg(long)]
+    pub pgbench_scale: Option<u32>,
+    /// pgbench's clients (connections). Warm-up and measured seconds are OLTP's (`--oltp-*-s`).
+    #[arg(long, default_value_t = 4)]
+    pub pgbench_clients: usize,
     /// fallow pool sizes of item 2 [default: 100m,1g; --quick: 64m].
     #[arg(long, value_delimiter = ',', value_parser = size)]
     pub caches: Option<Vec<u64>>,
@@ -164,6 +174,8 @@ pub struct Settings {
     pub oltp_warmup_s: u64,
     pub oltp_settle_s: u64,
     pub oltp_warmup_max_s: u64,
+    pub pgbench_scale: u32,
+    pub pgbench_clients: usize,
     pub caches: Vec<u64>,
     pub depths: Vec<u32>,
     pub oltp_depths: Vec<u32>,
@@ -182,6 +194,10 @@ const FILE_BYTES_MAX: u64 = 8 << 30;
 const RUN_S_MAX: u64 = 600;
 const WARMUP_S_MAX: u64 = 3600;
 const DEPTH_MAX: u32 = 4096;
+/// About 6 GiB of database: within FILE_BYTES_MAX with its WAL.
+const PGBENCH_SCALE_MAX: u32 = 400;
+/// A pgbench scale's bytes on disk (tables, indexes), rounded up.
+const PGBENCH_BYTES_PER_SCALE: u64 = 16 * MIB;
 
 impl FsArgs {
     pub fn settings(&self) -> anyhow::Result<Settings> {
@@ -214,6 +230,8 @@ impl FsArgs {
             oltp_warmup_s: pick(self.oltp_warmup_s, 150, 1),
             oltp_settle_s: pick(self.oltp_settle_s, 120, 1),
             oltp_warmup_max_s: pick(self.oltp_warmup_max_s, 900, 5),
+            pgbench_scale: self.pgbench_scale.unwrap_or(if q { 1 } else { 100 }),
+            pgbench_clients: self.pgbench_clients,
             caches: self.caches.clone().unwrap_or(if q {
                 vec![64 * MIB]
             } else {
@@ -270,6 +288,12 @@ impl Settings {
         if self.oltp_jobs == 0 || self.oltp_jobs > 64 {
             bail!("--oltp-jobs: from 1 to 64");
         }
+        if !(1..=PGBENCH_SCALE_MAX).contains(&self.pgbench_scale) {
+            bail!("--pgbench-scale: from 1 to {PGBENCH_SCALE_MAX}");
+        }
+        if self.pgbench_clients == 0 || self.pgbench_clients > 64 {
+            bail!("--pgbench-clients: from 1 to 64");
+        }
         for (name, s) in [
             ("--oltp-s", self.oltp_s),
             ("--video-s", self.video_s),
@@ -309,6 +333,11 @@ impl Settings {
             (Item::Slowcat, self.slowcat_bytes),
             (Item::Video, self.video_file_bytes * 4),
             (Item::Oltp, self.oltp_bytes),
+            // The cluster (about 40 MiB), its WAL (at most 256 MiB plus the segments kept) and the tables.
+            (
+                Item::Pgbench,
+                512 * MIB + self.pgbench_scale as u64 * PGBENCH_BYTES_PER_SCALE,
+            ),
             (Item::Efficiency, self.efficiency_bytes),
             (Item::Elastic, self.elastic_file_bytes * 4),
         ];
@@ -330,6 +359,11 @@ impl Settings {
             (Item::Slowcat, 6),
             (Item::Video, matrix(&self.depths)),
             (Item::Oltp, matrix(&self.oltp_depths)),
+            // Building the database; no FUSE, no cache; per pool: feedback, feedback admitting all.
+            (
+                Item::Pgbench,
+                3 + self.caches.len() * (1 + usize::from(!self.quick)),
+            ),
             (Item::Efficiency, 3),
             (Item::Elastic, 1),
         ] {
@@ -462,6 +496,9 @@ fn run_items(
         report.oltp_bounds = items::oltp_bounds(s, &report.oltp);
         finished?;
     }
+    if s.runs(Item::Pgbench) {
+        pgbench::matrix(&ctx, &mut report.pgbench)?;
+    }
     if s.runs(Item::Efficiency) {
         report.efficiency = Some(items::efficiency(&ctx)?);
     }
@@ -517,6 +554,9 @@ mod tests {
         let one = settings(&["--items", "slowcat"]).unwrap();
         assert!(one.device.image_bytes >= one.slowcat_bytes);
         assert!(one.device.image_bytes < one.slowcat_bytes * 2);
+        let pg = settings(&["--items", "pgbench"]).unwrap();
+        assert_eq!(pg.pgbench_scale, 100);
+        assert!(pg.device.image_bytes >= 100 * PGBENCH_BYTES_PER_SCALE);
     }
 
     #[test]
@@ -531,6 +571,8 @@ mod tests {
             &["--slowcat-bytes", "100g"],
             &["--elastic-s", "1"],
             &["--vm-memory", "1m"],
+            &["--pgbench-scale", "0"],
+            &["--pgbench-clients", "0"],
         ] {
             assert!(settings(flags).is_err(), "{flags:?} accepted");
         }

@@ -100,6 +100,26 @@ pub fn write_all(report: &Report, dir: &Path) -> anyhow::Result<()> {
             true,
         )?;
     }
+    if !report.pgbench.is_empty() {
+        let runs = &report.pgbench;
+        write_bars(
+            &dir.join("fs-pgbench.png"),
+            "PostgreSQL pgbench -S, data directory on the mount",
+            Bars {
+                caption: "mean transaction latency",
+                x_desc: "ms",
+                bars: runs
+                    .iter()
+                    .map(|r| (r.name.clone(), r.latency_mean_ms))
+                    .collect(),
+            },
+            Bars {
+                caption: "transactions a second",
+                x_desc: "tps",
+                bars: runs.iter().map(|r| (r.name.clone(), r.tps)).collect(),
+            },
+        )?;
+    }
     if let Some(e) = &report.efficiency {
         let mut bars: Vec<(String, f64)> = Vec::new();
         for (hit, null) in e.hit.iter().zip(&e.null) {

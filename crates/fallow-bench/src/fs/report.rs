@@ -182,6 +182,63 @@ pub fn add_speedups(runs: &mut [MatrixRun], by_latency: bool) {
     }
 }
 
+/// One configuration of item 2c (PostgreSQL `pgbench -S`), over its measured seconds.
+#[derive(Clone, Debug, Serialize)]
+pub struct PgbenchRun {
+    pub name: String,
+    pub policy: String,
+    pub pool_bytes: Option<u64>,
+    pub fuse: bool,
+    /// Transactions (one primary-key SELECT each) a second.
+    pub tps: f64,
+    /// Mean transaction latency (pgbench's, weighted over the measured seconds).
+    pub latency_mean_ms: f64,
+    /// Measured seconds (pgbench progress lines).
+    pub seconds: usize,
+    pub device: IoBytes,
+    /// `fallow fs --stats` growth over the measured seconds.
+    pub fs_stats: Option<serde_json::Value>,
+    pub warm_up: WarmUp,
+    /// Mean latency of the no-FUSE run over this run's.
+    pub speedup_vs_no_fuse: Option<f64>,
+    /// The same against `--no-cache`.
+    pub speedup_vs_no_cache: Option<f64>,
+}
+
+impl PgbenchRun {
+    pub fn summary(&self) -> String {
+        let full = self
+            .warm_up
+            .pool_full_after_s
+            .map_or(String::new(), |f| format!(", pool full after {f:.0} s"));
+        format!(
+            "pgbench {:<22} {:>8.0} tps, latency mean {:.3} ms, {} MiB from the device (after {:.0} s of warm-up{full})",
+            self.name,
+            self.tps,
+            self.latency_mean_ms,
+            self.device.read >> 20,
+            self.warm_up.seconds
+        )
+    }
+}
+
+/// Fills the pgbench runs' speedups (by mean latency) against the no-FUSE and no-cache runs.
+pub fn add_pgbench_speedups(runs: &mut [PgbenchRun]) {
+    let base = |name: &str, runs: &[PgbenchRun]| {
+        runs.iter()
+            .find(|r| r.name == name)
+            .map(|r| r.latency_mean_ms)
+            .filter(|ms| *ms > 0.0)
+    };
+    let no_fuse = base("no FUSE", runs);
+    let no_cache = base("no cache", runs);
+    for run in runs.iter_mut() {
+        let ms = run.latency_mean_ms.max(1e-9);
+        run.speedup_vs_no_fuse = no_fuse.map(|b| b / ms);
+        run.speedup_vs_no_cache = no_cache.map(|b| b / ms);
+    }
+}
+
 /// A bandwidth of item 3.
 #[derive(Clone, Debug, Serialize)]
 pub struct Bandwidth {
@@ -364,6 +421,7 @@ pub struct Report {
     pub oltp: Vec<MatrixRun>,
     /// Per pool: the best mean latency any cache of that size could give OLTP.
     pub oltp_bounds: Vec<OltpBound>,
+    pub pgbench: Vec<PgbenchRun>,
     pub efficiency: Option<EfficiencyResult>,
     pub elastic: Option<ElasticResult>,
     /// Why the run stopped early, if it did.
@@ -404,6 +462,7 @@ impl Report {
             video: Vec::new(),
             oltp: Vec::new(),
             oltp_bounds: Vec::new(),
+            pgbench: Vec::new(),
             efficiency: None,
             elastic: None,
             error: None,
@@ -439,6 +498,7 @@ impl Report {
         md += &matrix_table("Video server", &self.video, false);
         md += &matrix_table("OLTP", &self.oltp, true);
         md += &bounds_line(&self.oltp_bounds);
+        md += &self.pgbench_table();
         md += &self.efficiency_table();
         if let Some(e) = &self.elastic {
             md += &format!("## Elastic\n\n{}\n\n", e.summary());
@@ -467,6 +527,35 @@ impl Report {
             );
         }
         md + "\n"
+    }
+
+    fn pgbench_table(&self) -> String {
+        if self.pgbench.is_empty() {
+            return String::new();
+        }
+        let s = &self.settings;
+        let mut md = format!(
+            "## PostgreSQL pgbench -S (scale {}, {} clients)\n\n| config | tps | mean latency ms | speedup vs no FUSE \
+             | vs no cache | MiB from device | fallow hit MiB | warm-up s |\n|---|---|---|---|---|---|---|---|\n",
+            s.pgbench_scale, s.pgbench_clients
+        );
+        let ratio = |v: Option<f64>| v.map_or("-".into(), |x| format!("{x:.2}x"));
+        for r in &self.pgbench {
+            let hits = r.fs_stats.as_ref().map_or("-".into(), |st| {
+                format!("{:.0}", counter(st, "cache_hit_bytes") / 1048576.0)
+            });
+            md += &format!(
+                "| {} | {:.0} | {:.3} | {} | {} | {} | {hits} | {:.0} |\n",
+                r.name,
+                r.tps,
+                r.latency_mean_ms,
+                ratio(r.speedup_vs_no_fuse),
+                ratio(r.speedup_vs_no_cache),
+                r.device.read >> 20,
+                r.warm_up.seconds
+            );
+        }
+        md + "\nSpeedups compare mean transaction latency.\n\n"
     }
 
     fn efficiency_table(&self) -> String {
