@@ -482,7 +482,24 @@ pub fn oltp_bounds(s: &Settings, runs: &[MatrixRun]) -> Vec<OltpBound> {
         .collect()
 }
 
-fn matrix_run(ctx: &Context<'_>, workload: Workload, config: &Config) -> anyhow::Result<MatrixRun> {
+/// A configuration's processes: the mount (with FUSE) and its fallow server (with a pool); the mount goes
+/// first when dropped.
+pub(super) struct Started {
+    pub mnt: Option<Mount>,
+    pub server: Option<Server>,
+    /// Where the workload finds its files: the mount, else the backing directory.
+    pub dir: PathBuf,
+}
+
+/// Starts `config`'s server and mount (named `name`, with `extra_flags`); a database's mounts cache
+/// `--oltp-fs-block-bytes` blocks.
+pub(super) fn start(
+    ctx: &Context<'_>,
+    config: &Config,
+    name: &str,
+    extra_flags: &[&str],
+    database: bool,
+) -> anyhow::Result<Started> {
     let s = ctx.settings;
     let server = config
         .pool_bytes
@@ -491,23 +508,32 @@ fn matrix_run(ctx: &Context<'_>, workload: Workload, config: &Config) -> anyhow:
     let mnt = match &config.flags {
         Some(flags) => {
             let mut flags = flags.clone();
-            if workload == Workload::Oltp && server.is_some() && s.oltp_fs_block_bytes != 0 {
+            flags.extend(extra_flags.iter().map(|f| f.to_string()));
+            if database && server.is_some() && s.oltp_fs_block_bytes != 0 {
                 flags.extend([
                     "--block-bytes".to_string(),
                     s.oltp_fs_block_bytes.to_string(),
                 ]);
             }
-            Some(ctx.mount(workload.name(), server.as_ref(), &flags)?)
+            Some(ctx.mount(name, server.as_ref(), &flags)?)
         }
         None => None,
     };
     let dir = mnt
         .as_ref()
         .map_or(ctx.backing().to_path_buf(), |m| m.path.clone());
+    Ok(Started { mnt, server, dir })
+}
+
+fn matrix_run(ctx: &Context<'_>, workload: Workload, config: &Config) -> anyhow::Result<MatrixRun> {
+    let s = ctx.settings;
+    let oltp = workload == Workload::Oltp;
+    // In this order, so the mount is dropped (unmounted) before its server.
+    let Started { server, mnt, dir } = start(ctx, config, workload.name(), &[], oltp)?;
     // A `--no-cache` mount drops a file's pages at every open (it cannot tell the file is unchanged), so a
     // warm-up in a fio of its own would hand the measured one a cold page cache: that run warms up inside
     // the measured fio instead (`ramp_time`), its counters sampled when the ramp ends.
-    let warm_in_process = workload == Workload::Oltp && mnt.is_some() && server.is_none();
+    let warm_in_process = oltp && mnt.is_some() && server.is_none();
     let mut jobs = match workload {
         Workload::Video => video_jobs(&dir, "video", s.video_file_bytes, s.video_s),
         Workload::Oltp => oltp_jobs(s, &dir.join("oltp.db"), s.oltp_s),

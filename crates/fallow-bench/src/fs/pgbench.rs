@@ -381,24 +381,9 @@ fn configs(s: &Settings) -> Vec<items::Config> {
 
 fn run(ctx: &Context<'_>, cluster: &Cluster, config: &items::Config) -> anyhow::Result<PgbenchRun> {
     let s = ctx.settings;
-    let server = config
-        .pool_bytes
-        .map(|pool| Server::start(ctx.bin, pool))
-        .transpose()?;
-    let mnt = match &config.flags {
-        Some(flags) => {
-            let mut flags = flags.clone();
-            flags.push("--allow-other".into());
-            if server.is_some() && s.oltp_fs_block_bytes != 0 {
-                flags.extend(["--block-bytes".into(), s.oltp_fs_block_bytes.to_string()]);
-            }
-            Some(ctx.mount("pgbench", server.as_ref(), &flags)?)
-        }
-        None => None,
-    };
-    let root = mnt
-        .as_ref()
-        .map_or(ctx.backing().to_path_buf(), |m| m.path.clone());
+    let started = items::start(ctx, config, "pgbench", &["--allow-other"], true)?;
+    let (server, mnt) = (&started.server, &started.mnt);
+    let root = &started.dir;
     ctx.cold()?;
     let stats_at_start = mnt.as_ref().map(|m| m.fresh_stats()).transpose()?;
     let postgres = cluster.start(Some(ctx), &root.join(DATA_DIR))?;
