@@ -449,6 +449,9 @@ pub fn run_fs(args: &FsArgs) -> anyhow::Result<()> {
     }
     check_fuse_prerequisites()?;
     device::check_prerequisites()?;
+    if settings.runs(Item::Pgbench) {
+        pgbench::check_prerequisites()?;
+    }
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
     catch_signals();

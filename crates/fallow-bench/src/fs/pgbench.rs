@@ -58,6 +58,29 @@ pub fn bin_dir() -> anyhow::Result<PathBuf> {
     }
 }
 
+/// Checked before the first item, so that a long run does not stop at this one: the binaries and the user.
+pub fn check_prerequisites() -> anyhow::Result<()> {
+    let bin = bin_dir()?;
+    for program in ["initdb", "pg_ctl", "pgbench"] {
+        if !bin.join(program).is_file() {
+            bail!(
+                "{program} is not in {} (scripts/install-test-deps.sh installs PostgreSQL)",
+                bin.display()
+            );
+        }
+    }
+    let known = Command::new("id")
+        .args(["-u", PG_USER])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success());
+    if !known {
+        bail!("no user {PG_USER}: item pgbench runs the server as {PG_USER} (Debian's postgresql creates it)");
+    }
+    Ok(())
+}
+
 /// The cluster: its binaries, socket directory and port.
 pub struct Cluster {
     bin: PathBuf,
