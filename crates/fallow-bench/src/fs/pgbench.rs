@@ -5,6 +5,7 @@
 //! the backing directory itself (no FUSE) or over a fresh mount of it, inside the "VM" (its memory cgroup,
 //! the device's throttle), runs one `pgbench -S -P 1` through warm-up and measurement, and stops.
 //! Latency and throughput come from pgbench's per-second progress lines of the measured seconds.
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -122,10 +123,26 @@ fn run_quietly(mut command: Command) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `program` run as `PG_USER`.
+fn as_pg_user(program: impl AsRef<OsStr>) -> Command {
+    let mut command = Command::new("runuser");
+    command.args(["-u", PG_USER, "--"]).arg(program);
+    command
+}
+
+/// `command`, as built, to run inside the device's groups (its reads throttled, its page cache the VM's).
+fn in_groups(ctx: &Context<'_>, command: &Command) -> Command {
+    let args: Vec<String> = command
+        .get_args()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    ctx.device.command(Path::new(command.get_program()), &args)
+}
+
 /// The server, run as `PG_USER`, must reach its data directory and socket under the scratch directory.
 fn check_reachable(dir: &Path) -> anyhow::Result<()> {
-    let status = Command::new("runuser")
-        .args(["-u", PG_USER, "--", "test", "-x"])
+    let status = as_pg_user("test")
+        .arg("-x")
         .arg(dir)
         .status()
         .context("running runuser (util-linux)")?;
@@ -180,11 +197,7 @@ impl Cluster {
     }
 
     fn as_user(&self, program: &str) -> Command {
-        let mut command = Command::new("runuser");
-        command
-            .args(["-u", PG_USER, "--"])
-            .arg(self.bin.join(program));
-        command
+        as_pg_user(self.bin.join(program))
     }
 
     fn pgbench(&self) -> Command {
@@ -205,30 +218,16 @@ impl Cluster {
             self.port,
             self.socket_dir.display()
         );
-        let args: Vec<String> = [
-            "-u",
-            PG_USER,
-            "--",
-            &self.bin.join("pg_ctl").display().to_string(),
-            "-D",
-            &data.display().to_string(),
-            "-o",
-            &options,
-            "-l",
-            &self.log.display().to_string(),
-            "-w",
-            "start",
-        ]
-        .iter()
-        .map(|a| a.to_string())
-        .collect();
+        let mut pg_ctl = self.as_user("pg_ctl");
+        pg_ctl
+            .arg("-D")
+            .arg(data)
+            .args(["-o", &options, "-l"])
+            .arg(&self.log)
+            .args(["-w", "start"]);
         let command = match ctx {
-            Some(ctx) => ctx.device.command(Path::new("runuser"), &args),
-            None => {
-                let mut command = Command::new("runuser");
-                command.args(&args);
-                command
-            }
+            Some(ctx) => in_groups(ctx, &pg_ctl),
+            None => pg_ctl,
         };
         let running = Running {
             cluster: self,
@@ -292,30 +291,21 @@ impl Client {
     fn start(ctx: &Context<'_>, cluster: &Cluster, seconds: u64) -> anyhow::Result<Client> {
         let clients = ctx.settings.pgbench_clients;
         let threads = clients.div_ceil(CLIENTS_PER_THREAD);
-        let base = cluster.pgbench();
-        let mut args: Vec<String> = base
-            .get_args()
-            .map(|a| a.to_string_lossy().into())
-            .collect();
-        args.extend(
-            [
-                "-S",
-                "-n",
-                "-P",
-                "1",
-                "-c",
-                &clients.to_string(),
-                "-j",
-                &threads.to_string(),
-                "-T",
-                &seconds.to_string(),
-                "postgres",
-            ]
-            .map(String::from),
-        );
-        let mut child = ctx
-            .device
-            .command(Path::new(base.get_program()), &args)
+        let mut pgbench = cluster.pgbench();
+        pgbench.args([
+            "-S",
+            "-n",
+            "-P",
+            "1",
+            "-c",
+            &clients.to_string(),
+            "-j",
+            &threads.to_string(),
+            "-T",
+            &seconds.to_string(),
+            "postgres",
+        ]);
+        let mut child = in_groups(ctx, &pgbench)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

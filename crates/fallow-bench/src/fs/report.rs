@@ -163,23 +163,44 @@ pub struct WarmUp {
     pub fs_reads: Option<f64>,
 }
 
-/// Fills the speedups: by latency (OLTP, lower is better) or by bandwidth (video).
-pub fn add_speedups(runs: &mut [MatrixRun], by_latency: bool) {
-    let figure = |run: &MatrixRun| {
-        if by_latency {
-            1.0 / run.read_latency.lat_mean_us.max(1e-9)
-        } else {
-            run.read_bytes_per_s
-        }
+/// Sets each run's speedups: its `figure` (higher is better) over that of the runs named "no FUSE" and
+/// "no cache" (none where a baseline is missing or 0).
+fn fill_speedups<R>(
+    runs: &mut [R],
+    name: impl Fn(&R) -> &str,
+    figure: impl Fn(&R) -> f64,
+    set: impl Fn(&mut R, Option<f64>, Option<f64>),
+) {
+    let base = |wanted: &str| {
+        runs.iter()
+            .find(|r| name(r) == wanted)
+            .map(&figure)
+            .filter(|b| *b > 0.0)
     };
-    let base = |name: &str, runs: &[MatrixRun]| runs.iter().find(|r| r.name == name).map(figure);
-    let no_fuse = base("no FUSE", runs);
-    let no_cache = base("no cache", runs);
+    let (no_fuse, no_cache) = (base("no FUSE"), base("no cache"));
     for run in runs.iter_mut() {
         let value = figure(run);
-        run.speedup_vs_no_fuse = no_fuse.filter(|b| *b > 0.0).map(|b| value / b);
-        run.speedup_vs_no_cache = no_cache.filter(|b| *b > 0.0).map(|b| value / b);
+        set(run, no_fuse.map(|b| value / b), no_cache.map(|b| value / b));
     }
+}
+
+/// Fills the speedups: by latency (OLTP, lower is better) or by bandwidth (video).
+pub fn add_speedups(runs: &mut [MatrixRun], by_latency: bool) {
+    fill_speedups(
+        runs,
+        |run| run.name.as_str(),
+        |run| {
+            if by_latency {
+                1.0 / run.read_latency.lat_mean_us.max(1e-9)
+            } else {
+                run.read_bytes_per_s
+            }
+        },
+        |run, vs_no_fuse, vs_no_cache| {
+            run.speedup_vs_no_fuse = vs_no_fuse;
+            run.speedup_vs_no_cache = vs_no_cache;
+        },
+    );
 }
 
 /// One configuration of item 2c (PostgreSQL `pgbench -S`), over its measured seconds.
@@ -224,19 +245,15 @@ impl PgbenchRun {
 
 /// Fills the pgbench runs' speedups (by mean latency) against the no-FUSE and no-cache runs.
 pub fn add_pgbench_speedups(runs: &mut [PgbenchRun]) {
-    let base = |name: &str, runs: &[PgbenchRun]| {
-        runs.iter()
-            .find(|r| r.name == name)
-            .map(|r| r.latency_mean_ms)
-            .filter(|ms| *ms > 0.0)
-    };
-    let no_fuse = base("no FUSE", runs);
-    let no_cache = base("no cache", runs);
-    for run in runs.iter_mut() {
-        let ms = run.latency_mean_ms.max(1e-9);
-        run.speedup_vs_no_fuse = no_fuse.map(|b| b / ms);
-        run.speedup_vs_no_cache = no_cache.map(|b| b / ms);
-    }
+    fill_speedups(
+        runs,
+        |run| run.name.as_str(),
+        |run| 1.0 / run.latency_mean_ms.max(1e-9),
+        |run, vs_no_fuse, vs_no_cache| {
+            run.speedup_vs_no_fuse = vs_no_fuse;
+            run.speedup_vs_no_cache = vs_no_cache;
+        },
+    );
 }
 
 /// A bandwidth of item 3.
@@ -704,5 +721,29 @@ mod tests {
         add_speedups(&mut runs, true);
         assert_eq!(runs[2].speedup_vs_no_fuse, Some(2.0));
         assert_eq!(runs[2].speedup_vs_no_cache, Some(4.0));
+    }
+
+    #[test]
+    fn pgbench_speedups_are_by_mean_latency() {
+        let run = |name: &str, latency_mean_ms: f64| PgbenchRun {
+            name: name.into(),
+            policy: String::new(),
+            pool_bytes: None,
+            fuse: true,
+            tps: 1.0,
+            latency_mean_ms,
+            seconds: 1,
+            device: IoBytes::default(),
+            fs_stats: None,
+            warm_up: WarmUp::default(),
+            speedup_vs_no_fuse: None,
+            speedup_vs_no_cache: None,
+        };
+        let mut runs = vec![run("no cache", 8.0), run("x", 2.0)];
+        add_pgbench_speedups(&mut runs);
+        assert_eq!(runs[1].speedup_vs_no_cache, Some(4.0));
+        assert_eq!(runs[0].speedup_vs_no_cache, Some(1.0));
+        // No no-FUSE run: no speedup against it.
+        assert_eq!(runs[1].speedup_vs_no_fuse, None);
     }
 }
